@@ -1,0 +1,189 @@
+"""The runtime adapter: one code path between a user's step and Lightning's loops.
+
+Data flows one way: the user's step returns, the adapter checks the value
+(``checks.py``), converts a typed result to the plain dict Lightning's loops already
+handle, and hands that to Lightning. The conversion happens inside the step call, so
+under DDP the wrapper's ``forward`` sees the plain dict.
+
+``TypedLightningModule`` wraps its subclasses' methods on the class; ``StepResultAdapter``
+wraps one module's methods on the instance for one run. Both call ``run_step``.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from lightning_step_types.checks import StepCall, check_evaluation_return, check_training_return
+from lightning_step_types.errors import StepResultError
+from lightning_step_types.results import StepResult
+
+__all__ = [
+    "BATCH_END_HOOKS",
+    "STEP_HOOKS",
+    "adapt_batch_end_function",
+    "adapt_callback_batch_end_function",
+    "adapt_step_function",
+    "adapted_bound_step",
+    "is_plain_function",
+    "run_step",
+    "typed_outputs",
+]
+
+STEP_HOOKS = ("training_step", "validation_step", "test_step")
+# batch-end hook -> the step whose result it receives
+BATCH_END_HOOKS = {
+    "on_train_batch_end": "training_step",
+    "on_validation_batch_end": "validation_step",
+    "on_test_batch_end": "test_step",
+}
+
+
+class _ModuleState:
+    """Per-module runtime state, kept off the module so that it pickles and copies as it was."""
+
+    __slots__ = ("calls", "active", "latest", "__weakref__")
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[str, bool], StepCall] = {}
+        self.active = False  # inside an adapted step: nested calls (super().training_step) pass through
+        # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
+        self.latest: dict[str, StepResult[Any]] = {}
+
+
+_STATES: weakref.WeakKeyDictionary[torch.nn.Module, _ModuleState] = weakref.WeakKeyDictionary()
+
+
+def module_state(module: torch.nn.Module) -> _ModuleState:
+    state = _STATES.get(module)
+    if state is None:
+        state = _STATES[module] = _ModuleState()
+    return state
+
+
+def _trainer_is_running(module: torch.nn.Module) -> bool:
+    trainer = module.__dict__.get("_trainer")
+    if trainer is None:
+        return False
+    status = trainer.state.status
+    return status is type(status).RUNNING  # flavour-agnostic: pytorch_lightning or lightning.pytorch
+
+
+def run_step(
+    module: torch.nn.Module,
+    hook_name: str,
+    strict: bool,
+    step: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Call a step, then check and convert what it returned.
+
+    Outside a running Trainer (a unit test calling ``model.training_step`` directly, Fabric)
+    and in nested calls such as ``super().training_step(...)``, the step's own return value
+    passes through untouched.
+    """
+    state = module_state(module)
+    if state.active or not _trainer_is_running(module):
+        return step(*args, **kwargs)
+    call = state.calls.get((hook_name, strict))
+    if call is None:
+        call = state.calls[(hook_name, strict)] = StepCall(module, hook_name, strict)
+    state.active = True
+    try:
+        output = step(*args, **kwargs)
+    except StepResultError as error:
+        if error.hook is None:  # a result built inside the step failed its own checks
+            error.hook = call.hook
+        raise
+    finally:
+        state.active = False
+    check = check_training_return if hook_name == "training_step" else check_evaluation_return
+    lightning_output, result = check(output, call)
+    if result is None:
+        state.latest.pop(hook_name, None)
+    else:
+        state.latest[hook_name] = result
+    return lightning_output
+
+
+def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> None:
+    # Lightning inspects a step's signature one `__wrapped__` deep (dataloader_idx, batch_idx) and
+    # compares `__wrapped__.__code__` to decide whether a hook is overridden: show it what it would
+    # see without us.
+    wrapper.__wrapped__ = getattr(step, "__wrapped__", step)  # type: ignore[attr-defined]
+    wrapper.__lst_adapted__ = True  # type: ignore[attr-defined]
+
+
+def adapt_step_function(func: Callable[..., Any], hook_name: str, strict: bool) -> Callable[..., Any]:
+    """Wrap a step defined on a class (``TypedLightningModule`` subclasses)."""
+
+    @functools.wraps(func)
+    def adapted_step(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        return run_step(self, hook_name, strict, func, (self, *args), kwargs)
+
+    _lightning_view(adapted_step, func)
+    return adapted_step
+
+
+def adapted_bound_step(module: torch.nn.Module, hook_name: str, strict: bool) -> Callable[..., Any]:
+    """Wrap one module's bound step, to be set as an instance attribute for one run (``StepResultAdapter``)."""
+    bound = getattr(module, hook_name)
+
+    @functools.wraps(bound)
+    def adapted_step(*args: Any, **kwargs: Any) -> Any:
+        return run_step(module, hook_name, strict, bound, args, kwargs)
+
+    _lightning_view(adapted_step, bound)
+    return adapted_step
+
+
+def typed_outputs(module: torch.nn.Module, step_hook: str, outputs: Any) -> Any:
+    """What a typed batch-end hook receives: the step's typed result, or None if the step returned None.
+
+    For training, Lightning hands batch-end hooks a new dict whose loss is detached (and divided
+    by ``accumulate_grad_batches``); the typed result carries that same loss, so the module and
+    callbacks see one value.
+    """
+    if isinstance(outputs, StepResult):
+        return outputs
+    state = _STATES.get(module)
+    result = state.latest.get(step_hook) if state is not None else None
+    if result is None:
+        return outputs if outputs else None  # a skipped training step gives {}; keep anything else as is
+    if step_hook == "training_step" and isinstance(outputs, Mapping) and "loss" in outputs:
+        return type(result)._trusted(outputs["loss"], result.metadata)
+    return result
+
+
+def adapt_batch_end_function(func: Callable[..., Any], step_hook: str) -> Callable[..., Any]:
+    """Wrap a batch-end hook of a ``TypedLightningModule`` subclass so it receives typed results."""
+
+    @functools.wraps(func)
+    def typed_batch_end(self: torch.nn.Module, outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(self, typed_outputs(self, step_hook, outputs), *args, **kwargs)
+
+    _lightning_view(typed_batch_end, func)
+    return typed_batch_end
+
+
+def adapt_callback_batch_end_function(func: Callable[..., Any], step_hook: str) -> Callable[..., Any]:
+    """Wrap a batch-end hook of a ``TypedCallback`` subclass: ``(self, trainer, pl_module, outputs, ...)``."""
+
+    @functools.wraps(func)
+    def typed_batch_end(
+        self: object, trainer: object, pl_module: torch.nn.Module, outputs: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        return func(self, trainer, pl_module, typed_outputs(pl_module, step_hook, outputs), *args, **kwargs)
+
+    _lightning_view(typed_batch_end, func)
+    return typed_batch_end
+
+
+def is_plain_function(func: object) -> bool:
+    """A method written in a class body; staticmethods, classmethods and adapted methods are left alone."""
+    return callable(func) and hasattr(func, "__code__") and not getattr(func, "__lst_adapted__", False)

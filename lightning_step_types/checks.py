@@ -1,0 +1,241 @@
+"""What a step may return, and the message for every way it can be wrong.
+
+Each check takes the value a step returned and either gives back what Lightning's loops
+should receive, or raises ``StepResultError`` before any backward or optimizer step runs.
+Returns that Lightning accepts but silently ignores produce a ``StepResultWarning`` instead
+(in the lenient mode of ``StepResultAdapter``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from lightning_step_types.errors import StepResultError, StepResultWarning, describe, describe_tensor, format_problem
+from lightning_step_types.results import StepResult, TrainStepResult, ValStepResult, loss_error
+
+__all__ = ["StepCall", "check_evaluation_return", "check_training_return"]
+
+# Keys that Lightning 0.x read from a step's dict; Lightning 1.0+ keeps them as plain extras and logs nothing.
+LEGACY_KEYS = {
+    "log": "log them with `self.log_dict(...)` inside the step and drop the 'log' key",
+    "progress_bar": "log them with `self.log_dict(..., prog_bar=True)` inside the step and drop the 'progress_bar' key",
+    "hiddens": "keep hidden state on the module (e.g. `self.hiddens = ...`) and drop the 'hiddens' key",
+}
+
+
+class StepCall:
+    """Where a return value came from (module, hook, mode), for the checks and their messages.
+
+    Built once per module and hook by the adapter; it reads the module's live state when asked.
+    """
+
+    __slots__ = ("module", "hook", "hook_name", "strict", "_warned")
+
+    def __init__(self, module: torch.nn.Module, hook_name: str, strict: bool) -> None:
+        self.module = module
+        self.hook_name = hook_name
+        self.hook = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
+        self.strict = strict
+        self._warned: set[str] = set()
+
+    @property
+    def automatic_optimization(self) -> bool:
+        return bool(getattr(self.module, "automatic_optimization", True))
+
+    def world_size(self) -> int:
+        trainer = getattr(self.module, "_trainer", None)
+        return int(trainer.world_size) if trainer is not None else 1
+
+    def warn(self, kind: str, where: str, got: str, expected: str, fix: str) -> None:
+        """Warn once per kind of problem and hook, so a wrong return does not flood every step."""
+        if kind in self._warned:
+            return
+        self._warned.add(kind)
+        warnings.warn(StepResultWarning(format_problem(where, got, expected, fix, self.hook)), stacklevel=2)
+
+
+def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
+    """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None)."""
+    if output is None:
+        if call.world_size() > 1:
+            raise StepResultError(
+                "return value",
+                "None",
+                "a TrainStepResult on every process: skipping a batch with None is not supported"
+                " under distributed training (the other processes would wait for its gradients)",
+                "return a zero loss that keeps the graph instead, e.g."
+                " `return TrainStepResult(loss=loss * 0.0)`",
+                call.hook,
+            )
+        return None, None
+    if isinstance(output, StepResult):
+        if not isinstance(output, TrainStepResult):
+            raise _wrong_result_class(output, TrainStepResult, call)
+        _check_loss_graph(output.loss, "return value .loss", call)
+        return {"loss": output.loss, **output.metadata}, output
+    if call.strict:
+        raise _not_a_result(output, TrainStepResult, call)
+    return _check_legacy_training_return(output, call), None
+
+
+def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
+    """Check a ``validation_step``/``test_step`` return; give back (what Lightning receives, the typed result)."""
+    if output is None:
+        return None, None
+    if isinstance(output, StepResult):
+        if not isinstance(output, ValStepResult):
+            raise _wrong_result_class(output, ValStepResult, call)
+        return {"loss": output.loss, **output.metadata}, output
+    if call.strict:
+        raise _not_a_result(output, ValStepResult, call)
+    if isinstance(output, Mapping):
+        _warn_about_keys(output, call)
+    elif not isinstance(output, torch.Tensor):
+        call.warn(
+            "malformed",
+            "return value",
+            describe(output),
+            "ValStepResult, a Tensor, a dict, or None; Lightning passes anything else unchecked"
+            f" to `on_{_stage(call)}_batch_end` and nothing else reads it",
+            "return `ValStepResult(loss=loss, metadata={...})`, or a dict such as `{'preds': preds}`",
+        )
+    return output, None
+
+
+def _check_legacy_training_return(output: object, call: StepCall) -> object:
+    """Lightning's own returns (a Tensor, or a Mapping with 'loss'): checked, passed on unchanged."""
+    if isinstance(output, torch.Tensor):
+        _check_returned_loss(output, "return value", call)
+        return output
+    if isinstance(output, Mapping):
+        _warn_about_keys(output, call)
+        if "loss" in output:
+            _check_returned_loss(output["loss"], "return value['loss']", call)
+        elif call.automatic_optimization:
+            raise StepResultError(
+                "return value",
+                describe(output),
+                "a 'loss' key: automatic optimization calls backward on it",
+                _missing_loss_fix(output),
+                call.hook,
+            )
+        return output
+    raise StepResultError(
+        "return value",
+        describe(output),
+        "TrainStepResult, a loss Tensor, a dict with a 'loss' key, or None",
+        _rewrite_hint(output, TrainStepResult),
+        call.hook,
+    )
+
+
+def _check_returned_loss(loss: object, where: str, call: StepCall) -> None:
+    if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+        error = loss_error(where, loss)
+        error.hook = call.hook
+        raise error
+    _check_loss_graph(loss, where, call)
+
+
+def _check_loss_graph(loss: torch.Tensor, where: str, call: StepCall) -> None:
+    """Under automatic optimization Lightning calls backward on the loss: it must be part of a graph."""
+    if not call.automatic_optimization:
+        return
+    if not loss.requires_grad:
+        cause = (
+            "the step ran with gradients disabled (torch.no_grad() or torch.inference_mode())"
+            if not torch.is_grad_enabled()
+            else "it was cut from the graph, e.g. by `.item()`, `.detach()`, `torch.tensor(...)` or `torch.no_grad()`"
+        )
+        raise StepResultError(
+            where,
+            f"{describe_tensor(loss)}: {cause}",
+            "a loss computed from the model's parameters (requires_grad=True):"
+            " automatic optimization calls backward on it",
+            "return the loss tensor as computed from `self(...)`, without `.detach()`, `.item()` or"
+            " `torch.no_grad()`; to step optimizers yourself, set `self.automatic_optimization = False`",
+            call.hook,
+        )
+    if loss.grad_fn is None and not isinstance(loss, torch.nn.Parameter):
+        raise StepResultError(
+            where,
+            f"{describe_tensor(loss)}: a leaf tensor, not computed from any parameter",
+            "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty",
+            "compute the loss from the model's output, e.g. `loss = F.mse_loss(self(x), y)`, instead of"
+            " creating it with `torch.tensor(..., requires_grad=True)` or `.requires_grad_()`",
+            call.hook,
+        )
+
+
+def _warn_about_keys(output: Mapping[Any, Any], call: StepCall) -> None:
+    for key in output:
+        if not isinstance(key, str):
+            call.warn(
+                "non-str key",
+                "return value",
+                f"key {describe(key)} in {describe(output)}",
+                "str keys: Lightning and loggers address outputs by name",
+                f"use a string key, e.g. {str(key)!r}",
+            )
+        elif key in LEGACY_KEYS:
+            call.warn(
+                f"legacy key {key}",
+                f"return value[{key!r}]",
+                f"{describe(output)}: the Lightning 0.x {key!r} key, which Lightning 1.0+ ignores",
+                "metrics logged with `self.log` / `self.log_dict`",
+                LEGACY_KEYS[key],
+            )
+
+
+def _wrong_result_class(output: StepResult[Any], expected: type[StepResult[Any]], call: StepCall) -> StepResultError:
+    right_hooks = "training_step" if expected is TrainStepResult else "validation_step and test_step"
+    return StepResultError(
+        "return value",
+        f"{type(output).__name__} (loss {describe_tensor(output.loss)}, metadata keys {list(output.metadata)})",
+        f"{expected.__name__} from {call.hook_name} ({type(output).__name__} is for the other loop)",
+        f"return `{expected.__name__}(loss=..., metadata=...)`; {expected.__name__} is what {right_hooks} return",
+        call.hook,
+    )
+
+
+def _not_a_result(output: object, expected: type[StepResult[Any]], call: StepCall) -> StepResultError:
+    return StepResultError(
+        "return value",
+        describe(output),
+        f"{expected.__name__} (or None to skip the batch)",
+        _rewrite_hint(output, expected),
+        call.hook,
+    )
+
+
+def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
+    name = expected.__name__
+    if isinstance(output, torch.Tensor):
+        return f"wrap the loss: `return {name}(loss=loss)`"
+    if isinstance(output, Mapping):
+        others = [k for k in output if k != "loss"]
+        metadata = ", ".join(f"{k!r}: ..." for k in others[:4]) + (", ..." if len(others) > 4 else "")
+        loss = "out['loss']" if "loss" in output else "loss"
+        return f"return `{name}(loss={loss}, metadata={{{metadata}}})`"
+    if isinstance(output, (tuple, list)):
+        return f"name the parts: `return {name}(loss=loss, metadata={{'logits': logits}})`"
+    if isinstance(output, (float, int)):
+        return f"return the loss tensor, not a Python number: `return {name}(loss=loss)` without `.item()`"
+    return f"return `{name}(loss=loss, metadata={{...}})` with `loss` a tensor computed from the model's output"
+
+
+def _missing_loss_fix(output: Mapping[Any, Any]) -> str:
+    names = [k for k in output if isinstance(k, str)]
+    close = [k for k in names if k.lower() == "loss"] or difflib.get_close_matches("loss", names, n=1, cutoff=0.6)
+    if close:
+        return f"rename the key {close[0]!r} to 'loss' (keys are case-sensitive), or return TrainStepResult(loss=...)"
+    return "add the loss under 'loss', or return `TrainStepResult(loss=loss, metadata={...})`"
+
+
+def _stage(call: StepCall) -> str:
+    return "validation" if call.hook_name == "validation_step" else "test"

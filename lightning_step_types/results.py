@@ -1,0 +1,268 @@
+"""The typed step results: frozen dataclasses that are also read-only mappings and pytree nodes.
+
+A result is ``loss`` plus ``metadata`` and nothing else; logging stays with ``self.log``.
+Seen as a ``Mapping`` it equals ``{"loss": loss, **metadata}``, which is what Lightning's loops
+already accept from a step. Registering every result class with torch's pytree lets DDP,
+``torch.compile`` and ``torch.utils._pytree`` see the tensors inside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Generic
+
+import torch
+import torch.utils._pytree as pytree
+from typing_extensions import Self, TypeVar
+
+from lightning_step_types.errors import StepResultError, describe, describe_tensor
+
+__all__ = ["FrozenMetadata", "StepResult", "TrainStepResult", "ValStepResult"]
+
+MetaT = TypeVar("MetaT", bound=Mapping[str, Any], default=Mapping[str, Any], covariant=True)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equality that never raises: tensors compare by identity (as their hash does), others by ``==``."""
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # numpy arrays, nested tensors: "ambiguous truth value" means not equal here
+        return False
+
+
+def _mappings_equal(a: Mapping[Any, Any], b: Mapping[Any, Any]) -> bool:
+    if len(a) != len(b):
+        return False
+    for key, value in a.items():
+        if key not in b or not _same(value, b[key]):
+            return False
+    return True
+
+
+class FrozenMetadata(Mapping[str, Any]):
+    """A read-only copy of a result's metadata; it pickles and deep-copies, unlike ``MappingProxyType``."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] = {}) -> None:  # noqa: B006 - never mutated
+        self._data: dict[str, Any] = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return _mappings_equal(self._data, other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data))
+
+    def __repr__(self) -> str:
+        return f"FrozenMetadata({self._data!r})"
+
+    def __reduce__(self) -> tuple[type[FrozenMetadata], tuple[dict[str, Any]]]:
+        return (FrozenMetadata, (self._data,))
+
+    def copy(self) -> dict[str, Any]:
+        """A mutable shallow copy, as ``MappingProxyType.copy()`` gives."""
+        return dict(self._data)
+
+
+_EMPTY_METADATA = FrozenMetadata()
+
+
+# --- pytree: a result flattens to (loss, metadata dict); metadata to its values ---
+
+
+def _flatten_result(result: StepResult[Any]) -> tuple[list[Any], None]:
+    return [result.loss, result.metadata._data], None  # type: ignore[attr-defined]
+
+
+def _flatten_result_with_keys(result: StepResult[Any]) -> tuple[list[tuple[Any, Any]], None]:
+    children = [(pytree.GetAttrKey("loss"), result.loss), (pytree.GetAttrKey("metadata"), result.metadata._data)]  # type: ignore[attr-defined]
+    return children, None
+
+
+def _register_pytree_node(cls: type[StepResult[Any]]) -> None:
+    def unflatten(children: Any, context: None) -> StepResult[Any]:
+        loss, metadata = children
+        return cls._trusted(loss, metadata)
+
+    pytree.register_pytree_node(
+        cls,
+        _flatten_result,  # type: ignore[arg-type]
+        unflatten,
+        serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
+        flatten_with_keys_fn=_flatten_result_with_keys,  # type: ignore[arg-type]
+    )
+
+
+def _flatten_metadata(metadata: FrozenMetadata) -> tuple[list[Any], list[str]]:
+    return list(metadata._data.values()), list(metadata._data)
+
+
+def _flatten_metadata_with_keys(metadata: FrozenMetadata) -> tuple[list[tuple[Any, Any]], list[str]]:
+    return [(pytree.MappingKey(k), v) for k, v in metadata._data.items()], list(metadata._data)
+
+
+pytree.register_pytree_node(
+    FrozenMetadata,
+    _flatten_metadata,  # type: ignore[arg-type]
+    lambda values, keys: FrozenMetadata(dict(zip(keys, values))),
+    serialized_type_name=f"{__name__}.FrozenMetadata",
+    flatten_with_keys_fn=_flatten_metadata_with_keys,  # type: ignore[arg-type]
+)
+
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StepResult(Mapping[str, Any], Generic[MetaT]):
+    """Base of the step results: a loss tensor holding one real floating value, and read-only metadata.
+
+    Subclasses may add methods and properties but no fields: a result is exactly
+    ``{"loss": loss, **metadata}``, which is what Lightning and pytree see.
+    """
+
+    loss: torch.Tensor
+    metadata: MetaT = _EMPTY_METADATA  # type: ignore[assignment]
+
+    _hook_name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        new_fields = [
+            name
+            for name, annotation in cls.__dict__.get("__annotations__", {}).items()
+            if "ClassVar" not in str(annotation)
+        ]
+        if new_fields:
+            raise TypeError(
+                f"{cls.__qualname__} declares fields {new_fields}; step results carry only `loss` and"
+                " `metadata`. Put extra values in `metadata`, or expose them as properties."
+            )
+        _register_pytree_node(cls)
+
+    def __post_init__(self) -> None:
+        loss = self.loss
+        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+            raise loss_error(f"{type(self).__name__}.loss", loss)
+        metadata: object = self.metadata
+        if type(metadata) is not FrozenMetadata:  # a FrozenMetadata was checked when it was first stored
+            object.__setattr__(self, "metadata", _frozen_metadata(type(self).__name__, metadata))
+
+    @classmethod
+    def _trusted(cls, loss: torch.Tensor, metadata: Mapping[str, Any]) -> Self:
+        """Build without checks, for values that already passed them (pytree unflatten, hook re-typing)."""
+        result = object.__new__(cls)
+        object.__setattr__(result, "loss", loss)
+        frozen = metadata if type(metadata) is FrozenMetadata else FrozenMetadata(metadata)
+        object.__setattr__(result, "metadata", frozen)
+        return result
+
+    # Mapping view: {"loss": loss, **metadata}
+    def __getitem__(self, key: str) -> Any:
+        if key == "loss":
+            return self.loss
+        return self.metadata[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield "loss"
+        yield from self.metadata
+
+    def __len__(self) -> int:
+        return 1 + len(self.metadata)
+
+    def __contains__(self, key: object) -> bool:
+        return key == "loss" or key in self.metadata
+
+    def copy(self) -> dict[str, Any]:
+        """``{"loss": loss, **metadata}`` as a new dict (Lightning's manual-optimization loop calls this)."""
+        return {"loss": self.loss, **self.metadata}
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepResult):
+            return type(self) is type(other) and self.loss is other.loss and self.metadata == other.metadata
+        if isinstance(other, Mapping):
+            return _mappings_equal(self, other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        # Equal results share their loss tensor, so hashing its identity is consistent with __eq__.
+        return hash((type(self), id(self.loss)))
+
+
+class TrainStepResult(StepResult[MetaT]):
+    """What ``training_step`` returns: ``TrainStepResult(loss=loss, metadata={"logits": logits})``."""
+
+
+class ValStepResult(StepResult[MetaT]):
+    """What ``validation_step`` and ``test_step`` return: ``ValStepResult(loss=loss, metadata={...})``."""
+
+
+def loss_error(where: str, loss: object, hook_kind: str = "result") -> StepResultError:
+    """The error for a ``loss`` that is not a tensor holding one real floating value."""
+    expected = "a torch.Tensor of a real floating dtype holding one value (shape () or (1,))"
+    if isinstance(loss, torch.Tensor):
+        if not loss.dtype.is_floating_point:
+            if loss.dtype.is_complex:
+                fix = "reduce the complex value to a real one, e.g. `loss = loss.abs()` or `loss.real`"
+            else:
+                fix = (
+                    "compute the loss from floating-point model outputs, e.g."
+                    " `F.cross_entropy(logits, target)`; integer and bool tensors carry no gradient"
+                )
+        elif loss.numel() == 0:
+            fix = "the loss is empty: check the batch is not empty before reducing it"
+        else:
+            fix = "reduce it to one value, e.g. `loss = loss.mean()` (or pass `reduction='mean'` to the loss)"
+        return StepResultError(where, describe_tensor(loss), expected, fix)
+    if isinstance(loss, (float, int)) and not isinstance(loss, bool):
+        fix = "return the tensor itself: `loss`, not `loss.item()` or `float(loss)`"
+    elif isinstance(loss, (list, tuple)):
+        fix = "return the loss tensor, not a container of it, e.g. `loss=torch.stack(losses).sum()`"
+    elif type(loss).__module__ == "numpy":
+        fix = "compute the loss with torch operations on the model's output so it keeps its graph"
+    else:
+        fix = "compute the loss as a tensor, e.g. `loss = F.mse_loss(self(x), y)`"
+    return StepResultError(where, describe(loss), expected, fix)
+
+
+def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
+    where = f"{owner}.metadata"
+    if not isinstance(metadata, Mapping):
+        fix = "pass a dict, e.g. `metadata={'logits': logits}`"
+        if isinstance(metadata, (list, tuple)):
+            fix = "pass a dict, not a list of pairs: `metadata=dict(pairs)`"
+        raise StepResultError(where, describe(metadata), "a mapping with str keys", fix)
+    frozen = FrozenMetadata(metadata)
+    for key in frozen._data:
+        if type(key) is not str and not isinstance(key, str):
+            raise StepResultError(
+                where,
+                f"key {describe(key)} in {describe(metadata)}",
+                "str keys only",
+                f"use a string key, e.g. `{str(key)!r}` instead of {key!r}",
+            )
+    if "loss" in frozen._data:
+        raise StepResultError(
+            where,
+            describe(metadata),
+            "no 'loss' key: the loss is the result's own field",
+            "pass the loss as `loss=...` and drop it from metadata, or rename the key (e.g. 'raw_loss')",
+        )
+    return frozen

@@ -1,0 +1,28 @@
+"""``TypedCallback``: a Lightning callback whose batch-end hooks receive typed step results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+
+from lightning_step_types.adapter import BATCH_END_HOOKS, adapt_callback_batch_end_function, is_plain_function
+
+__all__ = ["TypedCallback"]
+
+
+class TypedCallback(pl.Callback):
+    """A callback whose ``on_train_batch_end`` / ``on_validation_batch_end`` / ``on_test_batch_end``
+    receive the step's ``TrainStepResult`` / ``ValStepResult`` (or ``None`` when the step returned
+    None), instead of Lightning's plain dict.
+
+    It reads the results of steps adapted by ``TypedLightningModule`` or ``StepResultAdapter``;
+    for a step that returned a legacy Tensor or dict, the hook receives what Lightning gives.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for hook_name, step_hook in BATCH_END_HOOKS.items():
+            func = cls.__dict__.get(hook_name)
+            if is_plain_function(func):
+                setattr(cls, hook_name, adapt_callback_batch_end_function(func, step_hook))
