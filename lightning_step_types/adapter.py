@@ -20,6 +20,7 @@ import torch
 
 from lightning_step_types.checks import StepCall, check_evaluation_return, check_training_return
 from lightning_step_types.errors import StepResultError
+from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import StepResult
 
 __all__ = [
@@ -49,7 +50,7 @@ class _ModuleState:
     __slots__ = ("calls", "active", "latest", "__weakref__")
 
     def __init__(self) -> None:
-        self.calls: dict[tuple[str, bool], StepCall] = {}
+        self.calls: dict[tuple[str, StepPolicy], StepCall] = {}
         self.active = False  # inside an adapted step: nested calls (super().training_step) pass through
         # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
         self.latest: dict[str, StepResult[Any]] = {}
@@ -76,7 +77,7 @@ def _trainer_is_running(module: torch.nn.Module) -> bool:
 def run_step(
     module: torch.nn.Module,
     hook_name: str,
-    strict: bool,
+    policy: StepPolicy,
     step: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -90,9 +91,9 @@ def run_step(
     state = module_state(module)
     if state.active or not _trainer_is_running(module):
         return step(*args, **kwargs)
-    call = state.calls.get((hook_name, strict))
+    call = state.calls.get((hook_name, policy))
     if call is None:
-        call = state.calls[(hook_name, strict)] = StepCall(module, hook_name, strict)
+        call = state.calls[(hook_name, policy)] = StepCall(module, hook_name, policy)
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -119,24 +120,26 @@ def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> No
     wrapper.__lst_adapted__ = True  # type: ignore[attr-defined]
 
 
-def adapt_step_function(func: Callable[..., Any], hook_name: str, strict: bool) -> Callable[..., Any]:
-    """Wrap a step defined on a class (``TypedLightningModule`` subclasses)."""
+def adapt_step_function(
+    func: Callable[..., Any], hook_name: str, policy_of: Callable[[Any], StepPolicy]
+) -> Callable[..., Any]:
+    """Wrap a step defined on a class (``TypedLightningModule`` subclasses); the policy is read per call."""
 
     @functools.wraps(func)
     def adapted_step(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return run_step(self, hook_name, strict, func, (self, *args), kwargs)
+        return run_step(self, hook_name, policy_of(self), func, (self, *args), kwargs)
 
     _lightning_view(adapted_step, func)
     return adapted_step
 
 
-def adapted_bound_step(module: torch.nn.Module, hook_name: str, strict: bool) -> Callable[..., Any]:
+def adapted_bound_step(module: torch.nn.Module, hook_name: str, policy: StepPolicy) -> Callable[..., Any]:
     """Wrap one module's bound step, to be set as an instance attribute for one run (``StepResultAdapter``)."""
     bound = getattr(module, hook_name)
 
     @functools.wraps(bound)
     def adapted_step(*args: Any, **kwargs: Any) -> Any:
-        return run_step(module, hook_name, strict, bound, args, kwargs)
+        return run_step(module, hook_name, policy, bound, args, kwargs)
 
     _lightning_view(adapted_step, bound)
     return adapted_step

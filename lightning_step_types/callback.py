@@ -8,6 +8,7 @@ import pytorch_lightning as pl
 
 from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step
 from lightning_step_types.module import TypedLightningModule
+from lightning_step_types.policy import NonFiniteLoss, StepPolicy
 
 __all__ = ["StepResultAdapter"]
 
@@ -21,19 +22,24 @@ class StepResultAdapter(pl.Callback):
     or the typed results), turns the returns that would crash deep inside torch into a
     ``StepResultError``, and warns (``StepResultWarning``) about returns Lightning silently
     ignores. ``strict=True`` accepts only typed results, like ``TypedLightningModule``.
+    ``nonfinite_loss`` says what a NaN or infinite loss does (see ``TypedLightningModule``).
 
     The module's step methods are wrapped on the instance from ``setup`` until ``teardown``
     (or an exception); afterwards the module is exactly as it was.
     """
 
-    def __init__(self, strict: bool = False) -> None:
-        self.strict = strict
+    def __init__(self, strict: bool = False, nonfinite_loss: NonFiniteLoss = "raise") -> None:
+        self.policy = StepPolicy.of(strict, nonfinite_loss)
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
 
     @property
+    def strict(self) -> bool:
+        return self.policy.strict
+
+    @property
     def state_key(self) -> str:
-        return self._generate_state_key(strict=self.strict)
+        return self._generate_state_key(strict=self.policy.strict, nonfinite_loss=self.policy.nonfinite_loss)
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if isinstance(pl_module, TypedLightningModule) or id(pl_module) in self._replaced:
@@ -42,7 +48,7 @@ class StepResultAdapter(pl.Callback):
         for hook_name in STEP_HOOKS:
             if _defines(pl_module, hook_name):
                 replaced[hook_name] = pl_module.__dict__.get(hook_name, _MISSING)
-                pl_module.__dict__[hook_name] = adapted_bound_step(pl_module, hook_name, self.strict)
+                pl_module.__dict__[hook_name] = adapted_bound_step(pl_module, hook_name, self.policy)
         self._replaced[id(pl_module)] = replaced
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:

@@ -9,6 +9,7 @@ Returns that Lightning accepts but silently ignores produce a ``StepResultWarnin
 from __future__ import annotations
 
 import difflib
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from lightning_step_types.errors import StepResultError, StepResultWarning, describe, describe_tensor, format_problem
+from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import StepResult, TrainStepResult, ValStepResult, loss_error
 
 __all__ = ["StepCall", "check_evaluation_return", "check_training_return"]
@@ -34,13 +36,14 @@ class StepCall:
     Built once per module and hook by the adapter; it reads the module's live state when asked.
     """
 
-    __slots__ = ("module", "hook", "hook_name", "strict", "_warned")
+    __slots__ = ("module", "hook", "hook_name", "strict", "nonfinite_loss", "_warned")
 
-    def __init__(self, module: torch.nn.Module, hook_name: str, strict: bool) -> None:
+    def __init__(self, module: torch.nn.Module, hook_name: str, policy: StepPolicy) -> None:
         self.module = module
         self.hook_name = hook_name
         self.hook = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
-        self.strict = strict
+        self.strict = policy.strict
+        self.nonfinite_loss = policy.nonfinite_loss
         self._warned: set[str] = set()
 
     @property
@@ -77,6 +80,8 @@ def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResu
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
         _check_loss_graph(output.loss, "return value .loss", call)
+        if _skip_nonfinite(output.loss, "return value .loss", call):
+            return None, None
         return {"loss": output.loss, **output.metadata}, output
     if call.strict:
         raise _not_a_result(output, TrainStepResult, call)
@@ -90,12 +95,18 @@ def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepRe
     if isinstance(output, StepResult):
         if not isinstance(output, ValStepResult):
             raise _wrong_result_class(output, ValStepResult, call)
+        _skip_nonfinite(output.loss, "return value .loss", call)
         return {"loss": output.loss, **output.metadata}, output
     if call.strict:
         raise _not_a_result(output, ValStepResult, call)
     if isinstance(output, Mapping):
         _warn_about_keys(output, call)
-    elif not isinstance(output, torch.Tensor):
+        if _is_loss_like(output.get("loss")):
+            _skip_nonfinite(output["loss"], "return value['loss']", call)
+    elif isinstance(output, torch.Tensor):
+        if _is_loss_like(output):
+            _skip_nonfinite(output, "return value", call)
+    else:
         call.warn(
             "malformed",
             "return value",
@@ -111,11 +122,13 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
     """Lightning's own returns (a Tensor, or a Mapping with 'loss'): checked, passed on unchanged."""
     if isinstance(output, torch.Tensor):
         _check_returned_loss(output, "return value", call)
-        return output
+        return None if _skip_nonfinite(output, "return value", call) else output
     if isinstance(output, Mapping):
         _warn_about_keys(output, call)
         if "loss" in output:
             _check_returned_loss(output["loss"], "return value['loss']", call)
+            if _skip_nonfinite(output["loss"], "return value['loss']", call):
+                return None
         elif call.automatic_optimization:
             raise StepResultError(
                 "return value",
@@ -170,6 +183,40 @@ def _check_loss_graph(loss: torch.Tensor, where: str, call: StepCall) -> None:
             " creating it with `torch.tensor(..., requires_grad=True)` or `.requires_grad_()`",
             call.hook,
         )
+
+
+def _is_loss_like(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype.is_floating_point and value.numel() == 1
+
+
+def _skip_nonfinite(loss: torch.Tensor, where: str, call: StepCall) -> bool:
+    """Apply the non-finite loss policy; True when the training batch must be skipped."""
+    if call.nonfinite_loss is None or math.isfinite(loss.item()):  # .item(): the one host sync
+        return False
+    got = f"{describe_tensor(loss)} with value {loss.item()}"
+    expected = "a finite loss"
+    fix = (
+        "find where training diverges: lower the learning rate, clip gradients"
+        " (`Trainer(gradient_clip_val=1.0)`), check the batch for NaN/inf, or locate the op with"
+        " `Trainer(detect_anomaly=True)`; `nonfinite_loss='skip'` skips such training batches"
+    )
+    if call.nonfinite_loss == "raise":
+        raise StepResultError(where, got, expected + " (nonfinite_loss='raise')", fix, call.hook)
+    training = call.hook_name == "training_step"
+    if call.nonfinite_loss == "skip" and training:
+        if call.world_size() > 1:
+            raise StepResultError(
+                where,
+                got,
+                expected + ": nonfinite_loss='skip' cannot skip a batch under distributed training,"
+                " where every process must step",
+                fix.replace("; `nonfinite_loss='skip'` skips such training batches", ""),
+                call.hook,
+            )
+        call.warn("nonfinite skip", where, got, expected, "skipping this batch (nonfinite_loss='skip'); " + fix)
+        return True
+    call.warn("nonfinite", where, got, expected, fix)
+    return False
 
 
 def _warn_about_keys(output: Mapping[Any, Any], call: StepCall) -> None:

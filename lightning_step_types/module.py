@@ -13,6 +13,7 @@ from lightning_step_types.adapter import (
     adapt_step_function,
     is_plain_function,
 )
+from lightning_step_types.policy import NonFiniteLoss, StepPolicy
 
 __all__ = ["TypedLightningModule"]
 
@@ -26,15 +27,24 @@ class TypedLightningModule(pl.LightningModule):
     ``on_train_batch_end`` / ``on_validation_batch_end`` / ``on_test_batch_end`` receive the
     typed result (for training with the loss detached, as Lightning gives it); callbacks keep
     receiving Lightning's plain dict.
+
+    ``nonfinite_loss`` (``"raise"``, ``"warn"``, ``"skip"`` or ``None``) says what a NaN or infinite
+    loss does; set it on the class or as ``self.nonfinite_loss = ...`` in ``__init__``.
     """
+
+    nonfinite_loss: NonFiniteLoss = "raise"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for hook_name in STEP_HOOKS:
             func = cls.__dict__.get(hook_name)
             if is_plain_function(func):
-                setattr(cls, hook_name, adapt_step_function(func, hook_name, strict=True))
+                setattr(cls, hook_name, adapt_step_function(func, hook_name, _policy_of))
         for hook_name, step_hook in BATCH_END_HOOKS.items():
             func = cls.__dict__.get(hook_name)
             if is_plain_function(func):
                 setattr(cls, hook_name, adapt_batch_end_function(func, step_hook))
+
+
+def _policy_of(module: TypedLightningModule) -> StepPolicy:
+    return StepPolicy.of(True, module.nonfinite_loss)
