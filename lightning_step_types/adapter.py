@@ -20,7 +20,7 @@ import torch
 
 from lightning_step_types.checks import StepCall, check_evaluation_return, check_training_return
 from lightning_step_types.errors import StepResultError
-from lightning_step_types.policy import StepPolicy
+from lightning_step_types.policy import LossLogging, StepPolicy
 from lightning_step_types.results import StepResult
 
 __all__ = [
@@ -103,13 +103,43 @@ def run_step(
         raise
     finally:
         state.active = False
-    check = check_training_return if hook_name == "training_step" else check_evaluation_return
-    lightning_output, result = check(output, call)
+    training = hook_name == "training_step"
+    lightning_output, result = (check_training_return if training else check_evaluation_return)(output, call)
     if result is None:
         state.latest.pop(hook_name, None)
     else:
         state.latest[hook_name] = result
+    if policy.log_loss is not None:
+        _log_loss(module, hook_name, policy.log_loss, lightning_output, result)
     return lightning_output
+
+
+def _log_loss(
+    module: Any, hook_name: str, logging: LossLogging, lightning_output: Any, result: StepResult[Any] | None
+) -> None:
+    """The ``self.log`` call a user would write for this stage's loss (typed results, legacy training losses)."""
+    name = logging.name_for(hook_name)
+    if name is None:
+        return
+    training = hook_name == "training_step"
+    if result is not None:
+        loss, batch_size = result.loss, result.batch_size
+    elif training and lightning_output is not None:
+        loss = lightning_output if isinstance(lightning_output, torch.Tensor) else lightning_output.get("loss")
+        batch_size = None
+        if loss is None:  # manual optimization may return a dict without a loss
+            return
+    else:
+        return
+    module.log(
+        name,
+        loss,
+        on_step=training,
+        on_epoch=True,
+        prog_bar=logging.prog_bar,
+        batch_size=batch_size,
+        sync_dist=logging.sync_dist,
+    )
 
 
 def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> None:
@@ -159,7 +189,7 @@ def typed_outputs(module: torch.nn.Module, step_hook: str, outputs: Any) -> Any:
     if result is None:
         return outputs if outputs else None  # a skipped training step gives {}; keep anything else as is
     if step_hook == "training_step" and isinstance(outputs, Mapping) and "loss" in outputs:
-        return type(result)._trusted(outputs["loss"], result.metadata)
+        return type(result)._trusted(outputs["loss"], result.metadata, result.batch_size)
     return result
 
 

@@ -1,10 +1,12 @@
-"""``TypedLightningModule``: a LightningModule whose subclasses' steps are adapted with no decorator."""
+"""The typed module: a LightningModule mixin whose subclasses' steps are adapted with no decorator.
+
+The Lightning flavour (``pytorch_lightning`` or ``lightning.pytorch``) is chosen by the class
+that mixes this in: see ``lightning_step_types.pytorch_lightning`` and ``.lightning_pytorch``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytorch_lightning as pl
 
 from lightning_step_types.adapter import (
     BATCH_END_HOOKS,
@@ -13,26 +15,31 @@ from lightning_step_types.adapter import (
     adapt_step_function,
     is_plain_function,
 )
-from lightning_step_types.policy import NonFiniteLoss, StepPolicy
+from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 
-__all__ = ["TypedLightningModule"]
+__all__ = ["TypedModuleMixin"]
 
 
-class TypedLightningModule(pl.LightningModule):
+class TypedModuleMixin:
     """A ``LightningModule`` whose steps return typed results.
 
     ``training_step`` returns ``TrainStepResult`` (or ``None`` to skip the batch on one device),
     ``validation_step`` and ``test_step`` return ``ValStepResult`` (or ``None``). Anything else
     raises ``StepResultError`` before any backward or optimizer step. The module's own
     ``on_train_batch_end`` / ``on_validation_batch_end`` / ``on_test_batch_end`` receive the
-    typed result (for training with the loss detached, as Lightning gives it); callbacks keep
-    receiving Lightning's plain dict.
+    typed result, or None when the step returned None (for training with the loss detached,
+    as Lightning gives it); plain callbacks keep receiving Lightning's dict.
 
-    ``nonfinite_loss`` (``"raise"``, ``"warn"``, ``"skip"`` or ``None``) says what a NaN or infinite
-    loss does; set it on the class or as ``self.nonfinite_loss = ...`` in ``__init__``.
+    Settings, on the class or as ``self.<name> = ...`` in ``__init__``:
+
+    - ``nonfinite_loss``: ``"raise"`` (default), ``"warn"``, ``"skip"`` or ``None``: what a NaN or
+      infinite loss does.
+    - ``log_loss``: ``False`` (default), ``True`` or a ``LossLogging``: log each stage's loss
+      with ``self.log`` as ``train_loss`` / ``val_loss`` / ``test_loss``.
     """
 
     nonfinite_loss: NonFiniteLoss = "raise"
+    log_loss: bool | LossLogging = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -46,5 +53,5 @@ class TypedLightningModule(pl.LightningModule):
                 setattr(cls, hook_name, adapt_batch_end_function(func, step_hook))
 
 
-def _policy_of(module: TypedLightningModule) -> StepPolicy:
-    return StepPolicy.of(True, module.nonfinite_loss)
+def _policy_of(module: TypedModuleMixin) -> StepPolicy:
+    return StepPolicy.of(True, module.nonfinite_loss, module.log_loss)

@@ -1,4 +1,4 @@
-"""How the adapter treats what a step returns: strictness and non-finite losses."""
+"""How the adapter treats what a step returns: strictness, non-finite losses, loss logging."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["NonFiniteLoss", "StepPolicy"]
+__all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy"]
 
 NonFiniteLoss = Literal["raise", "warn", "skip"] | None
 """What to do when a step's loss is NaN or infinite.
@@ -25,11 +25,35 @@ _NONFINITE_CHOICES = ("raise", "warn", "skip", None)
 
 
 @dataclass(frozen=True)
+class LossLogging:
+    """Log each stage's loss through Lightning's own ``self.log``, weighted by batch size.
+
+    The adapter makes, inside the step, the call a user would write, e.g. for training
+    ``self.log("train_loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=n)``
+    and for validation/test ``self.log("val_loss", loss, on_step=False, on_epoch=True,
+    prog_bar=True, batch_size=n)``; ``n`` is the result's ``batch_size`` when it states one,
+    otherwise Lightning infers it from the batch as usual. A name of ``None`` turns that stage off.
+    """
+
+    train: str | None = "train_loss"
+    val: str | None = "val_loss"
+    test: str | None = "test_loss"
+    prog_bar: bool = True
+    sync_dist: bool = False
+
+    def name_for(self, hook_name: str) -> str | None:
+        if hook_name == "training_step":
+            return self.train
+        return self.val if hook_name == "validation_step" else self.test
+
+
+@dataclass(frozen=True)
 class StepPolicy:
     """The adapter's settings for one module: ``strict`` accepts only typed results."""
 
     strict: bool
     nonfinite_loss: NonFiniteLoss = "raise"
+    log_loss: LossLogging | None = None
 
     def __post_init__(self) -> None:
         if self.nonfinite_loss not in _NONFINITE_CHOICES:
@@ -39,6 +63,14 @@ class StepPolicy:
 
     @staticmethod
     @functools.lru_cache(maxsize=None)
-    def of(strict: bool, nonfinite_loss: NonFiniteLoss) -> StepPolicy:
-        """A shared instance per setting: policies are compared and hashed on every step."""
-        return StepPolicy(strict, nonfinite_loss)
+    def of(strict: bool, nonfinite_loss: NonFiniteLoss, log_loss: bool | LossLogging = False) -> StepPolicy:
+        """A shared instance per setting: the adapter reads the policy on every step."""
+        if log_loss is True:
+            logging: LossLogging | None = LossLogging()
+        elif log_loss is False or log_loss is None:
+            logging = None
+        elif isinstance(log_loss, LossLogging):
+            logging = log_loss
+        else:
+            raise ValueError(f"log_loss={log_loss!r}: expected True, False or a LossLogging(...)")
+        return StepPolicy(strict, nonfinite_loss, logging)

@@ -89,19 +89,19 @@ _EMPTY_METADATA = FrozenMetadata()
 # --- pytree: a result flattens to (loss, metadata dict); metadata to its values ---
 
 
-def _flatten_result(result: StepResult[Any]) -> tuple[list[Any], None]:
-    return [result.loss, result.metadata._data], None  # type: ignore[attr-defined]
+def _flatten_result(result: StepResult[Any]) -> tuple[list[Any], int | None]:
+    return [result.loss, result.metadata._data], result.batch_size  # type: ignore[attr-defined]
 
 
-def _flatten_result_with_keys(result: StepResult[Any]) -> tuple[list[tuple[Any, Any]], None]:
+def _flatten_result_with_keys(result: StepResult[Any]) -> tuple[list[tuple[Any, Any]], int | None]:
     children = [(pytree.GetAttrKey("loss"), result.loss), (pytree.GetAttrKey("metadata"), result.metadata._data)]  # type: ignore[attr-defined]
-    return children, None
+    return children, result.batch_size
 
 
 def _register_pytree_node(cls: type[StepResult[Any]]) -> None:
-    def unflatten(children: Any, context: None) -> StepResult[Any]:
+    def unflatten(children: Any, batch_size: int | None) -> StepResult[Any]:
         loss, metadata = children
-        return cls._trusted(loss, metadata)
+        return cls._trusted(loss, metadata, batch_size)
 
     pytree.register_pytree_node(
         cls,
@@ -134,12 +134,15 @@ pytree.register_pytree_node(
 class StepResult(Mapping[str, Any], Generic[MetaT]):
     """Base of the step results: a loss tensor holding one real floating value, and read-only metadata.
 
-    Subclasses may add methods and properties but no fields: a result is exactly
-    ``{"loss": loss, **metadata}``, which is what Lightning and pytree see.
+    As a ``Mapping`` a result is exactly ``{"loss": loss, **metadata}``, which is what Lightning's
+    loops accept. Subclasses may add methods and properties but no fields.
     """
 
     loss: torch.Tensor
     metadata: MetaT = _EMPTY_METADATA  # type: ignore[assignment]
+    # How many samples the loss averages over, when the batch does not say it plainly; used only
+    # to weight epoch means when the adapter logs the loss (Lightning infers it otherwise).
+    batch_size: int | None = None
 
     _hook_name: ClassVar[str] = ""
 
@@ -164,14 +167,23 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
         metadata: object = self.metadata
         if type(metadata) is not FrozenMetadata:  # a FrozenMetadata was checked when it was first stored
             object.__setattr__(self, "metadata", _frozen_metadata(type(self).__name__, metadata))
+        batch_size = self.batch_size
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
+            raise StepResultError(
+                f"{type(self).__name__}.batch_size",
+                describe(batch_size),
+                "None, or a positive int: the number of samples the loss averages over",
+                "pass the count, e.g. `batch_size=len(x)`, or leave it out to let Lightning infer it",
+            )
 
     @classmethod
-    def _trusted(cls, loss: torch.Tensor, metadata: Mapping[str, Any]) -> Self:
+    def _trusted(cls, loss: torch.Tensor, metadata: Mapping[str, Any], batch_size: int | None = None) -> Self:
         """Build without checks, for values that already passed them (pytree unflatten, hook re-typing)."""
         result = object.__new__(cls)
         object.__setattr__(result, "loss", loss)
         frozen = metadata if type(metadata) is FrozenMetadata else FrozenMetadata(metadata)
         object.__setattr__(result, "metadata", frozen)
+        object.__setattr__(result, "batch_size", batch_size)
         return result
 
     # Mapping view: {"loss": loss, **metadata}
@@ -196,7 +208,12 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StepResult):
-            return type(self) is type(other) and self.loss is other.loss and self.metadata == other.metadata
+            return (
+                type(self) is type(other)
+                and self.loss is other.loss
+                and self.batch_size == other.batch_size
+                and self.metadata == other.metadata
+            )
         if isinstance(other, Mapping):
             return _mappings_equal(self, other)
         return NotImplemented

@@ -1,17 +1,18 @@
-"""``TypedCallback``: a Lightning callback whose batch-end hooks receive typed step results."""
+"""The typed callback: batch-end hooks that receive typed step results.
+
+Mixed into each Lightning flavour's ``Callback`` as ``TypedCallback``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytorch_lightning as pl
-
 from lightning_step_types.adapter import BATCH_END_HOOKS, adapt_callback_batch_end_function, is_plain_function
 
-__all__ = ["TypedCallback"]
+__all__ = ["TypedCallbackMixin"]
 
 
-class TypedCallback(pl.Callback):
+class TypedCallbackMixin:
     """A callback whose ``on_train_batch_end`` / ``on_validation_batch_end`` / ``on_test_batch_end``
     receive the step's ``TrainStepResult`` / ``ValStepResult`` (or ``None`` when the step returned
     None), instead of Lightning's plain dict.
