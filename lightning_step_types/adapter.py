@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import torch
 
@@ -30,7 +30,8 @@ __all__ = [
     "adapt_callback_batch_end_function",
     "adapt_step_function",
     "adapted_bound_step",
-    "is_plain_function",
+    "is_lightning_default",
+    "wrap_inherited_hooks",
     "run_step",
     "typed_outputs",
 ]
@@ -70,8 +71,9 @@ def _trainer_is_running(module: torch.nn.Module) -> bool:
     trainer = module.__dict__.get("_trainer")
     if trainer is None:
         return False
-    status = trainer.state.status
-    return status is type(status).RUNNING  # flavour-agnostic: pytorch_lightning or lightning.pytorch
+    status: Any = trainer.state.status
+    # flavour-agnostic (pytorch_lightning or lightning.pytorch), so the enum's type is not known here
+    return status is type(status).RUNNING  # pyright: ignore[reportUnknownMemberType]
 
 
 def run_step(
@@ -146,8 +148,9 @@ def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> No
     # Lightning inspects a step's signature one `__wrapped__` deep (dataloader_idx, batch_idx) and
     # compares `__wrapped__.__code__` to decide whether a hook is overridden: show it what it would
     # see without us.
-    wrapper.__wrapped__ = getattr(step, "__wrapped__", step)  # type: ignore[attr-defined]
-    wrapper.__lst_adapted__ = True  # type: ignore[attr-defined]
+    # Functions take any attribute at runtime; Callable does not declare these.
+    wrapper.__wrapped__ = getattr(step, "__wrapped__", step)  # type: ignore[attr-defined]  # pyright: ignore[reportFunctionMemberAccess]
+    wrapper.__lst_adapted__ = True  # type: ignore[attr-defined]  # pyright: ignore[reportFunctionMemberAccess]
 
 
 def adapt_step_function(
@@ -183,13 +186,16 @@ def typed_outputs(module: torch.nn.Module, step_hook: str, outputs: Any) -> Any:
     callbacks see one value.
     """
     if isinstance(outputs, StepResult):
-        return outputs
+        return cast(Any, outputs)  # isinstance leaves the type argument unknown to pyright
     state = _STATES.get(module)
     result = state.latest.get(step_hook) if state is not None else None
     if result is None:
-        return outputs if outputs else None  # a skipped training step gives {}; keep anything else as is
+        if step_hook == "training_step" and isinstance(outputs, Mapping) and not outputs:
+            return None  # Lightning's {} for a skipped training step
+        return outputs  # a legacy return: what Lightning gives
     if step_hook == "training_step" and isinstance(outputs, Mapping) and "loss" in outputs:
-        return type(result)._trusted(outputs["loss"], result.metadata, result.batch_size)
+        loss = cast("Mapping[str, Any]", outputs)["loss"]  # isinstance leaves the type arguments unknown
+        return type(result)._trusted(loss, result.metadata, result.batch_size)
     return result
 
 
@@ -217,6 +223,32 @@ def adapt_callback_batch_end_function(func: Callable[..., Any], step_hook: str) 
     return typed_batch_end
 
 
-def is_plain_function(func: object) -> bool:
-    """A method written in a class body; staticmethods, classmethods and adapted methods are left alone."""
+_LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.pytorch.")
+
+
+def is_lightning_default(owner: type) -> bool:
+    """Whether a class is Lightning's own (its hooks are defaults, not the user's code)."""
+    return owner.__module__.startswith(_LIGHTNING_PACKAGES)
+
+
+def wrap_inherited_hooks(
+    cls: type, hooks: Mapping[str, str], wrap: Callable[[Callable[..., Any], str], Callable[..., Any]]
+) -> None:
+    """Wrap each hook that ``cls`` defines or inherits from user code (not from Lightning).
+
+    Inherited ones count: ``class M(StepsMixin, TypedLightningModule)`` or
+    ``class M(TypedLightningModule, ExistingModule)`` must be checked like steps written in M.
+    ``hooks`` maps a hook name to the argument ``wrap`` takes with it.
+    """
+    for hook_name, arg in hooks.items():
+        for owner in cls.__mro__:
+            if hook_name in owner.__dict__:
+                func = owner.__dict__[hook_name]
+                if not is_lightning_default(owner) and _is_plain_function(func):
+                    setattr(cls, hook_name, wrap(func, arg))
+                break
+
+
+def _is_plain_function(func: object) -> TypeGuard[Callable[..., Any]]:
+    # staticmethods, classmethods and already adapted methods are left alone
     return callable(func) and hasattr(func, "__code__") and not getattr(func, "__lst_adapted__", False)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step
+from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step, is_lightning_default
 from lightning_step_types.module import TypedModuleMixin
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 
 __all__ = ["StepResultAdapterMixin"]
 
 _MISSING = object()
-_LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.pytorch.")
 
 
 class StepResultAdapterMixin:
@@ -76,7 +75,7 @@ def _user_defines(module: Any, hook_name: str) -> bool:
     """Whether the user wrote this step (Lightning's own default only warns or raises)."""
     if hook_name in module.__dict__:
         return True
-    for cls in type(module).__mro__:
-        if hook_name in cls.__dict__:
-            return not cls.__module__.startswith(_LIGHTNING_PACKAGES)
+    for owner in type(module).__mro__:
+        if hook_name in owner.__dict__:
+            return not is_lightning_default(owner)
     return False

@@ -6,6 +6,7 @@ that mixes this in: see ``lightning_step_types.pytorch_lightning`` and ``.lightn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lightning_step_types.adapter import (
@@ -13,7 +14,7 @@ from lightning_step_types.adapter import (
     STEP_HOOKS,
     adapt_batch_end_function,
     adapt_step_function,
-    is_plain_function,
+    wrap_inherited_hooks,
 )
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 
@@ -43,14 +44,12 @@ class TypedModuleMixin:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for hook_name in STEP_HOOKS:
-            func = cls.__dict__.get(hook_name)
-            if is_plain_function(func):
-                setattr(cls, hook_name, adapt_step_function(func, hook_name, _policy_of))
-        for hook_name, step_hook in BATCH_END_HOOKS.items():
-            func = cls.__dict__.get(hook_name)
-            if is_plain_function(func):
-                setattr(cls, hook_name, adapt_batch_end_function(func, step_hook))
+        wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
+        wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
+
+
+def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
+    return adapt_step_function(func, hook_name, _policy_of)
 
 
 def _policy_of(module: TypedModuleMixin) -> StepPolicy:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Generic
+from typing import Any, ClassVar, Generic, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -66,7 +66,7 @@ class FrozenMetadata(Mapping[str, Any]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
-            return _mappings_equal(self._data, other)
+            return _mappings_equal(self._data, cast("Mapping[object, object]", other))
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -90,42 +90,42 @@ _EMPTY_METADATA = FrozenMetadata()
 
 
 def _flatten_result(result: StepResult[Any]) -> tuple[list[Any], int | None]:
-    return [result.loss, result.metadata._data], result.batch_size  # type: ignore[attr-defined]
+    return [result.loss, result.metadata._data], result.batch_size
 
 
 def _flatten_result_with_keys(result: StepResult[Any]) -> tuple[list[tuple[Any, Any]], int | None]:
-    children = [(pytree.GetAttrKey("loss"), result.loss), (pytree.GetAttrKey("metadata"), result.metadata._data)]  # type: ignore[attr-defined]
+    children = [(pytree.GetAttrKey("loss"), result.loss), (pytree.GetAttrKey("metadata"), result.metadata._data)]
     return children, result.batch_size
 
 
 def _register_pytree_node(cls: type[StepResult[Any]]) -> None:
     def unflatten(children: Any, batch_size: int | None) -> StepResult[Any]:
         loss, metadata = children
-        return cls._trusted(loss, metadata, batch_size)
+        return cls._trusted(loss, metadata, batch_size)  # pyright: ignore[reportPrivateUsage]  # this module's own class
 
     pytree.register_pytree_node(
         cls,
-        _flatten_result,  # type: ignore[arg-type]
+        _flatten_result,
         unflatten,
         serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
-        flatten_with_keys_fn=_flatten_result_with_keys,  # type: ignore[arg-type]
+        flatten_with_keys_fn=_flatten_result_with_keys,
     )
 
 
 def _flatten_metadata(metadata: FrozenMetadata) -> tuple[list[Any], list[str]]:
-    return list(metadata._data.values()), list(metadata._data)
+    return list(metadata._data.values()), list(metadata._data)  # pyright: ignore[reportPrivateUsage]
 
 
 def _flatten_metadata_with_keys(metadata: FrozenMetadata) -> tuple[list[tuple[Any, Any]], list[str]]:
-    return [(pytree.MappingKey(k), v) for k, v in metadata._data.items()], list(metadata._data)
+    return [(pytree.MappingKey(k), v) for k, v in metadata._data.items()], list(metadata._data)  # pyright: ignore[reportPrivateUsage]
 
 
 pytree.register_pytree_node(
     FrozenMetadata,
-    _flatten_metadata,  # type: ignore[arg-type]
+    _flatten_metadata,
     lambda values, keys: FrozenMetadata(dict(zip(keys, values))),
     serialized_type_name=f"{__name__}.FrozenMetadata",
-    flatten_with_keys_fn=_flatten_metadata_with_keys,  # type: ignore[arg-type]
+    flatten_with_keys_fn=_flatten_metadata_with_keys,
 )
 
 
@@ -139,7 +139,8 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
     """
 
     loss: torch.Tensor
-    metadata: MetaT = _EMPTY_METADATA  # type: ignore[assignment]
+    # The default suits only the default MetaT (Mapping[str, Any]); the stubs say so with overloads.
+    metadata: MetaT = _EMPTY_METADATA  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     # How many samples the loss averages over, when the batch does not say it plainly; used only
     # to weight epoch means when the adapter logs the loss (Lightning infers it otherwise).
     batch_size: int | None = None
@@ -162,11 +163,13 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
 
     def __post_init__(self) -> None:
         loss = self.loss
-        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+        # Checks what the caller passed, whatever its annotation said.
+        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:  # pyright: ignore[reportUnnecessaryIsInstance]
             raise loss_error(f"{type(self).__name__}.loss", loss)
         metadata: object = self.metadata
-        if type(metadata) is not FrozenMetadata:  # a FrozenMetadata was checked when it was first stored
-            object.__setattr__(self, "metadata", _frozen_metadata(type(self).__name__, metadata))
+        frozen = _frozen_metadata(type(self).__name__, metadata)
+        if frozen is not metadata:
+            object.__setattr__(self, "metadata", frozen)
         batch_size = self.batch_size
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
             raise StepResultError(
@@ -208,19 +211,34 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StepResult):
+            result = cast("StepResult[Mapping[str, object]]", other)  # isinstance leaves the type argument unknown
             return (
-                type(self) is type(other)
-                and self.loss is other.loss
-                and self.batch_size == other.batch_size
-                and self.metadata == other.metadata
+                type(self) is type(result)
+                and self.loss is result.loss
+                and self.batch_size == result.batch_size
+                and self.metadata == result.metadata
             )
         if isinstance(other, Mapping):
-            return _mappings_equal(self, other)
+            return _mappings_equal(self, cast("Mapping[object, object]", other))
         return NotImplemented
 
     def __hash__(self) -> int:
         # Equal results share their loss tensor, so hashing its identity is consistent with __eq__.
         return hash((type(self), id(self.loss)))
+
+
+def _refuse_setattr(self: object, name: str, value: object) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _refuse_delattr(self: object, name: str) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+# The dataclass machinery freezes only the decorated class against new attribute names; results
+# of every subclass must refuse them too (`result.los = x` is a typo, not a new field).
+StepResult.__setattr__ = _refuse_setattr  # type: ignore[method-assign,assignment]
+StepResult.__delattr__ = _refuse_delattr  # type: ignore[method-assign,assignment]
 
 
 class TrainStepResult(StepResult[MetaT]):
@@ -256,7 +274,8 @@ def loss_error(where: str, loss: object, hook_kind: str = "result") -> StepResul
         fix = "compute the loss with torch operations on the model's output so it keeps its graph"
     else:
         fix = "compute the loss as a tensor, e.g. `loss = F.mse_loss(self(x), y)`"
-    return StepResultError(where, describe(loss), expected, fix)
+    # The list/tuple narrowing above leaves element types unknown to pyright; describe() takes any object.
+    return StepResultError(where, describe(loss), expected, fix)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
@@ -265,20 +284,22 @@ def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
         fix = "pass a dict, e.g. `metadata={'logits': logits}`"
         if isinstance(metadata, (list, tuple)):
             fix = "pass a dict, not a list of pairs: `metadata=dict(pairs)`"
-        raise StepResultError(where, describe(metadata), "a mapping with str keys", fix)
-    frozen = FrozenMetadata(metadata)
-    for key in frozen._data:
-        if type(key) is not str and not isinstance(key, str):
+        raise StepResultError(where, describe(metadata), "a mapping with str keys", fix)  # pyright: ignore[reportUnknownArgumentType]
+    mapping = cast("Mapping[object, object]", metadata)  # isinstance leaves the type arguments unknown
+    # A FrozenMetadata is immutable, so it is shared rather than copied; its keys are checked all the same.
+    frozen = metadata if type(metadata) is FrozenMetadata else FrozenMetadata(cast("Mapping[str, object]", mapping))
+    for key in frozen._data:  # pyright: ignore[reportPrivateUsage]
+        if not isinstance(key, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise StepResultError(
                 where,
-                f"key {describe(key)} in {describe(metadata)}",
+                f"key {describe(key)} in {describe(mapping)}",
                 "str keys only",
                 f"use a string key, e.g. `{str(key)!r}` instead of {key!r}",
             )
-    if "loss" in frozen._data:
+    if "loss" in frozen._data:  # pyright: ignore[reportPrivateUsage]
         raise StepResultError(
             where,
-            describe(metadata),
+            describe(mapping),
             "no 'loss' key: the loss is the result's own field",
             "pass the loss as `loss=...` and drop it from metadata, or rename the key (e.g. 'raw_loss')",
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning_step_types.adapter import BATCH_END_HOOKS, adapt_callback_batch_end_function, is_plain_function
+from lightning_step_types.adapter import BATCH_END_HOOKS, adapt_callback_batch_end_function, wrap_inherited_hooks
 
 __all__ = ["TypedCallbackMixin"]
 
@@ -23,7 +23,4 @@ class TypedCallbackMixin:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for hook_name, step_hook in BATCH_END_HOOKS.items():
-            func = cls.__dict__.get(hook_name)
-            if is_plain_function(func):
-                setattr(cls, hook_name, adapt_callback_batch_end_function(func, step_hook))
+        wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_callback_batch_end_function)
