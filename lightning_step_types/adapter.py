@@ -12,6 +12,7 @@ wraps one module's methods on the instance for one run. Both call ``run_step``.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard, cast
@@ -95,7 +96,7 @@ def run_step(
         return step(*args, **kwargs)
     call = state.calls.get((hook_name, policy))
     if call is None:
-        call = state.calls[(hook_name, policy)] = StepCall(module, hook_name, policy)
+        call = state.calls[(hook_name, policy)] = StepCall(module, hook_name, policy, _source_of(step))
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -142,6 +143,11 @@ def _log_loss(
         batch_size=batch_size,
         sync_dist=logging.sync_dist,
     )
+
+
+def _source_of(step: Callable[..., Any]) -> tuple[str, int] | None:
+    code = getattr(inspect.unwrap(step), "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code is not None else None
 
 
 def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> None:

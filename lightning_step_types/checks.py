@@ -12,7 +12,7 @@ import difflib
 import math
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -36,14 +36,17 @@ class StepCall:
     Built once per module and hook by the adapter; it reads the module's live state when asked.
     """
 
-    __slots__ = ("module", "hook", "hook_name", "strict", "nonfinite_loss", "_warned")
+    __slots__ = ("module", "hook", "hook_name", "strict", "nonfinite_loss", "source", "_warned")
 
-    def __init__(self, module: torch.nn.Module, hook_name: str, policy: StepPolicy) -> None:
+    def __init__(
+        self, module: torch.nn.Module, hook_name: str, policy: StepPolicy, source: tuple[str, int] | None = None
+    ) -> None:
         self.module = module
         self.hook_name = hook_name
         self.hook = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
         self.strict = policy.strict
         self.nonfinite_loss = policy.nonfinite_loss
+        self.source = source  # (file, line) of the user's step, where warnings point
         self._warned: set[str] = set()
 
     @property
@@ -59,7 +62,11 @@ class StepCall:
         if kind in self._warned:
             return
         self._warned.add(kind)
-        warnings.warn(StepResultWarning(format_problem(where, got, expected, fix, self.hook)), stacklevel=2)
+        warning = StepResultWarning(format_problem(where, got, expected, fix, self.hook))
+        if self.source is None:
+            warnings.warn(warning, stacklevel=2)
+        else:  # the step has returned, so no frame of the user's is on the stack: point at its definition
+            warnings.warn_explicit(warning, StepResultWarning, *self.source)
 
 
 def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
@@ -77,6 +84,7 @@ def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResu
             )
         return None, None
     if isinstance(output, StepResult):
+        output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
         _check_loss_graph(output.loss, "return value .loss", call)
@@ -93,6 +101,7 @@ def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepRe
     if output is None:
         return None, None
     if isinstance(output, StepResult):
+        output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, ValStepResult):
             raise _wrong_result_class(output, ValStepResult, call)
         _skip_nonfinite(output.loss, "return value .loss", call)
@@ -100,6 +109,7 @@ def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepRe
     if call.strict:
         raise _not_a_result(output, ValStepResult, call)
     if isinstance(output, Mapping):
+        output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         _warn_about_keys(output, call)
         if _is_loss_like(output.get("loss")):
             _skip_nonfinite(output["loss"], "return value['loss']", call)
@@ -124,6 +134,7 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
         _check_returned_loss(output, "return value", call)
         return None if _skip_nonfinite(output, "return value", call) else output
     if isinstance(output, Mapping):
+        output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         _warn_about_keys(output, call)
         if "loss" in output:
             _check_returned_loss(output["loss"], "return value['loss']", call)
@@ -265,6 +276,7 @@ def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
     if isinstance(output, torch.Tensor):
         return f"wrap the loss: `return {name}(loss=loss)`"
     if isinstance(output, Mapping):
+        output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         others = [k for k in output if k != "loss"]
         metadata = ", ".join(f"{k!r}: ..." for k in others[:4]) + (", ..." if len(others) > 4 else "")
         loss = "out['loss']" if "loss" in output else "loss"
