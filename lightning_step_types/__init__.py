@@ -14,12 +14,14 @@ one when only the ``lightning`` package is installed.
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning_step_types.errors import StepResultError, StepResultWarning
 from lightning_step_types.policy import LossLogging, NonFiniteLoss
 from lightning_step_types.results import FrozenMetadata, StepResult, TrainStepResult, ValStepResult
+
+if TYPE_CHECKING:  # checkers see the lazily imported names (as the stubs declare them)
+    from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedCallback, TypedLightningModule
 
 __all__ = [
     "FrozenMetadata",
@@ -43,14 +45,17 @@ def __getattr__(name: str) -> Any:
     # Lazy, so that importing the results does not require a particular Lightning package.
     if name not in _FLAVOURED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if importlib.util.find_spec("pytorch_lightning") is not None:
-        flavour = importlib.import_module("lightning_step_types.pytorch_lightning")
-    elif importlib.util.find_spec("lightning") is not None:
-        flavour = importlib.import_module("lightning_step_types.lightning_pytorch")
-    else:
-        raise ImportError(
-            f"lightning_step_types.{name} needs Lightning: `pip install pytorch-lightning` (or `lightning`)"
-        )
-    value = getattr(flavour, name)
+    value = getattr(_flavour(name), name)
     globals()[name] = value
     return value
+
+
+def _flavour(name: str) -> Any:
+    """The ``pytorch_lightning`` flavour, else the ``lightning.pytorch`` one: whichever package imports."""
+    for package, flavour in (("pytorch_lightning", "pytorch_lightning"), ("lightning", "lightning_pytorch")):
+        try:
+            return importlib.import_module(f"lightning_step_types.{flavour}")
+        except ModuleNotFoundError as error:
+            if error.name is None or error.name.partition(".")[0] != package:
+                raise  # the package is there but something it needs is missing: say so
+    raise ImportError(f"lightning_step_types.{name} needs Lightning: `pip install pytorch-lightning` (or `lightning`)")

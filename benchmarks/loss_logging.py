@@ -1,0 +1,160 @@
+"""Per-step cost of the adapter's loss logging (``log_loss=True``) against the explicit ``self.log`` call.
+
+Both modules are ``TypedLightningModule`` subclasses on the same ``Linear(32, 2)`` model, batch size 2,
+one CPU thread; they differ only in who calls ``self.log("train_loss", loss, on_step=True,
+on_epoch=True, prog_bar=True, batch_size=2)``: the user inside the step, or the adapter after it.
+A third module logs nothing, to show what the logging itself costs.
+
+A step's time is the interval between consecutive ``on_train_batch_start`` calls (the whole loop
+iteration: step, logging, backward, optimizer, logger connector). Each repetition fits every variant
+once, in rotating order, and keeps the median step time; the figures are medians over repetitions,
+and the ratio is the median of each repetition's own adapter/explicit ratio.
+
+Run: ``python benchmarks/loss_logging.py [--steps 400] [--repeats 15]``. Target: ratio <= 1.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import pytorch_lightning as pl  # noqa: E402
+
+from lightning_step_types import TrainStepResult, TypedLightningModule  # noqa: E402
+
+BATCH_SIZE = 2
+
+
+class LinearParts:
+    net: torch.nn.Linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)  # type: ignore[attr-defined]
+
+
+class AdapterLogs(LinearParts, TypedLightningModule):
+    log_loss = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(32, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        return TrainStepResult(loss=F.cross_entropy(self(x), y), batch_size=BATCH_SIZE)
+
+
+class ExplicitLog(LinearParts, TypedLightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(32, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=BATCH_SIZE)
+        return TrainStepResult(loss=loss, batch_size=BATCH_SIZE)
+
+
+class NoLogging(LinearParts, TypedLightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(32, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        return TrainStepResult(loss=F.cross_entropy(self(x), y), batch_size=BATCH_SIZE)
+
+
+VARIANTS: dict[str, type[pl.LightningModule]] = {
+    "adapter log_loss": AdapterLogs,
+    "explicit self.log": ExplicitLog,
+    "no logging": NoLogging,
+}
+
+
+class StepClock(pl.Callback):
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.starts.append(time.perf_counter())
+
+    def median_step(self, warmup: int) -> float:
+        intervals = [b - a for a, b in zip(self.starts, self.starts[1:])][warmup:]
+        return statistics.median(intervals)
+
+
+def median_step_time(model_class: type[pl.LightningModule], loader: DataLoader[Any], steps: int) -> float:
+    clock = StepClock()
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        callbacks=[clock],
+    )
+    torch.manual_seed(0)
+    trainer.fit(model_class(), loader)
+    return clock.median_step(warmup=min(20, steps // 4))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=400, help="training steps per fit")
+    parser.add_argument("--repeats", type=int, default=15, help="fits per variant, interleaved")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")  # Lightning's advice about workers and log intervals
+    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
+
+    generator = torch.Generator().manual_seed(0)
+    n = args.steps * BATCH_SIZE
+    data = TensorDataset(torch.randn(n, 32, generator=generator), torch.randint(0, 2, (n,), generator=generator))
+    loader = DataLoader(data, batch_size=BATCH_SIZE, shuffle=False)
+
+    names = list(VARIANTS)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    median_step_time(NoLogging, loader, 50)  # warm up imports, allocator and caches
+    for repeat in range(args.repeats):
+        order = names[repeat % len(names) :] + names[: repeat % len(names)]
+        for name in order:
+            times[name].append(median_step_time(VARIANTS[name], loader, args.steps))
+
+    median = {name: statistics.median(values) for name, values in times.items()}
+    adapter, explicit, bare = median["adapter log_loss"], median["explicit self.log"], median["no logging"]
+    print(f"torch {torch.__version__}, pytorch_lightning {pl.__version__}, 1 thread, Linear(32, 2), batch size {BATCH_SIZE}")
+    print(f"{args.repeats} interleaved fits of {args.steps} steps per variant; median of per-fit median step times")
+    for name in names:
+        spread = f"{min(times[name]) * 1e6:.1f}-{max(times[name]) * 1e6:.1f}"
+        print(f"  {name:<18} {median[name] * 1e6:8.1f} us/step   (per-fit medians {spread} us)")
+    print(f"  logging cost: adapter {(adapter - bare) * 1e6:.1f} us, explicit {(explicit - bare) * 1e6:.1f} us per step")
+    # Each repetition's own ratio cancels load that drifts between repetitions (a shared machine).
+    paired = sorted(a / e for a, e in zip(times["adapter log_loss"], times["explicit self.log"], strict=True))
+    ratio = statistics.median(paired)
+    print(f"  ratio of medians: {adapter / explicit:.3f}; per-repetition ratios {paired[0]:.3f}-{paired[-1]:.3f}")
+    print(f"ratio adapter / explicit (median per-repetition): {ratio:.3f} (target <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
