@@ -5,10 +5,12 @@ Mixed into each Lightning flavour's ``Callback`` as ``StepResultAdapter``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step, is_lightning_default
-from lightning_step_types.module import TypedModuleMixin
+from lightning_step_types.errors import StepResultWarning
+from lightning_step_types.module import TypedModuleMixin, module_policy
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 
 __all__ = ["StepResultAdapterMixin"]
@@ -48,7 +50,10 @@ class StepResultAdapterMixin:
         return f"{type(self).__qualname__}{{'strict': {policy.strict}, 'nonfinite_loss': {policy.nonfinite_loss!r}}}"
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if isinstance(pl_module, TypedModuleMixin) or id(pl_module) in self._replaced:
+        if isinstance(pl_module, TypedModuleMixin):
+            self._warn_if_overridden(pl_module)
+            return
+        if id(pl_module) in self._replaced:
             return
         replaced: dict[str, Any] = {}
         for hook_name in STEP_HOOKS:
@@ -56,6 +61,22 @@ class StepResultAdapterMixin:
                 replaced[hook_name] = pl_module.__dict__.get(hook_name, _MISSING)
                 pl_module.__dict__[hook_name] = adapted_bound_step(pl_module, hook_name, self.policy)
         self._replaced[id(pl_module)] = replaced
+
+    def _warn_if_overridden(self, pl_module: TypedModuleMixin) -> None:
+        """A typed module keeps its own settings: say so when this callback was given other ones."""
+        own = module_policy(pl_module)
+        mine = self.policy
+        if (mine.nonfinite_loss, mine.log_loss) == (own.nonfinite_loss, own.log_loss):
+            return
+        warnings.warn(
+            StepResultWarning(
+                f"{type(self).__name__}(nonfinite_loss={mine.nonfinite_loss!r}, log_loss={mine.log_loss!r}) is"
+                f" ignored for {type(pl_module).__qualname__}: a TypedLightningModule adapts its own steps with"
+                f" its own settings (nonfinite_loss={own.nonfinite_loss!r}, log_loss={own.log_loss!r});"
+                " set `nonfinite_loss` / `log_loss` on the module class instead"
+            ),
+            stacklevel=2,
+        )
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._restore(pl_module)

@@ -49,8 +49,9 @@ class TypedModuleMixin:
 
 
 def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
-    return adapt_step_function(func, hook_name, _policy_of)
+    return adapt_step_function(func, hook_name, module_policy)
 
 
-def _policy_of(module: TypedModuleMixin) -> StepPolicy:
+def module_policy(module: TypedModuleMixin) -> StepPolicy:
+    """The adapter settings a typed module's steps run with (read on every step)."""
     return StepPolicy.of(True, module.nonfinite_loss, module.log_loss)

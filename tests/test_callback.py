@@ -527,3 +527,27 @@ def test_adapter_on_a_typed_module_trains_the_same(tmp_path: Path) -> None:
     make_trainer(tmp_path / "adapted", callbacks=[StepResultAdapter()]).fit(adapted, make_loader(), make_loader(seed=1))
     assert_same_params(adapted, without)
     assert_same_metrics(adapted.trainer.callback_metrics, without.trainer.callback_metrics)
+
+
+def test_settings_given_to_the_callback_for_a_typed_module_are_reported_as_ignored(tmp_path: Path) -> None:
+    model = TypedRegressor()  # nonfinite_loss="raise", log_loss=False: its own settings win
+    with pytest.warns(StepResultWarning) as record:
+        make_trainer(tmp_path, callbacks=[StepResultAdapter(log_loss=True, nonfinite_loss="warn")]).fit(
+            model, make_loader()
+        )
+    messages = [str(w.message) for w in record if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "StepResultAdapter(nonfinite_loss='warn', log_loss=LossLogging(train='train_loss', val='val_loss',"
+        " test='test_loss', prog_bar=True, sync_dist=False)) is ignored for TypedRegressor: a TypedLightningModule"
+        " adapts its own steps with its own settings (nonfinite_loss='raise', log_loss=None); set"
+        " `nonfinite_loss` / `log_loss` on the module class instead"
+    ]
+    assert "train_loss_step" not in model.trainer.logged_metrics
+
+
+def test_a_default_callback_on_a_typed_module_says_nothing(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepResultWarning)
+        trainer = make_trainer(tmp_path, callbacks=[StepResultAdapter()])
+        trainer.fit(TypedRegressor(), make_loader())
+    assert trainer.global_step > 0
