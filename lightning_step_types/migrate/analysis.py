@@ -1,0 +1,327 @@
+"""Decides, step by step, what the codemod may rewrite: classifies every return, follows delegations
+between steps, and picks the classes whose base can become ``TypedLightningModule``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import libcst as cst
+
+from lightning_step_types.migrate.annotations import annotation_shape, new_annotation
+from lightning_step_types.migrate.conventions import (
+    BATCH_END_FOR_HOOK,
+    NEUTRAL_DECORATORS,
+    RESULT_FOR_HOOK,
+    RESULT_MODULES,
+    STEP_HOOKS,
+    TYPED_BASE,
+    TYPED_BASE_MODULES,
+)
+from lightning_step_types.migrate.dicts import DictRules
+from lightning_step_types.migrate.facts import FactCollector, FileFacts, Positions
+from lightning_step_types.migrate.imports import name_is_free
+from lightning_step_types.migrate.losses import LossRules
+from lightning_step_types.migrate.report import Finding
+from lightning_step_types.migrate.scan import BodyScan, always_leaves, block_statements, scan_body
+from lightning_step_types.migrate.steps import ClassInfo, ReturnPlan, Step, delegate_targets, find_lightning_classes
+from lightning_step_types.migrate.syntax import ImportTable, container_kind, is_none, short
+
+
+class Analyzer:
+    """Decides, step by step, what can be rewritten and how; rewrites nothing itself."""
+
+    def __init__(self, module: cst.Module, positions: Positions, base_class: bool) -> None:
+        self.module = module
+        self.positions = positions
+        self.base_class = base_class
+        self.imports = ImportTable(module)
+        self.classes = find_lightning_classes(module, self.imports)
+        self.facts = FileFacts(module, positions)
+        module.visit(FactCollector(self.facts, {id(c.node): c for c in self.classes}))
+        self.losses = LossRules(positions)
+        self.dicts = DictRules(positions, self.facts, self.imports, self.losses)
+        self.delegate_calls: set[int] = set()  # id() of calls a step returns as its own result
+        self.findings: list[Finding] = []
+        self.base_switches: dict[cst.Arg, str] = {}  # base argument -> module to import TypedLightningModule from
+
+    # -- the steps of one class --
+
+    def collect_steps(self) -> list[Step]:
+        steps: list[Step] = []
+        for info in self.classes:
+            for statement in info.node.body.body:
+                step: Step | None
+                if isinstance(statement, cst.FunctionDef) and statement.name.value in STEP_HOOKS:
+                    step = Step(info, statement, statement.name.value, self.positions.line(statement.name))
+                    self.analyze(step)
+                elif isinstance(statement, cst.SimpleStatementLine):
+                    step = self._assigned_step(info, statement)
+                    if step is None:
+                        continue
+                else:
+                    continue
+                info.steps[step.hook] = step  # a later definition replaces an earlier one, as in Python
+                steps.append(step)
+        return steps
+
+    def _assigned_step(self, info: ClassInfo, line: cst.SimpleStatementLine) -> Step | None:
+        for small in line.body:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    if isinstance(target.target, cst.Name) and target.target.value in STEP_HOOKS:
+                        step = Step(info, None, target.target.value, self.positions.line(small))
+                        step.problems.append(
+                            (step.line, f"is assigned (`{short(small)}`), not defined: rewrite the function it names")
+                        )
+                        return step
+        return None
+
+    def analyze(self, step: Step) -> None:
+        function = step.function
+        assert function is not None
+        params = function.params.params
+        step.self_name = params[0].name.value if params else "self"
+        if isinstance(function.asynchronous, cst.Asynchronous):
+            step.problems.append((step.line, "is async"))
+        for decorator in function.decorators:
+            target = decorator.decorator
+            if isinstance(target, cst.Call):
+                target = target.func
+            if self.imports.qualify(target) not in NEUTRAL_DECORATORS:
+                step.problems.append(
+                    (step.line, f"decorated with `@{short(decorator.decorator)}`, which may change what it returns")
+                )
+        scan = scan_body(function)
+        if scan.yields:
+            word = "yield" if isinstance(scan.yields[0], cst.Yield) else "await"
+            step.problems.append((self.positions.line(scan.yields[0]), f"uses `{word}`"))
+        for nested in scan.nested_functions:
+            nested_returns = [r for r in scan_body(nested).returns if not is_none(r.value)]
+            if nested_returns:
+                step.notes.append(
+                    (
+                        self.positions.line(nested_returns[0]),
+                        f"return inside the nested function `{nested.name.value}` ignored"
+                        " (it is not the step's return)",
+                    )
+                )
+        step.falls_off_end = not always_leaves(block_statements(function.body))
+        param_names = {p.name.value for p in (*params, *function.params.kwonly_params, *function.params.posonly_params)}
+        for extra in (function.params.star_arg, function.params.star_kwarg):
+            if isinstance(extra, cst.Param):
+                param_names.add(extra.name.value)
+        for node in scan.returns:
+            step.returns.append(self.classify_return(step, node, scan, param_names))
+
+    # -- one return statement --
+
+    def classify_return(self, step: Step, node: cst.Return, scan: BodyScan, params: set[str]) -> ReturnPlan:
+        line = self.positions.line(node)
+        value = node.value
+        if is_none(value):
+            return ReturnPlan(node, "none", line)
+        assert value is not None
+
+        def problem(text: str) -> ReturnPlan:
+            return ReturnPlan(node, "problem", line, problem=text)
+
+        result_class = self._result_class_of(value)
+        if result_class is not None:
+            if result_class != step.result_name:
+                return problem(f"returns {result_class} from {step.hook}; {step.hook} returns {step.result_name}")
+            return ReturnPlan(node, "typed", line)
+        delegate = self._delegate_of(step, value)
+        if delegate is not None:
+            return ReturnPlan(node, "delegate", line, delegate=delegate)
+        if isinstance(value, cst.Dict):
+            return self.dicts.classify(step, node, value, scan)
+        kind = container_kind(value)
+        if kind is not None:
+            return problem(f"returns {kind}")
+        trouble = self.losses.problem(value, scan, params, step.self_name)
+        if trouble is not None:
+            return problem(trouble)
+        if step.hook in BATCH_END_FOR_HOOK:
+            hook_name = BATCH_END_FOR_HOOK[step.hook]
+            if hook_name in self.facts.hook_defs:
+                return problem(
+                    f"`{hook_name}` (line {self.facts.hook_defs[hook_name]}) receives this tensor;"
+                    f" returning {step.result_name} would change what it gets"
+                )
+        return ReturnPlan(node, "loss", line, loss=value)
+
+    def _result_class_of(self, value: cst.BaseExpression) -> str | None:
+        if not isinstance(value, cst.Call):
+            return None
+        qualified = self.imports.qualify(value.func) or ""
+        for name in ("TrainStepResult", "ValStepResult"):
+            if qualified == name or qualified in (f"{m}.{name}" for m in RESULT_MODULES):
+                return name
+        return None
+
+    def _delegate_of(self, step: Step, value: cst.BaseExpression) -> tuple[str, str] | None:
+        """``return super().training_step(...)`` / ``return self.validation_step(...)`` in a test_step."""
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+            return None
+        hook = value.func.attr.value
+        receiver = value.func.value
+        if hook not in STEP_HOOKS or RESULT_FOR_HOOK[hook] != step.result_name:
+            return None
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+            self.delegate_calls.add(id(value))
+            return ("super", hook)
+        if isinstance(receiver, cst.Name) and receiver.value == step.self_name and hook != step.hook:
+            self.delegate_calls.add(id(value))
+            return ("self", hook)
+        return None
+
+    def resolve(self, steps: list[Step]) -> None:
+        self._mark_used_results(steps)
+        for step in steps:
+            self._check_annotation(step)
+        pending = [s for s in steps if s.status == "pending"]
+        while pending:  # delegates depend on their targets' outcome
+            progressed = False
+            for step in list(pending):
+                state = self._delegate_state(step)
+                if state == "wait":
+                    continue
+                self._finish(step)
+                pending.remove(step)
+                progressed = True
+            if not progressed:
+                for step in pending:
+                    step.problems.append((step.line, "delegates in a cycle to other steps"))
+                    self._finish(step)
+                pending = []
+        while self.propagate_skips(steps):
+            pass
+
+    def propagate_skips(self, steps: list[Step]) -> bool:
+        """Skip what depends on a skipped step; True if anything changed (call again until False).
+
+        An override and the step it overrides (in this file) keep compatible return types only if
+        both are rewritten; a step returning ``super().training_step(...)`` is typed only if that is.
+        """
+        changed = False
+        for step in steps:
+            if step.status not in ("rewritten", "typed"):
+                continue
+            reason: str | None = None
+            for plan in step.returns:
+                if plan.kind == "delegate" and plan.delegate is not None:
+                    skipped = [t for t in delegate_targets(step, plan.delegate)[0] if t.status == "skipped"]
+                    if skipped:
+                        returned = short(plan.node.value or plan.node)
+                        reason = f"returns `{returned}`, and {skipped[0].qualname} was skipped"
+            if reason is None and step.status == "rewritten":
+                family = [*step.owner.ancestors(), *step.owner.descendants()]
+                related = [c.steps[step.hook] for c in family if step.hook in c.steps]
+                skipped = [r for r in related if r.status == "skipped"]
+                if skipped:
+                    reason = (
+                        f"{skipped[0].qualname} was skipped, and an override must keep a return type"
+                        " compatible with the step it overrides"
+                    )
+            if reason is not None:
+                step.status = "skipped"
+                step.problems = [(step.line, reason)]
+                changed = True
+        return changed
+
+    def _mark_used_results(self, steps: list[Step]) -> None:
+        """A step whose return value other code of the file uses keeps returning what it returned."""
+        for call, owner, receiver, hook in self.facts.step_calls:
+            if id(call) in self.delegate_calls:
+                continue
+            line = self.positions.line(call)
+            if receiver == "super" and owner is not None:
+                targets = [a.steps[hook] for a in owner.ancestors() if hook in a.steps]
+            elif receiver == "self" and owner is not None:
+                family = [owner, *owner.ancestors(), *owner.descendants()]
+                targets = [c.steps[hook] for c in family if hook in c.steps]
+            else:
+                targets = [s for s in steps if s.hook == hook]
+            for target in targets:
+                target.problems.append((target.line, f"its return value is used at line {line} (`{short(call)}`)"))
+
+    def _delegate_state(self, step: Step) -> Literal["ready", "wait"]:
+        for plan in step.returns:
+            if plan.kind != "delegate" or plan.delegate is None:
+                continue
+            targets, missing = delegate_targets(step, plan.delegate)
+            if missing:
+                plan.kind = "problem"
+                plan.problem = f"returns `{short(plan.node.value or plan.node)}`, defined outside this file"
+                continue
+            if any(t.status == "pending" for t in targets if t is not step):
+                return "wait"
+            skipped = [t for t in targets if t.status == "skipped"]
+            if skipped:
+                plan.kind = "problem"
+                plan.problem = f"returns `{short(plan.node.value or plan.node)}`, and {skipped[0].qualname} was skipped"
+        return "ready"
+
+    def _check_annotation(self, step: Step) -> None:
+        if step.function is None:
+            return
+        returns = step.function.returns
+        valued = [r for r in step.returns if r.kind != "none"]
+        if not valued:
+            return
+        if returns is not None and annotation_shape(returns.annotation, self.imports) is None:
+            step.problems.append(
+                (step.line, f"return annotation `{short(returns.annotation)}` is not one the codemod knows")
+            )
+
+    def _finish(self, step: Step) -> None:
+        problems = list(step.problems) + [(r.line, r.problem) for r in step.returns if r.kind == "problem"]
+        converted = [r for r in step.returns if r.kind in ("loss", "dict", "typed", "delegate")]
+        if problems:
+            step.status = "skipped"
+            line, reason = min(problems, key=lambda p: p[0])
+            if converted and any(r.kind == "problem" for r in step.returns):
+                other = converted[0]
+                reason = f"several return shapes: {reason} here, {other.shape()} at line {other.line}"
+            step.problems = [(line, reason)]
+            return
+        if not converted:
+            step.status = "nothing"
+            return
+        assert step.function is not None
+        annotation = new_annotation(step.function.returns, step.result_name, step.may_return_none(), self.imports)
+        step.annotation = annotation
+        rewrites = any(r.kind in ("loss", "dict") for r in step.returns)
+        step.status = "rewritten" if rewrites or annotation is not None else "typed"
+
+    def decide_base_classes(self, bound: dict[str, str]) -> None:
+        """With --base-class: which LightningModule bases become ``TypedLightningModule`` (``base_switches``)."""
+        if not self.base_class:
+            return
+        chosen: str | None = None  # the file can hold one TypedLightningModule name, of one flavour
+        for info in self.classes:
+            for arg, flavour in info.lightning_bases:
+                if flavour == "typed":
+                    continue
+                family = [info, *info.descendants()]
+                steps = [s for c in family for s in c.steps.values()]
+                if not any(s.status in ("rewritten", "typed") for s in steps):
+                    continue  # nothing typed to adapt: leave the class as it is
+
+                def keep(reason: str) -> None:
+                    line = self.positions.line(info.node.name)
+                    self.findings.append(Finding("kept-base", info.qualname, line, reason))
+
+                skipped = [s for s in steps if s.status == "skipped"]
+                if flavour not in TYPED_BASE_MODULES:
+                    keep(f"cannot tell which Lightning package `{short(arg.value)}` comes from")
+                elif skipped:
+                    keep(f"{skipped[0].qualname} was skipped")
+                elif not name_is_free(bound, TYPED_BASE, TYPED_BASE_MODULES[flavour][0]):
+                    keep(f"`{TYPED_BASE}` already names something else in this file")
+                elif chosen is not None and chosen != TYPED_BASE_MODULES[flavour][0]:
+                    keep(f"another class of this file derives from the other Lightning package's {TYPED_BASE}")
+                else:
+                    chosen = TYPED_BASE_MODULES[flavour][0]
+                    self.base_switches[arg] = chosen

@@ -1,0 +1,86 @@
+"""File-wide facts a step's rewrite depends on: which string keys are read, which batch-end hooks
+exist, where steps are called, and the line of every node.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, STEP_HOOKS
+from lightning_step_types.migrate.steps import ClassInfo
+from lightning_step_types.migrate.syntax import string_key
+
+
+class FileFacts:
+    """What the whole file says that a single step's rewrite depends on."""
+
+    def __init__(self, module: cst.Module, positions: Positions) -> None:
+        self.key_reads: dict[str, int] = {}  # string key -> first line reading it (x["k"], x.get("k"), "k" in x)
+        self.hook_defs: dict[str, int] = {}  # on_validation_batch_end etc. -> line
+        self.step_calls: list[tuple[cst.Call, ClassInfo | None, str, str]] = []  # (call, class, receiver, hook)
+        self.module = module
+        self.positions = positions
+
+
+class FactCollector(cst.CSTVisitor):
+    def __init__(self, facts: FileFacts, class_of: dict[int, ClassInfo]) -> None:
+        super().__init__()
+        self.facts = facts
+        self.class_of = class_of
+        self._classes: list[ClassInfo | None] = []
+        self._self_names: list[str | None] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(self.class_of.get(id(node)))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        name = node.name.value
+        if name in BATCH_END_FOR_HOOK.values() and name not in self.facts.hook_defs:
+            self.facts.hook_defs[name] = self.facts.positions.line(node.name)
+        params = node.params.params
+        self._self_names.append(params[0].name.value if params else None)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._self_names.pop()
+
+    def _read(self, key_expr: cst.BaseExpression, node: cst.CSTNode) -> None:
+        key = string_key(key_expr)
+        if key is not None and key not in self.facts.key_reads:
+            self.facts.key_reads[key] = self.facts.positions.line(node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            self._read(node.slice[0].slice.value, node)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if any(isinstance(t.operator, (cst.In, cst.NotIn)) for t in node.comparisons):
+            self._read(node.left, node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        if func.attr.value in ("get", "pop") and node.args:
+            self._read(node.args[0].value, node)
+        if func.attr.value in STEP_HOOKS:
+            receiver = "other"
+            callee = func.value.func if isinstance(func.value, cst.Call) else None
+            if isinstance(callee, cst.Name) and callee.value == "super":
+                receiver = "super"
+            elif isinstance(func.value, cst.Name) and self._self_names and func.value.value == self._self_names[-1]:
+                receiver = "self"
+            owner = next((c for c in reversed(self._classes) if c is not None), None) if self._classes else None
+            self.facts.step_calls.append((node, owner, receiver, func.attr.value))
+
+
+class Positions:
+    def __init__(self, wrapper: MetadataWrapper) -> None:
+        self._ranges: dict[cst.CSTNode, CodeRange] = dict(wrapper.resolve(PositionProvider))
+
+    def line(self, node: cst.CSTNode) -> int:
+        code_range = self._ranges.get(node)
+        return code_range.start.line if code_range is not None else 0

@@ -1,0 +1,134 @@
+"""Adding ``from lightning_step_types import ...`` to a module: merged into an existing import from the
+same module, or as a new line after the module's leading imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from lightning_step_types.migrate.conventions import sources_of
+from lightning_step_types.migrate.syntax import dotted_name
+
+
+def bound_at_module_level(module: cst.Module) -> dict[str, str]:
+    """Module-level names -> the module they are imported from by ``from M import name``, or "" for
+    any other binding (a class, a function, an assignment, an aliased import)."""
+    bound: dict[str, str] = {}
+    for statement in module.body:
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            bound[statement.name.value] = ""
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                source = dotted_name(small.module) if small.module is not None and not small.relative else None
+                for alias in small.names:
+                    local = alias.evaluated_alias or alias.evaluated_name
+                    bound[local] = source or "" if alias.evaluated_name == local else ""
+            elif isinstance(small, cst.Import):
+                for alias in small.names:
+                    bound[(alias.evaluated_alias or alias.evaluated_name).split(".")[0]] = ""
+            elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                for target in targets:
+                    if isinstance(target, cst.Name):
+                        bound[target.value] = ""
+    return bound
+
+
+def name_is_free(bound: dict[str, str], name: str, module: str) -> bool:
+    """Whether ``from module import name`` may be added (or is there already) without shadowing anything."""
+    return name not in bound or bound[name] in sources_of(name, module)
+
+
+def add_imports(module: cst.Module, wanted: dict[str, set[str]]) -> cst.Module:
+    """``from M import names`` for each module M: merged into an existing top-level import of M, else a new
+    line after the module's leading imports. Names already imported from an equivalent module are skipped."""
+    for source in sorted(wanted):
+        bound = bound_at_module_level(module)
+        missing = sorted(n for n in wanted[source] if bound.get(n) not in sources_of(n, source))
+        if missing:
+            module = _add_import(module, source, missing)
+    return module
+
+
+def _add_import(module: cst.Module, source: str, missing: list[str]) -> cst.Module:
+    body = list(module.body)
+    for index, statement in enumerate(body):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small_index, small in enumerate(statement.body):
+            if (
+                isinstance(small, cst.ImportFrom)
+                and not small.relative
+                and small.module is not None
+                and dotted_name(small.module) == source
+                and not isinstance(small.names, cst.ImportStar)
+            ):
+                new_small = list(statement.body)
+                new_small[small_index] = _merge_import(small, missing)
+                body[index] = statement.with_changes(body=new_small)
+                return module.with_changes(body=body)
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    names = [cst.ImportAlias(cst.Name(n), comma=space) for n in missing]
+    names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    line = cst.SimpleStatementLine([cst.ImportFrom(module=_dotted(source), names=names)])
+    body.insert(_import_position(body), line)
+    return module.with_changes(body=body)
+
+
+def _dotted(source: str) -> cst.Attribute | cst.Name:
+    head, *rest = source.split(".")
+    node: cst.Attribute | cst.Name = cst.Name(head)
+    for part in rest:
+        node = cst.Attribute(node, cst.Name(part))
+    return node
+
+
+def _merge_import(node: cst.ImportFrom, missing: list[str]) -> cst.ImportFrom:
+    assert not isinstance(node.names, cst.ImportStar)
+    aliases = list(node.names)
+    names = [a.evaluated_name for a in aliases]
+    keep_sorted = names == sorted(names)
+    default = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    separator: cst.Comma = next((a.comma for a in aliases[:-1] if isinstance(a.comma, cst.Comma)), default)
+    for name in missing:
+        position = len(aliases)
+        if keep_sorted:
+            position = next((i for i, a in enumerate(aliases) if a.evaluated_name > name), len(aliases))
+        if position < len(aliases):
+            aliases.insert(position, cst.ImportAlias(cst.Name(name), comma=separator))
+        else:
+            last = aliases[-1]
+            aliases[-1] = last.with_changes(comma=separator)
+            aliases.append(cst.ImportAlias(cst.Name(name), comma=last.comma))
+    if not node.lpar and isinstance(aliases[-1].comma, cst.Comma):  # a trailing comma needs parentheses
+        aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(names=aliases)
+
+
+def _is_import_line(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )
+
+
+def _import_position(body: Sequence[cst.BaseStatement]) -> int:
+    """After the last import of the module's leading block (after the docstring if there is none)."""
+    position = 0
+    for index, statement in enumerate(body):
+        if _is_import_line(statement):
+            position = index + 1
+        elif index == 0 and _is_docstring(statement):
+            position = 1
+        elif isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            break
+    return position
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine) or not isinstance(statement.body[0], cst.Expr):
+        return False
+    return isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))

@@ -1,0 +1,49 @@
+"""What the codemod reports: one ``Finding`` per step or class, and the ``Migration`` of one source."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import libcst as cst
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One line of the report: a step rewritten or skipped, a class whose base was kept, or a note."""
+
+    kind: Literal["rewritten", "skipped", "kept-base", "note"]
+    where: str  # "MyModel.training_step", or "MyModel" for a base-class decision
+    line: int
+    message: str = ""
+
+    def describe(self) -> str:
+        """``MyModel.training_step line 42: returns a tuple``."""
+        if self.kind == "rewritten":
+            return f"{self.where} line {self.line}: rewritten"
+        if self.kind == "kept-base":
+            return f"{self.where} line {self.line}: base class kept: {self.message}"
+        if self.kind == "note":
+            return f"{self.where} line {self.line}: note: {self.message}"
+        return f"{self.where} line {self.line}: {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    """The outcome for one source: the rewritten module and what the codemod did or left alone."""
+
+    original: cst.Module
+    module: cst.Module
+    findings: tuple[Finding, ...]
+
+    @property
+    def changed(self) -> bool:
+        return self.module.code != self.original.code
+
+    @property
+    def rewritten(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind == "rewritten"]
+
+    @property
+    def skipped(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind == "skipped"]
