@@ -11,14 +11,21 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
 
-from lightning_step_types.errors import StepResultError, StepResultWarning, describe, describe_tensor, format_problem
+from lightning_step_types.errors import (
+    StepResultError,
+    StepResultWarning,
+    describe,
+    describe_tensor,
+    format_problem,
+    short_repr,
+)
 from lightning_step_types.policy import StepPolicy
-from lightning_step_types.results import StepResult, TrainStepResult, ValStepResult, loss_error
+from lightning_step_types.results import StepResult, TrainStepResult, ValStepResult, is_loss_tensor, loss_error
 
 __all__ = ["StepCall", "check_evaluation_return", "check_training_return"]
 
@@ -71,6 +78,33 @@ class StepCall:
 
 def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None)."""
+    return _guarded(_check_training_return, output, call)
+
+
+def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
+    """Check a ``validation_step``/``test_step`` return; give back (what Lightning receives, the typed result)."""
+    return _guarded(_check_evaluation_return, output, call)
+
+
+def _guarded(
+    check: Callable[[object, StepCall], tuple[Any, StepResult[Any] | None]], output: object, call: StepCall
+) -> tuple[Any, StepResult[Any] | None]:
+    """Run a check so that only StepResultError leaves it, whatever the returned object does when inspected."""
+    try:
+        return check(output, call)
+    except StepResultError:
+        raise
+    except Exception as error:  # a hostile __len__/__eq__/__iter__/__repr__ in what the step returned
+        raise StepResultError(
+            "return value",
+            f"{describe(output)}, which raised {type(error).__name__}: {error} when inspected",
+            "TrainStepResult / ValStepResult, a Tensor, a dict, or None",
+            "return a plain dict or a typed result instead of this object",
+            call.hook,
+        ) from error
+
+
+def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     if output is None:
         if call.world_size() > 1:
             raise StepResultError(
@@ -96,8 +130,7 @@ def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResu
     return _check_legacy_training_return(output, call), None
 
 
-def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
-    """Check a ``validation_step``/``test_step`` return; give back (what Lightning receives, the typed result)."""
+def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     if output is None:
         return None, None
     if isinstance(output, StepResult):
@@ -111,10 +144,10 @@ def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepRe
     if isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         _warn_about_keys(output, call)
-        if _is_loss_like(output.get("loss")):
+        if is_loss_tensor(output.get("loss")):
             _skip_nonfinite(output["loss"], "return value['loss']", call)
     elif isinstance(output, torch.Tensor):
-        if _is_loss_like(output):
+        if is_loss_tensor(output):
             _skip_nonfinite(output, "return value", call)
     else:
         call.warn(
@@ -148,6 +181,8 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
                 _missing_loss_fix(output),
                 call.hook,
             )
+        if not call.automatic_optimization and not isinstance(output, dict):
+            return dict(output)  # Lightning's manual loop calls `.copy()`, which a Mapping need not have
         return output
     raise StepResultError(
         "return value",
@@ -159,7 +194,7 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
 
 
 def _check_returned_loss(loss: object, where: str, call: StepCall) -> None:
-    if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+    if not is_loss_tensor(loss):
         error = loss_error(where, loss)
         error.hook = call.hook
         raise error
@@ -194,10 +229,6 @@ def _check_loss_graph(loss: torch.Tensor, where: str, call: StepCall) -> None:
             " creating it with `torch.tensor(..., requires_grad=True)` or `.requires_grad_()`",
             call.hook,
         )
-
-
-def _is_loss_like(value: object) -> bool:
-    return isinstance(value, torch.Tensor) and value.dtype.is_floating_point and value.numel() == 1
 
 
 def _skip_nonfinite(loss: torch.Tensor, where: str, call: StepCall) -> bool:
@@ -238,7 +269,7 @@ def _warn_about_keys(output: Mapping[Any, Any], call: StepCall) -> None:
                 "return value",
                 f"key {describe(key)} in {describe(output)}",
                 "str keys: Lightning and loggers address outputs by name",
-                f"use a string key, e.g. {str(key)!r}",
+                f"use a string key, e.g. '{_short_str(key)}'",
             )
         elif key in LEGACY_KEYS:
             call.warn(
@@ -277,8 +308,8 @@ def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
         return f"wrap the loss: `return {name}(loss=loss)`"
     if isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
-        others = [k for k in output if k != "loss"]
-        metadata = ", ".join(f"{k!r}: ..." for k in others[:4]) + (", ..." if len(others) > 4 else "")
+        others = [k for k in output if not (isinstance(k, str) and k == "loss")]
+        metadata = ", ".join(f"{short_repr(k)}: ..." for k in others[:4]) + (", ..." if len(others) > 4 else "")
         loss = "out['loss']" if "loss" in output else "loss"
         return f"return `{name}(loss={loss}, metadata={{{metadata}}})`"
     if isinstance(output, (tuple, list)):
@@ -294,6 +325,13 @@ def _missing_loss_fix(output: Mapping[Any, Any]) -> str:
     if close:
         return f"rename the key {close[0]!r} to 'loss' (keys are case-sensitive), or return TrainStepResult(loss=...)"
     return "add the loss under 'loss', or return `TrainStepResult(loss=loss, metadata={...})`"
+
+
+def _short_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return "name"
 
 
 def _stage(call: StepCall) -> str:

@@ -7,12 +7,12 @@ concrete change that makes it right.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import torch
 
-__all__ = ["StepResultError", "StepResultWarning", "describe", "describe_tensor", "format_problem"]
+__all__ = ["StepResultError", "StepResultWarning", "describe", "describe_tensor", "format_problem", "short_repr"]
 
 _MAX_REPR = 60
 
@@ -58,15 +58,24 @@ def describe(value: object) -> str:
     if value is None:
         return "None"
     kind = _type_name(value)
+    try:
+        return _describe_container(value, kind)
+    except Exception:  # a hostile __len__/__iter__ must not hide the real problem
+        return f"{kind} {short_repr(value)}"
+
+
+def _describe_container(value: object, kind: str) -> str:
     if isinstance(value, Mapping):
-        keys = [_short_repr(k) for k in list(value.keys())[:8]]
-        more = ", ..." if len(value) > 8 else ""
+        mapping = cast("Mapping[object, object]", value)  # isinstance leaves the type arguments unknown
+        keys = [short_repr(k) for k in list(mapping.keys())[:8]]
+        more = ", ..." if len(mapping) > 8 else ""
         return f"{kind} with keys [{', '.join(keys)}{more}]"
     if isinstance(value, (tuple, list)):
-        items = ", ".join(describe(v) for v in list(value)[:3])
-        more = ", ..." if len(value) > 3 else ""
-        return f"{kind} of {len(value)}: ({items}{more})"
-    return f"{kind} {_short_repr(value)}"
+        sequence = cast("Sequence[object]", value)
+        items = ", ".join(describe(v) for v in list(sequence)[:3])
+        more = ", ..." if len(sequence) > 3 else ""
+        return f"{kind} of {len(sequence)}: ({items}{more})"
+    return f"{kind} {short_repr(value)}"
 
 
 def describe_tensor(tensor: torch.Tensor) -> str:
@@ -81,7 +90,7 @@ def _type_name(value: object) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _short_repr(value: Any) -> str:
+def short_repr(value: Any) -> str:
     try:
         text = repr(value)
     except Exception:  # a broken __repr__ must not hide the real error

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Generic, cast
 
 import torch
 import torch.utils._pytree as pytree
-from typing_extensions import Self, TypeVar
+from typing_extensions import Self, TypeGuard, TypeVar
 
 from lightning_step_types.errors import StepResultError, describe, describe_tensor
 
@@ -164,7 +164,7 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
     def __post_init__(self) -> None:
         loss = self.loss
         # Checks what the caller passed, whatever its annotation said.
-        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not is_loss_tensor(loss):
             raise loss_error(f"{type(self).__name__}.loss", loss)
         metadata: object = self.metadata
         frozen = _frozen_metadata(type(self).__name__, metadata)
@@ -237,8 +237,8 @@ def _refuse_delattr(self: object, name: str) -> None:
 
 # The dataclass machinery freezes only the decorated class against new attribute names; results
 # of every subclass must refuse them too (`result.los = x` is a typo, not a new field).
-StepResult.__setattr__ = _refuse_setattr  # type: ignore[method-assign,assignment]
-StepResult.__delattr__ = _refuse_delattr  # type: ignore[method-assign,assignment]
+StepResult.__setattr__ = _refuse_setattr  # type: ignore[method-assign]
+StepResult.__delattr__ = _refuse_delattr  # type: ignore[method-assign]
 
 
 class TrainStepResult(StepResult[MetaT]):
@@ -249,11 +249,23 @@ class ValStepResult(StepResult[MetaT]):
     """What ``validation_step`` and ``test_step`` return: ``ValStepResult(loss=loss, metadata={...})``."""
 
 
-def loss_error(where: str, loss: object, hook_kind: str = "result") -> StepResultError:
+# The dtypes a loss may have: those autograd and Lightning's loops (which divide the loss by
+# accumulate_grad_batches) handle; float8 counts as floating point but cannot even be divided on CPU.
+LOSS_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+
+
+def is_loss_tensor(value: object) -> TypeGuard[torch.Tensor]:
+    """A tensor of a real floating dtype holding one value: what backward and Lightning accept as a loss."""
+    return isinstance(value, torch.Tensor) and value.dtype in LOSS_DTYPES and value.numel() == 1
+
+
+def loss_error(where: str, loss: object) -> StepResultError:
     """The error for a ``loss`` that is not a tensor holding one real floating value."""
     expected = "a torch.Tensor of a real floating dtype holding one value (shape () or (1,))"
     if isinstance(loss, torch.Tensor):
-        if not loss.dtype.is_floating_point:
+        if loss.dtype.is_floating_point and loss.dtype not in LOSS_DTYPES:
+            fix = "compute the loss in a wider dtype, e.g. `loss = loss.float()` (float16, bfloat16, float32, float64)"
+        elif not loss.dtype.is_floating_point:
             if loss.dtype.is_complex:
                 fix = "reduce the complex value to a real one, e.g. `loss = loss.abs()` or `loss.real`"
             else:
@@ -287,7 +299,7 @@ def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
         raise StepResultError(where, describe(metadata), "a mapping with str keys", fix)  # pyright: ignore[reportUnknownArgumentType]
     mapping = cast("Mapping[object, object]", metadata)  # isinstance leaves the type arguments unknown
     # A FrozenMetadata is immutable, so it is shared rather than copied; its keys are checked all the same.
-    frozen = metadata if type(metadata) is FrozenMetadata else FrozenMetadata(cast("Mapping[str, object]", mapping))
+    frozen = mapping if type(mapping) is FrozenMetadata else FrozenMetadata(cast("Mapping[str, object]", mapping))
     for key in frozen._data:  # pyright: ignore[reportPrivateUsage]
         if not isinstance(key, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise StepResultError(

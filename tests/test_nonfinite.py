@@ -1,0 +1,325 @@
+"""The non-finite loss policy: ``"raise"`` (default), ``"warn"``, ``"skip"`` or ``None``.
+
+Set as ``TypedLightningModule.nonfinite_loss`` (on the class or the instance) or
+``StepResultAdapter(nonfinite_loss=...)``. Each policy is compared with what plain Lightning
+does, and the check's cost is pinned down: with the policy off the adapter makes no
+device-to-host read of the loss; with it on, exactly one per step.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from models import N_BATCHES, RegressorParts, assert_same_params, make_loader, make_trainer, params_of
+from torch.overrides import TorchFunctionMode
+
+from lightning_step_types import (
+    StepResultAdapter,
+    StepResultError,
+    StepResultWarning,
+    TrainStepResult,
+    TypedLightningModule,
+    ValStepResult,
+)
+
+NAN_BATCHES = (1, 2)  # two bad batches: the warning must come once, not per batch
+POLICIES = ("raise", "warn", "skip", None)
+
+GOT_NAN = "Tensor(shape=(), dtype=float32, requires_grad=True) with value nan"
+GOT_NAN_EVAL = "Tensor(shape=(), dtype=float32, requires_grad=False) with value nan"
+DIVERGES = "find where training diverges: lower the learning rate"
+_FROM_CLASS = object()
+
+
+class TypedNonFinite(RegressorParts, TypedLightningModule):
+    """NaN losses on ``NAN_BATCHES``; the policy set on the instance, or left to the class."""
+
+    def __init__(self, policy: Any = _FROM_CLASS) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+        if policy is not _FROM_CLASS:
+            self.nonfinite_loss = policy
+        self.batch_end_outputs: list[Any] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, _ = self.loss_and_preds(batch)
+        return TrainStepResult(loss=loss * math.nan if batch_idx in NAN_BATCHES else loss)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> ValStepResult:
+        loss, _ = self.loss_and_preds(batch)
+        loss = loss * math.nan if batch_idx in NAN_BATCHES else loss
+        self.log("val_loss", loss)
+        return ValStepResult(loss=loss)
+
+    def on_validation_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.batch_end_outputs.append(outputs)
+
+
+class SkipOnTheClass(TypedNonFinite):
+    nonfinite_loss = "skip"
+
+
+class PlainNonFinite(RegressorParts, pl.LightningModule):
+    """The same steps as plain Lightning returns: a loss tensor, NaN on ``NAN_BATCHES``."""
+
+    def __init__(self, none_instead_of_nan: bool = False) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+        self.none_instead_of_nan = none_instead_of_nan
+        self.batch_end_outputs: list[Any] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, _ = self.loss_and_preds(batch)
+        if batch_idx in NAN_BATCHES:
+            return None if self.none_instead_of_nan else loss * math.nan
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, _ = self.loss_and_preds(batch)
+        loss = loss * math.nan if batch_idx in NAN_BATCHES else loss
+        self.log("val_loss", loss)
+        return {"loss": loss}
+
+    def on_validation_batch_end(self, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.batch_end_outputs.append(outputs)
+
+
+class ParamsPerBatch(pl.Callback):
+    """The weights at the start and end of every training batch."""
+
+    def __init__(self) -> None:
+        self.start: dict[int, dict[str, torch.Tensor]] = {}
+        self.end: dict[int, dict[str, torch.Tensor]] = {}
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        self.start[batch_idx] = params_of(pl_module)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.end[batch_idx] = params_of(pl_module)
+
+
+def subject(kind: str, policy: Any) -> tuple[pl.LightningModule, list[pl.Callback]]:
+    """The module under test and its callbacks: a typed module, or a plain one under the adapter."""
+    if kind == "typed":
+        return TypedNonFinite(policy), []
+    return PlainNonFinite(), [StepResultAdapter(nonfinite_loss=policy)]
+
+
+def run(fn: Callable[[], Any]) -> tuple[BaseException | None, list[str]]:
+    """Run, catching the exception (asserted by the caller) and the StepResultWarnings."""
+    raised: BaseException | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn()
+        except Exception as error:  # noqa: BLE001 - the caller asserts its exact type
+            raised = error
+    return raised, [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+
+
+def assert_same_params_nan_aware(a: pl.LightningModule, b: pl.LightningModule) -> None:
+    for (name, x), (_, y) in zip(a.named_parameters(), b.named_parameters(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True, msg=f"parameter {name}")
+
+
+KINDS = ("typed", "adapter")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_raise_stops_before_the_optimizer_step(kind: str, tmp_path: Path) -> None:
+    model, callbacks = subject(kind, "raise")
+    per_batch = ParamsPerBatch()
+    trainer = make_trainer(tmp_path, callbacks=[*callbacks, per_batch])
+    raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
+    assert type(raised) is StepResultError
+    lines = str(raised).split("\n")
+    assert lines[0] == f"{type(model).__qualname__}.training_step: return value" + (" .loss" if kind == "typed" else "")
+    assert GOT_NAN in lines[1]
+    assert "a finite loss (nonfinite_loss='raise')" in lines[2]
+    assert DIVERGES in lines[3] and "`nonfinite_loss='skip'` skips such training batches" in lines[3]
+    assert step_warnings == []
+    assert trainer.global_step == NAN_BATCHES[0]
+    assert_same_params(model, per_batch.start[NAN_BATCHES[0]])  # nothing of the bad batch was applied
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "typed-class-attribute"])
+def test_training_skip_skips_the_batches_and_warns_once(kind: str, tmp_path: Path) -> None:
+    if kind == "typed-class-attribute":
+        model: pl.LightningModule = SkipOnTheClass()
+        callbacks: list[pl.Callback] = []
+    else:
+        model, callbacks = subject(kind, "skip")
+    per_batch = ParamsPerBatch()
+    trainer = make_trainer(tmp_path / "skip", callbacks=[*callbacks, per_batch])
+    raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
+    assert raised is None
+    assert len(step_warnings) == 1  # two NaN batches, one warning
+    lines = step_warnings[0].split("\n")
+    assert lines[0].startswith(f"{type(model).__qualname__}.training_step: return value")
+    assert GOT_NAN in lines[1]
+    assert lines[2] == "  expected: a finite loss"
+    assert lines[3].startswith("  fix:      skipping this batch (nonfinite_loss='skip'); " + DIVERGES)
+    for batch_idx in NAN_BATCHES:
+        assert_same_params(per_batch.end[batch_idx], per_batch.start[batch_idx])
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+    # exactly what plain Lightning does when the step returns None for those batches
+    reference = PlainNonFinite(none_instead_of_nan=True)
+    reference_trainer = make_trainer(tmp_path / "reference")
+    reference_trainer.fit(reference, make_loader())
+    assert trainer.global_step == reference_trainer.global_step == N_BATCHES
+    assert_same_params(model, reference)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("policy", ["warn", None])
+def test_training_warn_and_off_train_on_as_plain_lightning(kind: str, policy: str | None, tmp_path: Path) -> None:
+    model, callbacks = subject(kind, policy)
+    trainer = make_trainer(tmp_path / "subject", callbacks=callbacks)
+    raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
+    assert raised is None
+    if policy == "warn":
+        assert len(step_warnings) == 1
+        lines = step_warnings[0].split("\n")
+        assert GOT_NAN in lines[1] and lines[2] == "  expected: a finite loss" and DIVERGES in lines[3]
+    else:
+        assert step_warnings == []
+    assert trainer.global_step == N_BATCHES
+    assert all(torch.isnan(p).all() for p in model.parameters())  # the NaN reached the weights, as it would
+
+    reference = PlainNonFinite()
+    make_trainer(tmp_path / "reference").fit(reference, make_loader())
+    assert_same_params_nan_aware(model, reference)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_validation_policies(kind: str, policy: str | None, tmp_path: Path) -> None:
+    """Evaluation batches are never skipped (it would bias the epoch means): "skip" warns there."""
+    model, callbacks = subject(kind, policy)
+    trainer = make_trainer(tmp_path, callbacks=callbacks)
+    metrics: list[dict[str, float]] = []
+    raised, step_warnings = run(lambda: metrics.extend(trainer.validate(model, make_loader(), verbose=False)))
+    hook = f"{type(model).__qualname__}.validation_step"
+    if policy == "raise":
+        assert type(raised) is StepResultError
+        lines = str(raised).split("\n")
+        assert lines[0].startswith(f"{hook}: return value")
+        assert GOT_NAN_EVAL in lines[1] and "a finite loss (nonfinite_loss='raise')" in lines[2]
+        assert step_warnings == []
+        assert len(model.batch_end_outputs) == NAN_BATCHES[0]
+        return
+    assert raised is None
+    if policy is None:
+        assert step_warnings == []
+    else:
+        assert len(step_warnings) == 1
+        lines = step_warnings[0].split("\n")
+        assert lines[0].startswith(f"{hook}: return value")
+        assert GOT_NAN_EVAL in lines[1]
+        assert lines[2] == "  expected: a finite loss"
+        assert lines[3].startswith("  fix:      " + DIVERGES) and "skipping" not in lines[3]
+    assert len(model.batch_end_outputs) == N_BATCHES  # every batch evaluated
+    assert math.isnan(metrics[0]["val_loss"])  # the epoch mean saw the NaN batches, as plain Lightning's does
+
+
+def test_invalid_policy_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^nonfinite_loss='ignore': expected one of 'raise', 'warn', 'skip' or None$"):
+        StepResultAdapter(nonfinite_loss="ignore")  # type: ignore[arg-type]
+    model = TypedNonFinite(policy="ignore")
+    with pytest.raises(ValueError, match=r"^nonfinite_loss='ignore': expected one of 'raise', 'warn', 'skip' or None$"):
+        make_trainer(tmp_path).fit(model, make_loader())  # read at the first step
+
+
+# --- the cost: host reads of the loss ----------------------------------------------------------
+
+# The Tensor methods that read a value on the host (a device-to-host sync on an accelerator).
+HOST_READS = frozenset({"item", "__bool__", "__float__", "__int__", "__index__", "tolist", "numpy", "cpu"})
+
+
+class HostReads(TorchFunctionMode):
+    """Counts host reads of tensor values while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in HOST_READS:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+class CountingWindow:
+    """A ``HostReads`` mode from the end of the step body to ``on_before_backward``: the adapter's checks
+    and Lightning's handling of the returned loss, and nothing of the user's own step."""
+
+    def __init__(self) -> None:
+        self.mode: HostReads | None = None
+        self.per_step: list[list[str]] = []
+
+    def open(self) -> None:
+        self.mode = HostReads()
+        self.mode.__enter__()
+
+    def close(self) -> None:
+        if self.mode is not None:
+            self.mode.__exit__(None, None, None)
+            self.per_step.append(self.mode.calls)
+            self.mode = None
+
+
+class TypedCounting(RegressorParts, TypedLightningModule):
+    def __init__(self, policy: Any, window: CountingWindow) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+        self.nonfinite_loss = policy
+        self.window = window
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, _ = self.loss_and_preds(batch)
+        self.window.open()
+        return TrainStepResult(loss=loss)
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        self.window.close()
+
+
+class PlainCounting(RegressorParts, pl.LightningModule):
+    def __init__(self, window: CountingWindow) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+        self.window = window
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, _ = self.loss_and_preds(batch)
+        self.window.open()
+        return {"loss": loss}
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        self.window.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("policy", "reads_per_step"), [(None, []), ("raise", ["item"]), ("skip", ["item"])])
+def test_host_reads_per_step(kind: str, policy: str | None, reads_per_step: list[str], tmp_path: Path) -> None:
+    assert not torch.cuda.is_available()  # on CPU a host read is cheap, but it is the same call that syncs a GPU
+    window = CountingWindow()
+    if kind == "typed":
+        model: pl.LightningModule = TypedCounting(policy, window)
+        callbacks: list[pl.Callback] = []
+    else:
+        model = PlainCounting(window)
+        callbacks = [StepResultAdapter(nonfinite_loss=policy)]
+    trainer = make_trainer(tmp_path, callbacks=callbacks)
+    trainer.fit(model, make_loader())
+    assert trainer.global_step == N_BATCHES
+    assert window.per_step == [reads_per_step] * N_BATCHES
