@@ -70,9 +70,9 @@ class StepResultAdapterMixin:
             return
         warnings.warn(
             StepResultWarning(
-                f"{type(self).__name__}(nonfinite_loss={mine.nonfinite_loss!r}, log_loss={mine.log_loss!r}) is"
+                f"{type(self).__name__}(nonfinite_loss={mine.nonfinite_loss!r}, log_loss={_shown(mine.log_loss)}) is"
                 f" ignored for {type(pl_module).__qualname__}: a TypedLightningModule adapts its own steps with"
-                f" its own settings (nonfinite_loss={own.nonfinite_loss!r}, log_loss={own.log_loss!r});"
+                f" its own settings (nonfinite_loss={own.nonfinite_loss!r}, log_loss={_shown(own.log_loss)});"
                 " set `nonfinite_loss` / `log_loss` on the module class instead"
             ),
             stacklevel=2,
@@ -90,6 +90,13 @@ class StepResultAdapterMixin:
                 del pl_module.__dict__[hook_name]
             else:
                 pl_module.__dict__[hook_name] = previous
+
+
+def _shown(log_loss: LossLogging | None) -> str:
+    """A ``log_loss`` setting as the user writes it."""
+    if log_loss is None:
+        return "False"
+    return "True" if log_loss == LossLogging() else repr(log_loss)
 
 
 def _user_defines(module: Any, hook_name: str) -> bool:

@@ -121,8 +121,8 @@ def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepRes
         output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
-        _check_loss_graph(output.loss, "return value .loss", call)
-        if _skip_nonfinite(output.loss, "return value .loss", call):
+        _check_loss_graph(output.loss, "return value.loss", call)
+        if _skip_nonfinite(output.loss, "return value.loss", call):
             return None, None
         return {"loss": output.loss, **output.metadata}, output
     if call.strict:
@@ -137,7 +137,7 @@ def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepR
         output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, ValStepResult):
             raise _wrong_result_class(output, ValStepResult, call)
-        _skip_nonfinite(output.loss, "return value .loss", call)
+        _skip_nonfinite(output.loss, "return value.loss", call)
         return {"loss": output.loss, **output.metadata}, output
     if call.strict:
         raise _not_a_result(output, ValStepResult, call)
@@ -237,11 +237,12 @@ def _skip_nonfinite(loss: torch.Tensor, where: str, call: StepCall) -> bool:
         return False
     got = f"{describe_tensor(loss)} with value {loss.item()}"
     expected = "a finite loss"
-    fix = (
+    diagnose = (
         "find where training diverges: lower the learning rate, clip gradients"
         " (`Trainer(gradient_clip_val=1.0)`), check the batch for NaN/inf, or locate the op with"
-        " `Trainer(detect_anomaly=True)`; `nonfinite_loss='skip'` skips such training batches"
+        " `Trainer(detect_anomaly=True)`"
     )
+    fix = diagnose + "; `nonfinite_loss='skip'` skips such training batches"
     if call.nonfinite_loss == "raise":
         raise StepResultError(where, got, expected + " (nonfinite_loss='raise')", fix, call.hook)
     training = call.hook_name == "training_step"
@@ -252,10 +253,10 @@ def _skip_nonfinite(loss: torch.Tensor, where: str, call: StepCall) -> bool:
                 got,
                 expected + ": nonfinite_loss='skip' cannot skip a batch under distributed training,"
                 " where every process must step",
-                fix.replace("; `nonfinite_loss='skip'` skips such training batches", ""),
+                diagnose,
                 call.hook,
             )
-        call.warn("nonfinite skip", where, got, expected, "skipping this batch (nonfinite_loss='skip'); " + fix)
+        call.warn("nonfinite skip", where, got, expected, "skipping this batch (nonfinite_loss='skip'); " + diagnose)
         return True
     call.warn("nonfinite", where, got, expected, fix)
     return False
@@ -287,7 +288,7 @@ def _wrong_result_class(output: StepResult[Any], expected: type[StepResult[Any]]
         "return value",
         f"{type(output).__name__} (loss {describe_tensor(output.loss)}, metadata keys {list(output.metadata)})",
         f"{expected.__name__} from {call.hook_name} ({type(output).__name__} is for the other loop)",
-        f"return `{expected.__name__}(loss=..., metadata=...)`; {expected.__name__} is what {right_hooks} return",
+        f"return `{expected.__name__}(loss=..., metadata=...)`; {expected.__name__} is the result type of {right_hooks}",
         call.hook,
     )
 
@@ -321,7 +322,8 @@ def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
 
 def _missing_loss_fix(output: Mapping[Any, Any]) -> str:
     names = [k for k in output if isinstance(k, str)]
-    close = [k for k in names if k.lower() == "loss"] or difflib.get_close_matches("loss", names, n=1, cutoff=0.6)
+    # 0.7: catches "Loss", "losss", "los" but not "logits" (0.6)
+    close = [k for k in names if k.lower() == "loss"] or difflib.get_close_matches("loss", names, n=1, cutoff=0.7)
     if close:
         return f"rename the key {close[0]!r} to 'loss' (keys are case-sensitive), or return TrainStepResult(loss=...)"
     return "add the loss under 'loss', or return `TrainStepResult(loss=loss, metadata={...})`"

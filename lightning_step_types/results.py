@@ -156,8 +156,8 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
         ]
         if new_fields:
             raise TypeError(
-                f"{cls.__qualname__} declares fields {new_fields}; step results carry only `loss` and"
-                " `metadata`. Put extra values in `metadata`, or expose them as properties."
+                f"{cls.__qualname__} declares fields {new_fields}; step results carry only `loss`, `metadata`"
+                " and `batch_size`. Put extra values in `metadata`, or expose them as properties."
             )
         _register_pytree_node(cls)
 
@@ -261,7 +261,7 @@ def is_loss_tensor(value: object) -> TypeGuard[torch.Tensor]:
 
 def loss_error(where: str, loss: object) -> StepResultError:
     """The error for a ``loss`` that is not a tensor holding one real floating value."""
-    expected = "a torch.Tensor of a real floating dtype holding one value (shape () or (1,))"
+    expected = "a torch.Tensor of dtype float16, bfloat16, float32 or float64 holding one value (shape () or (1,))"
     if isinstance(loss, torch.Tensor):
         if loss.dtype.is_floating_point and loss.dtype not in LOSS_DTYPES:
             fix = "compute the loss in a wider dtype, e.g. `loss = loss.float()` (float16, bfloat16, float32, float64)"

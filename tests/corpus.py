@@ -144,7 +144,7 @@ T_NO_GRAD = "Tensor(shape=(), dtype=float32, requires_grad=False)"
 T_PER_SAMPLE = "Tensor(shape=(3,), dtype=float32, requires_grad=True)"
 T_PREDS = "Tensor(shape=(3, 1), dtype=float32, requires_grad=True)"
 
-LOSS_TENSOR = "a torch.Tensor of a real floating dtype holding one value (shape () or (1,))"
+LOSS_TENSOR = "a torch.Tensor of dtype float16, bfloat16, float32 or float64 holding one value (shape () or (1,))"
 NOT_TRAIN_RESULT = "TrainStepResult (or None to skip the batch)"
 NOT_VAL_RESULT = "ValStepResult (or None to skip the batch)"
 LEGACY_TRAINING = "TrainStepResult, a loss Tensor, a dict with a 'loss' key, or None"
@@ -390,7 +390,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         "TrainStepResult(loss=s.loss.detach())",
-        **_both(error("return value .loss", f"{T_NO_GRAD}: {CUT_FROM_GRAPH}", NEEDS_GRAPH, KEEP_GRAPH_FIX)),
+        **_both(error("return value.loss", f"{T_NO_GRAD}: {CUT_FROM_GRAPH}", NEEDS_GRAPH, KEEP_GRAPH_FIX)),
     ),
     Case(
         "detached loss tensor",
@@ -415,7 +415,7 @@ CASES: tuple[Case, ...] = (
         "TrainStepResult(loss=torch.tensor(0.25, requires_grad=True))",
         **_both(
             error(
-                "return value .loss",
+                "return value.loss",
                 f"{T_GRAD}: a leaf tensor, not computed from any parameter",
                 "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty",
                 "compute the loss from the model's output, e.g. `loss = F.mse_loss(self(x), y)`",
@@ -437,14 +437,14 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         'TrainStepResult(loss=s.loss * float("nan"))',
-        **_both(error("return value .loss", f"{T_GRAD} with value nan", FINITE, DIVERGES_FIX)),
+        **_both(error("return value.loss", f"{T_GRAD} with value nan", FINITE, DIVERGES_FIX)),
     ),
     Case(
         "inf loss tensor",
         TRAIN,
         AUTO,
         'TrainStepResult(loss=s.loss * float("inf"))',
-        **_both(error("return value .loss", f"{T_GRAD} with value inf", FINITE, DIVERGES_FIX)),
+        **_both(error("return value.loss", f"{T_GRAD} with value inf", FINITE, DIVERGES_FIX)),
     ),
     Case(
         "dict with a -inf loss",
@@ -660,7 +660,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         MANUAL,
         'TrainStepResult(loss=s.loss * float("nan"))',
-        **_both(error("return value .loss", f"{T_GRAD} with value nan", FINITE, DIVERGES_FIX)),
+        **_both(error("return value.loss", f"{T_GRAD} with value nan", FINITE, DIVERGES_FIX)),
     ),
     # validation_step
     Case("typed result", VAL, "-", 'ValStepResult(loss=s.loss, metadata={"preds": s.preds})', **_both(ACCEPTED)),
@@ -752,7 +752,7 @@ CASES: tuple[Case, ...] = (
         VAL,
         "-",
         'ValStepResult(loss=s.loss * float("nan"))',
-        **_both(error("return value .loss", f"{T_NO_GRAD} with value nan", FINITE, DIVERGES_FIX)),
+        **_both(error("return value.loss", f"{T_NO_GRAD} with value nan", FINITE, DIVERGES_FIX)),
     ),
     Case(
         "dict with an inf loss",
@@ -820,7 +820,7 @@ CASES: tuple[Case, ...] = (
         TEST,
         "-",
         'ValStepResult(loss=s.loss * float("inf"))',
-        **_both(error("return value .loss", f"{T_NO_GRAD} with value inf", FINITE, DIVERGES_FIX)),
+        **_both(error("return value.loss", f"{T_NO_GRAD} with value inf", FINITE, DIVERGES_FIX)),
     ),
     Case(
         "0.x 'progress_bar' key",

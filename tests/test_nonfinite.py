@@ -140,7 +140,7 @@ def test_training_raise_stops_before_the_optimizer_step(kind: str, tmp_path: Pat
     raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
     assert type(raised) is StepResultError
     lines = str(raised).split("\n")
-    assert lines[0] == f"{type(model).__qualname__}.training_step: return value" + (" .loss" if kind == "typed" else "")
+    assert lines[0] == f"{type(model).__qualname__}.training_step: return value" + (".loss" if kind == "typed" else "")
     assert GOT_NAN in lines[1]
     assert "a finite loss (nonfinite_loss='raise')" in lines[2]
     assert DIVERGES in lines[3] and "`nonfinite_loss='skip'` skips such training batches" in lines[3]

@@ -18,7 +18,7 @@ from models import Recorder, TypedRegressor, make_loader, make_trainer
 from lightning_step_types import FrozenMetadata, StepResultError, TrainStepResult, ValStepResult
 
 RESULT_CLASSES = [TrainStepResult, ValStepResult]
-LOSS_EXPECTED = "a torch.Tensor of a real floating dtype holding one value (shape () or (1,))"
+LOSS_EXPECTED = "a torch.Tensor of dtype float16, bfloat16, float32 or float64 holding one value (shape () or (1,))"
 
 
 def error_parts(error: StepResultError) -> tuple[str, str, str, str]:
@@ -455,7 +455,7 @@ def test_a_subclass_cannot_declare_fields() -> None:
 
     assert str(info.value) == (
         "test_a_subclass_cannot_declare_fields.<locals>.WithField declares fields ['accuracy'];"
-        " step results carry only `loss` and `metadata`. Put extra values in `metadata`,"
+        " step results carry only `loss`, `metadata` and `batch_size`. Put extra values in `metadata`,"
         " or expose them as properties."
     )
 

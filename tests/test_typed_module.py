@@ -356,14 +356,14 @@ STRICT_TRAINING_ERRORS = [
         id="val-result",
     ),
     pytest.param(
-        detached_return, "return value .loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="detached"
+        detached_return, "return value.loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="detached"
     ),
     pytest.param(
-        no_grad_return, "return value .loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="no-grad"
+        no_grad_return, "return value.loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="no-grad"
     ),
     pytest.param(
         leaf_return,
-        "return value .loss",
+        "return value.loss",
         "Tensor(shape=(), dtype=float32, requires_grad=True): a leaf tensor, not computed from any parameter",
         "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty",
         "compute the loss from the model's output, e.g. `loss = F.mse_loss(self(x), y)`, instead of creating it"
@@ -400,7 +400,7 @@ def test_item_built_result_is_relabelled_with_the_step(tmp_path: Path) -> None:
         "MyModel.training_step",
         "TrainStepResult.loss",
         f"float {first_loss!r}",
-        "a torch.Tensor of a real floating dtype holding one value (shape () or (1,))",
+        "a torch.Tensor of dtype float16, bfloat16, float32 or float64 holding one value (shape () or (1,))",
         "return the tensor itself: `loss`, not `loss.item()` or `float(loss)`",
     )
     assert_untouched(model, before)
@@ -420,7 +420,7 @@ def test_train_result_from_validation_step(tmp_path: Path) -> None:
         # validation runs under inference mode, so the loss has no graph
         "TrainStepResult (loss Tensor(shape=(), dtype=float32, requires_grad=False), metadata keys [])",
         "ValStepResult from validation_step (TrainStepResult is for the other loop)",
-        "return `ValStepResult(loss=..., metadata=...)`; ValStepResult is what validation_step and test_step return",
+        "return `ValStepResult(loss=..., metadata=...)`; ValStepResult is the result type of validation_step and test_step",
     )
 
 

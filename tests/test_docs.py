@@ -1,0 +1,592 @@
+"""The documentation site: it builds in strict mode, the quick start's examples run, and the error
+catalogue quotes exactly the messages the package produces.
+
+The catalogue check works both ways: each message below, produced by really triggering it, must
+appear verbatim as a ```text block in docs/errors.md, and each ```text block there must be one of
+these messages. A reworded message therefore fails here until the catalogue is updated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import lightning_step_types
+from lightning_step_types import (
+    LossLogging,
+    StepResultError,
+    StepResultWarning,
+    TrainStepResult,
+    ValStepResult,
+)
+from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLightningModule
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+BUILD_TIMEOUT = 300  # seconds; the build takes about 10 s on 2 cores
+QUICKSTART_TIMEOUT = 300  # seconds; the quick start's examples take about 10 s
+
+
+def repo_env() -> dict[str, str]:
+    """The environment for a subprocess that imports the package from this checkout."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+# --- fenced code blocks in the Markdown pages ----------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int  # 1-based line of the first code line
+    lang: str
+    code: str
+    marker: str | None  # the HTML comment on the line before the fence, e.g. "runnable"
+
+    @property
+    def runnable(self) -> bool:
+        return self.marker == "runnable"
+
+
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*$")
+MARKER = re.compile(r"^<!--\s*(?P<marker>.*?)\s*-->$")
+
+
+def fenced_blocks(page: Path) -> list[Block]:
+    """The page's fenced blocks, in order (indented blocks, e.g. inside admonitions, included)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        indent = match["indent"]
+        previous = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = MARKER.match(previous)
+        start = i + 1
+        end = start
+        while end < len(lines) and lines[end].rstrip() != f"{indent}```":
+            end += 1
+        assert end < len(lines), f"{page.name}:{i + 1}: unclosed code fence"
+        code = "\n".join(line[len(indent) :] for line in lines[start:end])
+        blocks.append(Block(page, start + 1, match["lang"], code, marker["marker"] if marker else None))
+        i = end + 1
+    return blocks
+
+
+# --- the site builds -------------------------------------------------------------------------------
+
+
+def _page_text(path: Path) -> str:
+    """The visible text of a built page's article, tags stripped."""
+    page = path.read_text(encoding="utf-8")
+    article = page[page.index("<article") : page.index("</article>")]
+    return html.unescape(re.sub(r"<[^>]+>", "", article))
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("site")
+    completed = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        env={**repo_env(), "NO_MKDOCS_2_WARNING": "1"},  # Material's banner about MkDocs 2.0, not a build problem
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+    )
+    assert completed.returncode == 0, f"mkdocs build --strict failed:\n{completed.stdout}\n{completed.stderr}"
+    return site
+
+
+NAV = ["Home", "Quick start", "Migration guide", "Error catalogue", "Typing guide", "Reliability", "Design notes", "API reference"]
+PAGES = ["index.html", "quickstart", "migration", "errors", "typing", "reliability", "design", "api"]
+
+
+def test_site_builds_strict_with_every_page_in_the_nav(built_site: Path) -> None:
+    for page in PAGES:
+        path = built_site / page if page.endswith(".html") else built_site / page / "index.html"
+        assert path.is_file(), f"{path} was not built"
+    home = (built_site / "index.html").read_text(encoding="utf-8")
+    primary_nav = home[home.index("md-nav--primary") :]
+    titles = [html.unescape(t) for t in re.findall(r'<span class="md-ellipsis">\s*(.*?)\s*</span>', primary_nav, re.S)]
+    in_order = list(dict.fromkeys(t for t in titles if t in NAV))
+    assert in_order == NAV
+
+
+def test_api_page_documents_the_public_surface(built_site: Path) -> None:
+    api = (built_site / "api" / "index.html").read_text(encoding="utf-8")
+    text = _page_text(built_site / "api" / "index.html")
+    public = set(lightning_step_types.__all__)
+    assert public == {
+        "FrozenMetadata",
+        "LossLogging",
+        "NonFiniteLoss",
+        "StepResult",
+        "StepResultAdapter",
+        "StepResultError",
+        "StepResultWarning",
+        "TrainStepResult",
+        "TypedCallback",
+        "TypedLightningModule",
+        "ValStepResult",
+    }, "the public API changed: document the new names in docs/api.md and update this list"
+    anchors = set(re.findall(r'id="(lightning_step_types\.[\w.]+)"', api))
+    top_level = {f"lightning_step_types.{name}" for name in public - {"StepResultAdapter", "TypedCallback", "TypedLightningModule"}}
+    flavoured = {
+        f"lightning_step_types.{flavour}.{name}"
+        for flavour in ("pytorch_lightning", "lightning_pytorch")
+        for name in ("StepResultAdapter", "TypedCallback", "TypedLightningModule")
+    }
+    assert top_level | flavoured <= anchors, f"missing from the API page: {sorted((top_level | flavoured) - anchors)}"
+    # Docstrings were rendered, including the ones the flavour classes take from their mixins.
+    assert "What training_step returns: TrainStepResult(loss=loss" in text
+    assert "A step result was built wrongly, or a step returned something it must not." in text
+    assert "A LightningModule whose steps return typed results." in text
+    assert "Trainer(callbacks=[StepResultAdapter()]) checks every step return of any LightningModule." in text
+    assert "StepResultAdapter(strict: bool = False, nonfinite_loss: NonFiniteLoss = 'raise'" in text
+
+
+# --- the quick start runs ------------------------------------------------------------------------
+
+
+def runnable_examples(page: Path) -> list[tuple[Block, str | None]]:
+    """Each runnable block, with the output shown right after it (a block marked `<!-- output -->`)."""
+    blocks = fenced_blocks(page)
+    examples = []
+    for index, block in enumerate(blocks):
+        if block.runnable:
+            following = blocks[index + 1] if index + 1 < len(blocks) else None
+            shown = following.code if following is not None and following.marker == "output" else None
+            examples.append((block, shown))
+    return examples
+
+
+def test_quickstart_marks_its_examples_runnable() -> None:
+    python = [b for b in fenced_blocks(DOCS / "quickstart.md") if b.lang == "python"]
+    assert len(python) >= 8
+    assert [b.line for b in python if not b.runnable] == [], "mark each example `<!-- runnable -->`"
+    # After the first (which only defines the module), each example shows what it prints.
+    examples = runnable_examples(DOCS / "quickstart.md")
+    assert [block.line for block, shown in examples[1:] if shown is None] == []
+
+
+# Runs the page's runnable blocks in order in one namespace; prints what each block printed, as JSON.
+RUNNER = """
+import contextlib, io, json, sys
+namespace = {"__name__": "__main__"}
+printed = []
+for line, code in json.loads(sys.stdin.read()):
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        exec(compile("\\n" * (line - 1) + code, "docs/quickstart.md", "exec"), namespace)
+    printed.append(buffer.getvalue())
+print("\\n@@printed@@" + json.dumps(printed))
+"""
+
+
+def test_quickstart_examples_run_and_print_what_the_page_shows(tmp_path: Path) -> None:
+    """The page is one script. Each block is compiled with its own line numbers, so a traceback
+    points at docs/quickstart.md:LINE; the run happens in a fresh interpreter in a temporary folder."""
+    examples = runnable_examples(DOCS / "quickstart.md")
+    completed = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps([(block.line, block.code) for block, _ in examples]),
+        cwd=tmp_path,  # whatever the examples write stays in the test's folder
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=QUICKSTART_TIMEOUT,
+    )
+    assert completed.returncode == 0, f"a quick start example failed:\n{completed.stdout}\n{completed.stderr}"
+    printed = json.loads(completed.stdout.rsplit("@@printed@@", 1)[1])
+    assert len(printed) == len(examples)
+    for (block, shown), output in zip(examples, printed, strict=True):
+        if shown is not None:
+            assert output.rstrip("\n") == shown, f"docs/quickstart.md:{block.line}: the example printed\n{output}"
+
+
+# --- the migration guide's example is what the codemod does -----------------------------------------
+
+
+def migration_blocks() -> dict[str, str]:
+    """The guide's example, by marker: before, report, after, manual-before, manual-after, report-2."""
+    return {
+        b.marker.removeprefix("migrate: "): b.code
+        for b in fenced_blocks(DOCS / "migration.md")
+        if b.marker is not None and b.marker.startswith("migrate: ")
+    }
+
+
+def run_codemod(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lightning_step_types.migrate", "--base-class", "model.py"],
+        cwd=folder,
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_migration_guide_example_is_what_the_codemod_does(tmp_path: Path) -> None:
+    blocks = migration_blocks()
+    assert sorted(blocks) == ["after", "before", "manual-after", "manual-before", "report", "report-2"]
+    model = tmp_path / "model.py"
+    model.write_text(blocks["before"] + "\n", encoding="utf-8")
+
+    first = run_codemod(tmp_path)
+    assert (first.returncode, first.stdout) == (2, ""), first.stderr
+    assert first.stderr.rstrip("\n") == blocks["report"]
+    assert model.read_text(encoding="utf-8") == blocks["after"] + "\n"
+
+    # The hand edit, as the guide shows it, then the second run.
+    assert blocks["after"].count(blocks["manual-before"]) == 1
+    model.write_text(blocks["after"].replace(blocks["manual-before"], blocks["manual-after"]) + "\n", encoding="utf-8")
+    second = run_codemod(tmp_path)
+    assert (second.returncode, second.stdout) == (0, ""), second.stderr
+    assert second.stderr.rstrip("\n") == blocks["report-2"]
+    final = model.read_text(encoding="utf-8")
+    assert "\nfrom lightning_step_types import TrainStepResult, TypedLightningModule, ValStepResult\n" in final
+    assert "\nclass LitClassifier(TypedLightningModule):\n" in final
+
+    # The migrated module trains and tests as a TypedLightningModule, and now logs the old "log" entry.
+    spec = importlib.util.spec_from_file_location("migrated_model", model)
+    assert spec is not None and spec.loader is not None
+    migrated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migrated)
+    assert issubclass(migrated.LitClassifier, TypedLightningModule)
+    generator = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(8, 32, generator=generator), torch.randint(0, 10, (8,), generator=generator))
+    trainer = pl.Trainer(**QUIET, default_root_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(does not have many workers|LeafSpec|smaller than the logging).*")
+        trainer.fit(migrated.LitClassifier(), DataLoader(data, batch_size=4))
+        assert trainer.global_step == 2
+        assert sorted(trainer.callback_metrics) == ["train_loss"]
+        tested = trainer.test(trainer.lightning_module, DataLoader(data, batch_size=4), verbose=False)
+    assert tested == [{}]  # the test step logs nothing; it returned a ValStepResult the adapter accepted
+
+
+# --- the error catalogue quotes the real messages ------------------------------------------------
+#
+# Every model is `MyModel`, as in the catalogue, with zero weights: on the data below its loss is
+# exactly 1.0, so the messages carry no run-dependent numbers.
+
+LOADER_DATA = (torch.ones(4, 3), torch.ones(4, 1))
+QUIET: dict[str, Any] = dict(
+    accelerator="cpu",
+    devices=1,
+    max_epochs=1,
+    logger=False,
+    enable_checkpointing=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
+    num_sanity_val_steps=0,
+)
+
+Return = Callable[[Any, torch.Tensor], Any]  # (model, the batch's loss) -> what the step returns
+
+
+def _loader() -> DataLoader[Any]:
+    return DataLoader(TensorDataset(*LOADER_DATA), batch_size=2)
+
+
+def _zero_linear() -> nn.Linear:
+    net = nn.Linear(3, 1)
+    nn.init.zeros_(net.weight)
+    nn.init.zeros_(net.bias)
+    return net
+
+
+def typed_train(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    return TrainStepResult(loss=loss)
+
+
+def typed_val(model: Any, loss: torch.Tensor) -> ValStepResult:
+    return ValStepResult(loss=loss)
+
+
+def none_return(model: Any, loss: torch.Tensor) -> None:
+    return None
+
+
+def nan_result(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    return TrainStepResult(loss=loss * float("nan"))
+
+
+class MyModel(TypedLightningModule):
+    """The catalogue's typed module; its steps return what ``train_return``/``val_return`` build."""
+
+    def __init__(self, train_return: Return = typed_train, val_return: Return = typed_val, **settings: Any) -> None:
+        super().__init__()
+        self.net = _zero_linear()
+        self.train_return, self.val_return = train_return, val_return
+        for name, value in settings.items():  # nonfinite_loss=..., log_loss=...
+            setattr(self, name, value)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        return self.train_return(self, F.mse_loss(self.net(x), y))
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        return self.val_return(self, F.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _PlainModel(pl.LightningModule):
+    """The catalogue's existing (plain Lightning) module, run under ``StepResultAdapter``."""
+
+    def __init__(self, train_return: Return, val_return: Return | None = None) -> None:
+        super().__init__()
+        self.net = _zero_linear()
+        self.train_return, self.val_return = train_return, val_return
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        return self.train_return(self, F.mse_loss(self.net(x), y))
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        assert self.val_return is not None
+        return self.val_return(self, F.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+# The same name as the typed one, so that messages read `MyModel.training_step` as in the catalogue.
+PlainMyModel: type[_PlainModel] = type("MyModel", (_PlainModel,), {"__module__": __name__})
+
+
+def fit(model: pl.LightningModule, *callbacks: pl.Callback, validate: bool = False) -> None:
+    trainer = pl.Trainer(**QUIET, callbacks=list(callbacks), limit_val_batches=1)
+    trainer.fit(model, _loader(), _loader() if validate else None)
+
+
+def error_of(run: Callable[[], object], kind: type[BaseException] = StepResultError) -> str:
+    with pytest.raises(kind) as info:
+        run()
+    assert type(info.value) is kind
+    return str(info.value)
+
+
+def warning_of(run: Callable[[], object]) -> str:
+    """The one StepResultWarning that ``run`` gives (a problem warns once per hook, not per step)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert len(messages) == 1, messages
+    return messages[0]
+
+
+def _no_grad_loss(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    with torch.no_grad():
+        return TrainStepResult(loss=F.mse_loss(model.net(LOADER_DATA[0]), LOADER_DATA[1]))
+
+
+def _subclass_with_a_field() -> None:
+    # `class LogitsResult(TrainStepResult): logits: torch.Tensor`, named as at module level.
+    type("LogitsResult", (TrainStepResult,), {"__annotations__": {"logits": "torch.Tensor"}, "__module__": __name__})
+
+
+# Run in a fresh interpreter where a meta path finder makes both Lightning packages look uninstalled.
+NO_LIGHTNING = """
+import importlib.abc, sys
+class Uninstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pytorch_lightning", "lightning"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Uninstalled())
+import lightning_step_types
+try:
+    lightning_step_types.TypedLightningModule
+except ImportError as error:
+    print(type(error).__name__ + ": " + str(error))
+"""
+
+
+def _lightning_missing() -> str:
+    completed = subprocess.run(
+        [sys.executable, "-c", NO_LIGHTNING], env=repo_env(), capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    kind, _, message = completed.stdout.strip().partition(": ")
+    assert kind == "ImportError"
+    return message
+
+
+class StepOutputs(Mapping[str, Any]):
+    """A mapping a step returns that fails when inspected (as if defined in the user's model.py)."""
+
+    __module__ = "model"
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("iteration not supported")
+
+    def __len__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return "StepOutputs()"
+
+
+def untyped(value: object) -> Any:
+    """A deliberately wrong argument, hidden from the type checker (which would reject it first)."""
+    return value
+
+
+def _assign(target: Any, name: str, value: Any) -> None:
+    setattr(target, name, value)
+
+
+def _set_item(target: Any, key: str, value: Any) -> None:
+    target[key] = value
+
+
+ONE = torch.tensor(1.0)
+NAN = float("nan")
+A = StepResultAdapter
+
+# name -> how to produce the message; names only identify failures.
+TRIGGERS: dict[str, Callable[[], str]] = {
+    # building a result
+    "loss from .item() in a step": lambda: error_of(lambda: fit(MyModel(lambda m, loss: TrainStepResult(loss=untyped(loss.item()))))),
+    "loss integer tensor": lambda: error_of(lambda: TrainStepResult(loss=torch.tensor(3))),
+    "loss complex tensor": lambda: error_of(lambda: TrainStepResult(loss=torch.tensor(1 + 2j))),
+    "loss float8": lambda: error_of(lambda: TrainStepResult(loss=torch.tensor(1.0).to(torch.float8_e4m3fn))),
+    "loss per-sample": lambda: error_of(lambda: TrainStepResult(loss=torch.ones(4))),
+    "loss empty": lambda: error_of(lambda: TrainStepResult(loss=torch.ones(0))),
+    "loss list": lambda: error_of(lambda: TrainStepResult(loss=untyped([ONE, ONE]))),
+    "loss numpy": lambda: error_of(lambda: TrainStepResult(loss=untyped(np.float32(1.0)))),
+    "loss None": lambda: error_of(lambda: ValStepResult(loss=untyped(None))),
+    "metadata pairs": lambda: error_of(lambda: TrainStepResult(loss=ONE, metadata=untyped([("logits", ONE)]))),
+    "metadata int key": lambda: error_of(lambda: TrainStepResult(loss=ONE, metadata=untyped({0: ONE}))),
+    "metadata loss key": lambda: error_of(lambda: TrainStepResult(loss=ONE, metadata={"loss": ONE})),
+    "batch_size zero": lambda: error_of(lambda: TrainStepResult(loss=ONE, batch_size=0)),
+    "subclass field": lambda: error_of(_subclass_with_a_field, TypeError),
+    "assign a field": lambda: error_of(lambda: _assign(TrainStepResult(loss=ONE), "loss", ONE), dataclasses.FrozenInstanceError),
+    "assign metadata": lambda: error_of(lambda: _set_item(TrainStepResult(loss=ONE).metadata, "x", 1), TypeError),
+    # what a typed step returns
+    "strict tensor": lambda: error_of(lambda: fit(MyModel(lambda m, loss: loss))),
+    "strict dict": lambda: error_of(lambda: fit(MyModel(lambda m, loss: {"loss": loss, "logits": loss}))),
+    "strict tuple": lambda: error_of(lambda: fit(MyModel(lambda m, loss: (loss, loss)))),
+    "strict validation dict": lambda: error_of(lambda: fit(MyModel(val_return=lambda m, loss: {"val_loss": loss}), validate=True)),
+    "val result from training": lambda: error_of(lambda: fit(MyModel(lambda m, loss: ValStepResult(loss=loss)))),
+    "train result from validation": lambda: error_of(
+        lambda: fit(MyModel(val_return=lambda m, loss: TrainStepResult(loss=loss)), validate=True)
+    ),
+    "detached loss": lambda: error_of(lambda: fit(MyModel(lambda m, loss: TrainStepResult(loss=loss.detach())))),
+    "loss under no_grad": lambda: error_of(lambda: fit(MyModel(_no_grad_loss))),
+    "leaf loss": lambda: error_of(
+        lambda: fit(MyModel(lambda m, loss: TrainStepResult(loss=torch.tensor(loss.item(), requires_grad=True))))
+    ),
+    # non-finite losses
+    "nan raise": lambda: error_of(lambda: fit(MyModel(nan_result))),
+    "nan warn": lambda: warning_of(lambda: fit(MyModel(nan_result, nonfinite_loss="warn"))),
+    "nan skip": lambda: warning_of(lambda: fit(MyModel(nan_result, nonfinite_loss="skip"))),
+    # existing modules under the lenient StepResultAdapter
+    "lenient misspelt loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"Loss": loss}), A())),
+    "lenient no loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"train_loss": loss}), A())),
+    "lenient tuple": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: (loss, loss)), A())),
+    "lenient .item() in the dict": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss.item()}), A())),
+    "lenient mapping that fails": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: StepOutputs()), A())),
+    "lenient legacy log key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "log": {"train_loss": loss}}), A())),
+    "lenient legacy progress_bar key": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "progress_bar": {"train_loss": loss}}), A())
+    ),
+    "lenient legacy hiddens key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "hiddens": loss}), A())),
+    "lenient int key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, 0: loss}), A())),
+    "lenient validation tuple": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: loss, lambda m, loss: (loss, loss)), A(), validate=True)
+    ),
+    "adapter settings on a typed module": lambda: warning_of(lambda: fit(MyModel(), A(nonfinite_loss="warn"))),
+    "strict adapter dict": lambda: error_of(
+        lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "preds": loss.detach()}), A(strict=True))
+    ),
+    # settings
+    "bad nonfinite_loss": lambda: error_of(lambda: A(nonfinite_loss=untyped("ignore")), ValueError),
+    "bad log_loss": lambda: error_of(lambda: A(log_loss=untyped("yes")), ValueError),
+    "bad log_loss on a module": lambda: error_of(lambda: fit(MyModel(log_loss=LossLogging)), ValueError),
+    "no Lightning installed": _lightning_missing,
+}
+
+# Raised only under distributed training: checked by the slow tests below (two CPU processes).
+DISTRIBUTED_TRIGGERS: dict[str, Return] = {
+    "None under DDP": none_return,
+    "skip under DDP": nan_result,
+}
+DISTRIBUTED_SETTINGS: dict[str, dict[str, Any]] = {"None under DDP": {}, "skip under DDP": {"nonfinite_loss": "skip"}}
+
+
+def catalogue_blocks() -> list[str]:
+    return [b.code for b in fenced_blocks(DOCS / "errors.md") if b.lang == "text"]
+
+
+@pytest.fixture(scope="module")
+def messages() -> dict[str, str]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(does not have many workers|LeafSpec|smaller than the logging).*")
+        return {name: trigger() for name, trigger in TRIGGERS.items()}
+
+
+@pytest.mark.parametrize("name", list(TRIGGERS))
+def test_catalogue_quotes_the_message(messages: dict[str, str], name: str) -> None:
+    assert messages[name] in catalogue_blocks(), f"docs/errors.md lacks the current message for {name!r}:\n{messages[name]}"
+
+
+def test_catalogue_quotes_only_real_messages(messages: dict[str, str]) -> None:
+    blocks = catalogue_blocks()
+    assert len(blocks) == len(set(blocks)), "docs/errors.md quotes a message twice"
+    unexplained = [b for b in blocks if b not in messages.values()]
+    # The distributed-only messages are checked by the slow tests below.
+    distributed = [b for b in unexplained if "under distributed training" in b]
+    assert len(distributed) == len(DISTRIBUTED_TRIGGERS), distributed
+    assert unexplained == distributed, f"docs/errors.md quotes messages nothing produces:\n\n" + "\n\n".join(unexplained)
+
+
+def _distributed_fit(name: str) -> None:
+    model = MyModel(DISTRIBUTED_TRIGGERS[name], **DISTRIBUTED_SETTINGS[name])
+    trainer = pl.Trainer(**{**QUIET, "devices": 2, "strategy": "ddp_spawn"}, limit_train_batches=1)
+    trainer.fit(model, _loader())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(DISTRIBUTED_TRIGGERS))
+def test_catalogue_quotes_the_distributed_message(name: str) -> None:
+    # ddp_spawn re-raises a worker's exception as torch's ProcessRaisedException with its traceback.
+    with pytest.raises(Exception) as info:
+        _distributed_fit(name)
+    traceback_text = str(info.value)
+    marker = "lightning_step_types.errors.StepResultError: "
+    assert marker in traceback_text, traceback_text
+    message = traceback_text[traceback_text.rindex(marker) + len(marker) :].strip()
+    assert message in catalogue_blocks(), f"docs/errors.md lacks the current message for {name!r}:\n{message}"
