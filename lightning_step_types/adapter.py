@@ -15,7 +15,7 @@ import functools
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard, cast
+from typing import Any, TypeGuard, TypeVar, cast
 
 import torch
 
@@ -31,11 +31,14 @@ __all__ = [
     "adapt_callback_batch_end_function",
     "adapt_step_function",
     "adapted_bound_step",
+    "converts_its_outputs",
     "is_lightning_default",
     "wrap_inherited_hooks",
     "run_step",
     "typed_outputs",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
 # batch-end hook -> the step whose result it receives
@@ -52,7 +55,7 @@ class _ModuleState:
     __slots__ = ("calls", "active", "latest", "__weakref__")
 
     def __init__(self) -> None:
-        self.calls: dict[tuple[str, StepPolicy], StepCall] = {}
+        self.calls: dict[str, StepCall] = {}  # per hook, rebuilt when the module's policy changes
         self.active = False  # inside an adapted step: nested calls (super().training_step) pass through
         # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
         self.latest: dict[str, StepResult[Any]] = {}
@@ -61,10 +64,20 @@ class _ModuleState:
 _STATES: weakref.WeakKeyDictionary[torch.nn.Module, _ModuleState] = weakref.WeakKeyDictionary()
 
 
+# The module of the previous step and its state: a training loop asks for the same module every
+# step, and a weakref call is cheaper than a WeakKeyDictionary lookup (which builds a weakref).
+_last: tuple[weakref.ref[torch.nn.Module], _ModuleState] | None = None
+
+
 def module_state(module: torch.nn.Module) -> _ModuleState:
+    global _last
+    last = _last
+    if last is not None and last[0]() is module:
+        return last[1]
     state = _STATES.get(module)
     if state is None:
         state = _STATES[module] = _ModuleState()
+    _last = (weakref.ref(module), state)
     return state
 
 
@@ -72,9 +85,8 @@ def _trainer_is_running(module: torch.nn.Module) -> bool:
     trainer = module.__dict__.get("_trainer")
     if trainer is None:
         return False
-    status: Any = trainer.state.status
-    # flavour-agnostic (pytorch_lightning or lightning.pytorch), so the enum's type is not known here
-    return status is type(status).RUNNING  # pyright: ignore[reportUnknownMemberType]
+    # TrainerStatus is a str enum in both Lightning flavours; str.__eq__ skips its case-folding __eq__.
+    return str.__eq__(trainer.state.status, "running") is True
 
 
 def run_step(
@@ -94,9 +106,9 @@ def run_step(
     state = module_state(module)
     if state.active or not _trainer_is_running(module):
         return step(*args, **kwargs)
-    call = state.calls.get((hook_name, policy))
-    if call is None:
-        call = state.calls[(hook_name, policy)] = StepCall(module, hook_name, policy, _source_of(step))
+    call = state.calls.get(hook_name)
+    if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
+        call = state.calls[hook_name] = StepCall(module, hook_name, policy, _source_of(step))
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -184,7 +196,7 @@ def adapted_bound_step(module: torch.nn.Module, hook_name: str, policy: StepPoli
     return adapted_step
 
 
-def typed_outputs(module: torch.nn.Module, step_hook: str, outputs: Any) -> Any:
+def typed_outputs(module: Any, step_hook: str, outputs: Any) -> Any:
     """What a typed batch-end hook receives: the step's typed result, or None if the step returned None.
 
     For training, Lightning hands batch-end hooks a new dict whose loss is detached (and divided
@@ -198,7 +210,7 @@ def typed_outputs(module: torch.nn.Module, step_hook: str, outputs: Any) -> Any:
     if result is None:
         if step_hook == "training_step" and isinstance(outputs, Mapping) and not outputs:
             return None  # Lightning's {} for a skipped training step
-        return outputs  # a legacy return: what Lightning gives
+        return outputs  # a legacy return: what Lightning gives  # pyright: ignore[reportUnknownVariableType]
     if step_hook == "training_step" and isinstance(outputs, Mapping) and "loss" in outputs:
         loss = cast("Mapping[str, Any]", outputs)["loss"]  # isinstance leaves the type arguments unknown
         return type(result)._trusted(loss, result.metadata, result.batch_size)
@@ -253,6 +265,12 @@ def wrap_inherited_hooks(
                 if not is_lightning_default(owner) and _is_plain_function(func):
                     setattr(cls, hook_name, wrap(func, arg))
                 break
+
+
+def converts_its_outputs(func: F) -> F:
+    """Mark a batch-end hook that calls ``typed_outputs`` itself, so that subclasses do not wrap it again."""
+    setattr(func, "__lst_adapted__", True)  # noqa: B010 - functions take any attribute; Callable declares none
+    return func
 
 
 def _is_plain_function(func: object) -> TypeGuard[Callable[..., Any]]:

@@ -25,7 +25,14 @@ from lightning_step_types.errors import (
     short_repr,
 )
 from lightning_step_types.policy import StepPolicy
-from lightning_step_types.results import StepResult, TrainStepResult, ValStepResult, is_loss_tensor, loss_error
+from lightning_step_types.results import (
+    FrozenMetadata,
+    StepResult,
+    TrainStepResult,
+    ValStepResult,
+    is_loss_tensor,
+    loss_error,
+)
 
 __all__ = ["StepCall", "check_evaluation_return", "check_training_return"]
 
@@ -43,7 +50,7 @@ class StepCall:
     Built once per module and hook by the adapter; it reads the module's live state when asked.
     """
 
-    __slots__ = ("module", "hook", "hook_name", "strict", "nonfinite_loss", "source", "_warned")
+    __slots__ = ("module", "hook", "hook_name", "policy", "strict", "nonfinite_loss", "source", "_warned")
 
     def __init__(
         self, module: torch.nn.Module, hook_name: str, policy: StepPolicy, source: tuple[str, int] | None = None
@@ -51,6 +58,7 @@ class StepCall:
         self.module = module
         self.hook_name = hook_name
         self.hook = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
+        self.policy = policy
         self.strict = policy.strict
         self.nonfinite_loss = policy.nonfinite_loss
         self.source = source  # (file, line) of the user's step, where warnings point
@@ -78,6 +86,8 @@ class StepCall:
 
 def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None)."""
+    if type(output) is TrainStepResult:  # the path of every typed step, kept short: it runs per batch
+        return _accept_training_result(output, call)
     return _guarded(_check_training_return, output, call)
 
 
@@ -121,10 +131,7 @@ def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepRes
         output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
-        _check_loss_graph(output.loss, "return value.loss", call)
-        if _skip_nonfinite(output.loss, "return value.loss", call):
-            return None, None
-        return {"loss": output.loss, **output.metadata}, output
+        return _accept_training_result(output, call)
     if call.strict:
         raise _not_a_result(output, TrainStepResult, call)
     return _check_legacy_training_return(output, call), None
@@ -133,12 +140,12 @@ def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepRes
 def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     if output is None:
         return None, None
-    if isinstance(output, StepResult):
+    if type(output) is ValStepResult or isinstance(output, StepResult):  # the common case first
         output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, ValStepResult):
             raise _wrong_result_class(output, ValStepResult, call)
         _skip_nonfinite(output.loss, "return value.loss", call)
-        return {"loss": output.loss, **output.metadata}, output
+        return _as_lightning_dict(output), output
     if call.strict:
         raise _not_a_result(output, ValStepResult, call)
     if isinstance(output, Mapping):
@@ -159,6 +166,24 @@ def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepR
             "return `ValStepResult(loss=loss, metadata={...})`, or a dict such as `{'preds': preds}`",
         )
     return output, None
+
+
+def _accept_training_result(
+    output: StepResult[Any], call: StepCall
+) -> tuple[torch.Tensor | dict[str, Any] | None, StepResult[Any] | None]:
+    loss = output.loss
+    if loss.grad_fn is None:  # usually it has one: only then look closer
+        _check_loss_graph(loss, "return value.loss", call)
+    if call.nonfinite_loss is not None and _skip_nonfinite(loss, "return value.loss", call):
+        return None, None
+    # Without metadata Lightning's loops make of a bare loss exactly what they make of {"loss": loss}.
+    metadata = cast(FrozenMetadata, output.metadata)._data
+    return (loss if not metadata else {"loss": loss, **metadata}), output
+
+
+def _as_lightning_dict(result: StepResult[Any]) -> dict[str, Any]:
+    """The plain dict Lightning's loops receive: ``{"loss": loss, **metadata}``."""
+    return {"loss": result.loss, **cast(FrozenMetadata, result.metadata)._data}
 
 
 def _check_legacy_training_return(output: object, call: StepCall) -> object:
@@ -203,7 +228,7 @@ def _check_returned_loss(loss: object, where: str, call: StepCall) -> None:
 
 def _check_loss_graph(loss: torch.Tensor, where: str, call: StepCall) -> None:
     """Under automatic optimization Lightning calls backward on the loss: it must be part of a graph."""
-    if not call.automatic_optimization:
+    if loss.grad_fn is not None or not call.automatic_optimization:
         return
     if not loss.requires_grad:
         cause = (

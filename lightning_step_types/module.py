@@ -14,6 +14,8 @@ from lightning_step_types.adapter import (
     STEP_HOOKS,
     adapt_batch_end_function,
     adapt_step_function,
+    converts_its_outputs,
+    typed_outputs,
     wrap_inherited_hooks,
 )
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
@@ -26,10 +28,14 @@ class TypedModuleMixin:
 
     ``training_step`` returns ``TrainStepResult`` (or ``None`` to skip the batch on one device),
     ``validation_step`` and ``test_step`` return ``ValStepResult`` (or ``None``). Anything else
-    raises ``StepResultError`` before any backward or optimizer step. The module's own
-    ``on_train_batch_end`` / ``on_validation_batch_end`` / ``on_test_batch_end`` receive the
-    typed result, or None when the step returned None (for training with the loss detached,
-    as Lightning gives it); plain callbacks keep receiving Lightning's dict.
+    raises ``StepResultError`` before any backward or optimizer step.
+
+    After each step the module's ``on_train_batch_result`` / ``on_validation_batch_result`` /
+    ``on_test_batch_result`` receive the typed result, or None when the step returned None (for
+    training with the loss detached, as Lightning gives it). They are called by this class's
+    ``on_*_batch_end``, which receive the same typed result: override either (call
+    ``super().on_train_batch_end(...)`` to keep the result hooks). Plain callbacks keep receiving
+    Lightning's dict.
 
     Settings, on the class or as ``self.<name> = ...`` in ``__init__``:
 
@@ -47,6 +53,34 @@ class TypedModuleMixin:
         StepPolicy.of(True, cls.nonfinite_loss, cls.log_loss)  # a wrong setting fails at the class, not the first step
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
+
+    # Lightning's batch-end hooks (their `outputs` already typed by the wrapper) hand the result to
+    # hooks of their own name: Lightning declares `outputs` as STEP_OUTPUT, and mypy checks an
+    # override against every base, so only hooks Lightning does not declare can be typed exactly.
+    # (Each returns at once unless a subclass overrides its result hook: they run on every batch.)
+    @converts_its_outputs
+    def on_train_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
+        if type(self).on_train_batch_result is not TypedModuleMixin.on_train_batch_result:
+            self.on_train_batch_result(typed_outputs(self, "training_step", outputs), *args, **kwargs)
+
+    @converts_its_outputs
+    def on_validation_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
+        if type(self).on_validation_batch_result is not TypedModuleMixin.on_validation_batch_result:
+            self.on_validation_batch_result(typed_outputs(self, "validation_step", outputs), *args, **kwargs)
+
+    @converts_its_outputs
+    def on_test_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
+        if type(self).on_test_batch_result is not TypedModuleMixin.on_test_batch_result:
+            self.on_test_batch_result(typed_outputs(self, "test_step", outputs), *args, **kwargs)
+
+    def on_train_batch_result(self, result: Any, batch: Any, batch_idx: int) -> None:
+        """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""
+
+    def on_validation_batch_result(self, result: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Called after each validation step with its ``ValStepResult``, or None."""
+
+    def on_test_batch_result(self, result: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Called after each test step with its ``ValStepResult``, or None."""
 
 
 def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:

@@ -67,9 +67,10 @@ class StepPolicy:
         """A shared instance per setting: the adapter reads the policy on every step."""
         if log_loss is True:
             logging: LossLogging | None = LossLogging()
-        elif log_loss is False or log_loss is None:
+        # Checks what the caller passed, whatever its annotation said (None and bad values happen).
+        elif log_loss is False or log_loss is None:  # pyright: ignore[reportUnnecessaryComparison]
             logging = None
-        elif isinstance(log_loss, LossLogging):
+        elif isinstance(log_loss, LossLogging):  # pyright: ignore[reportUnnecessaryIsInstance]
             logging = log_loss
         else:
             raise ValueError(f"log_loss={log_loss!r}: expected True, False or a LossLogging(...)")

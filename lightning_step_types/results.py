@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Generic, cast
+from typing import Any, Generic, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -130,7 +130,8 @@ pytree.register_pytree_node(
 
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+# init=False: the hand-written __init__ checks before it stores (a result is built on every step).
+@dataclasses.dataclass(frozen=True, eq=False, init=False)
 class StepResult(Mapping[str, Any], Generic[MetaT]):
     """Base of the step results: a loss tensor holding one real floating value, and read-only metadata.
 
@@ -144,8 +145,6 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
     # How many samples the loss averages over, when the batch does not say it plainly; used only
     # to weight epoch means when the adapter logs the loss (Lightning infers it otherwise).
     batch_size: int | None = None
-
-    _hook_name: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -161,16 +160,14 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
             )
         _register_pytree_node(cls)
 
-    def __post_init__(self) -> None:
-        loss = self.loss
+    def __init__(
+        self, loss: torch.Tensor, metadata: MetaT = _EMPTY_METADATA, batch_size: int | None = None  # type: ignore[assignment]
+    ) -> None:
         # Checks what the caller passed, whatever its annotation said.
         if not is_loss_tensor(loss):
             raise loss_error(f"{type(self).__name__}.loss", loss)
-        metadata: object = self.metadata
-        frozen = _frozen_metadata(type(self).__name__, metadata)
-        if frozen is not metadata:
-            object.__setattr__(self, "metadata", frozen)
-        batch_size = self.batch_size
+        if metadata is not _EMPTY_METADATA:  # the default needs no check
+            metadata = _frozen_metadata(type(self).__name__, metadata)  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
             raise StepResultError(
                 f"{type(self).__name__}.batch_size",
@@ -178,6 +175,10 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
                 "None, or a positive int: the number of samples the loss averages over",
                 "pass the count, e.g. `batch_size=len(x)`, or leave it out to let Lightning infer it",
             )
+        fields = self.__dict__  # frozen: fields are stored past __setattr__, as dataclasses' own __init__ does
+        fields["loss"] = loss
+        fields["metadata"] = metadata
+        fields["batch_size"] = batch_size
 
     @classmethod
     def _trusted(cls, loss: torch.Tensor, metadata: Mapping[str, Any], batch_size: int | None = None) -> Self:
@@ -291,6 +292,10 @@ def loss_error(where: str, loss: object) -> StepResultError:
 
 
 def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
+    if type(metadata) is dict:  # the common case, without the Mapping ABC check
+        frozen = FrozenMetadata(cast("dict[str, object]", metadata))
+        if all(type(key) is str for key in frozen._data) and "loss" not in frozen._data:  # pyright: ignore[reportPrivateUsage]
+            return frozen
     where = f"{owner}.metadata"
     if not isinstance(metadata, Mapping):
         fix = "pass a dict, e.g. `metadata={'logits': logits}`"

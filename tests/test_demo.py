@@ -60,7 +60,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[demo.DemoResult,
 
 def summary_of(stdout: str) -> str:
     """The closing summary, without the progress bar that precedes it on stdout."""
-    start = stdout.rfind("Demo finished in ")
+    start = stdout.rfind("Trained and tested in ")
     assert start >= 0, stdout[-2000:]
     return stdout[start:]
 
@@ -145,7 +145,7 @@ def test_test_metrics_and_confusion_matrix_come_from_the_best_checkpoint(
 def test_printed_summary_names_the_outputs(demo_run: tuple[demo.DemoResult, str, Path]) -> None:
     result, printed, _ = demo_run
     lines = printed.strip().splitlines()
-    assert lines[0].startswith("Demo finished in ") and lines[0].endswith(" s. Outputs:")
+    assert lines[0].startswith("Trained and tested in ") and lines[0].endswith(" s. Outputs:")
     assert lines[1] == f"  metrics (CSV):       {result['metrics_csv']}"
     assert lines[2] == (
         f"  best checkpoint:     {result['best_checkpoint']}  (val_loss={result['best_val_loss']:.4f})"

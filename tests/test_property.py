@@ -394,9 +394,14 @@ def check_and_hand_over(
         if accepted:
             hand_to_lightning(lightning_output, hook, automatic)
     if accepted and isinstance(output, StepResult) and lightning_output is not None:
-        # a typed result reaches Lightning as {"loss": loss, **metadata}, the same objects
-        assert list(lightning_output) == list(output)
-        assert all(lightning_output[key] is output[key] for key in output)
+        if isinstance(lightning_output, torch.Tensor):
+            # a training result without metadata reaches Lightning as its bare loss, which Lightning's
+            # loops turn into the same {"loss": loss} as the dict
+            assert hook == "training_step" and len(output.metadata) == 0 and lightning_output is output.loss
+        else:
+            # a typed result reaches Lightning as {"loss": loss, **metadata}, the same objects
+            assert list(lightning_output) == list(output)
+            assert all(lightning_output[key] is output[key] for key in output)
 
 
 # --- hostile returns: objects that raise when inspected, float8 losses, copyless Mappings ---------

@@ -1,0 +1,442 @@
+"""What typed step results cost per training step, against plain Lightning.
+
+Three measurements, all in one process on one CPU thread:
+
+1. End to end: the same ``Linear(32, 2)`` model, batch size 2, trained as a plain
+   ``LightningModule`` (returning the loss tensor, or a dict) and as a ``TypedLightningModule``
+   (returning ``TrainStepResult``), plus the ``StepResultAdapter`` callback on the plain dict
+   module. The fits run side by side, one thread each, taking turns of a few steps (in a new
+   random order each round), so every variant trains under the same machine load; each ratio is the median over rounds of a
+   variant's turn against its plain baseline's turn in the same round (target: <= 1.02). An A/A
+   row (plain against itself) shows the method's noise floor. Progress bar, logger,
+   checkpointing and model summary are off: they would dominate.
+2. Construction: building and validating one ``TrainStepResult`` against an equivalent frozen
+   pydantic dataclass whose validators make the same checks, and a plain dict (``timeit``).
+3. The adapter's own cost: a step called through the adapter (check, convert, record) against
+   the same step function called directly (``__wrapped__``), in a tight loop inside a running
+   Trainer. End-to-end ratios move with machine noise; this difference hardly does.
+
+Run from the repository root after ``pip install -e .``::
+
+    python benchmarks/step_overhead.py          # about a minute on 2 idle cores
+    python benchmarks/step_overhead.py --quick  # about 15 seconds, noisier
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.metadata
+import logging
+import random
+import statistics
+import threading
+import time
+import timeit
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from pydantic import ConfigDict, field_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_step_types import TrainStepResult
+from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLightningModule
+
+IN_FEATURES, OUT_FEATURES, BATCH_SIZE = 32, 2, 2
+TARGET_RATIO = 1.02
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+# --- the models: one body, five ways of returning from training_step --------------------------
+
+
+class _LinearBody:
+    """The same seeded ``Linear(32, 2)`` and SGD for every variant (a mixin before the Lightning base)."""
+
+    layer: torch.nn.Linear
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(IN_FEATURES, OUT_FEATURES)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.layer.parameters(), lr=0.01)
+
+
+class PlainLoss(_LinearBody, pl.LightningModule):
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.layer(x), y)
+
+
+class PlainDict(_LinearBody, pl.LightningModule):
+    def training_step(self, batch: Batch, batch_idx: int) -> dict[str, torch.Tensor]:
+        x, y = batch
+        logits = self.layer(x)
+        return {"loss": F.cross_entropy(logits, y), "logits": logits}
+
+
+class TypedLoss(_LinearBody, TypedLightningModule):
+    def training_step(self, batch: Batch, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        return TrainStepResult(loss=F.cross_entropy(self.layer(x), y))
+
+
+class TypedMetadata(_LinearBody, TypedLightningModule):
+    def training_step(self, batch: Batch, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        logits = self.layer(x)
+        return TrainStepResult(loss=F.cross_entropy(logits, y), metadata={"logits": logits})
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    make: Callable[[], pl.LightningModule]
+    callbacks: Callable[[], list[pl.Callback]] = list
+    baseline: str | None = None  # the plain variant this one is compared with
+
+
+VARIANTS = (
+    Variant("plain: return loss", PlainLoss),
+    # The same plain model again: its ratio is the method's noise floor (1.000 on a quiet machine).
+    Variant("plain: return loss (A/A control)", PlainLoss, baseline="plain: return loss"),
+    Variant("plain: return {'loss', 'logits'}", PlainDict),
+    Variant("typed: TrainStepResult(loss)", TypedLoss, baseline="plain: return loss"),
+    Variant("typed: TrainStepResult(loss, metadata)", TypedMetadata, baseline="plain: return {'loss', 'logits'}"),
+    # Any callback costs Lightning's per-step hook dispatch; this row separates that from the adapter's work.
+    Variant("empty Callback() on the dict module", PlainDict, lambda: [pl.Callback()], "plain: return {'loss', 'logits'}"),
+    Variant("StepResultAdapter() on the dict module", PlainDict, lambda: [StepResultAdapter()], "plain: return {'loss', 'logits'}"),
+)
+
+
+def _trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        max_steps=max_steps,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+    )
+
+
+def _loader(steps: int) -> DataLoader[Any]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(steps * BATCH_SIZE, IN_FEATURES, generator=generator)
+    y = torch.randint(0, OUT_FEATURES, (steps * BATCH_SIZE,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE)
+
+
+# --- 1. end to end ------------------------------------------------------------------------------
+
+
+class Baton:
+    """Lets one fit run at a time: each round, every unfinished variant gets one turn, in a new order.
+
+    Shuffling the order every round keeps any effect of a turn's position (what ran just before
+    it) from landing on one variant.
+    """
+
+    def __init__(self, names: Sequence[str], seed: int = 0) -> None:
+        self._names = list(names)
+        self._finished: set[str] = set()
+        self._random = random.Random(seed)
+        self._round: list[str] = []
+        self._new_round()
+        self._condition = threading.Condition()
+
+    def _new_round(self) -> None:
+        self._round = [name for name in self._names if name not in self._finished]
+        self._random.shuffle(self._round)
+
+    def wait_for_turn(self, name: str) -> None:
+        with self._condition:
+            self._condition.wait_for(lambda: not self._round or self._round[0] == name)
+
+    def pass_turn(self, finished: str | None = None) -> None:
+        with self._condition:
+            if finished is not None:
+                self._finished.add(finished)
+                if finished in self._round:
+                    self._round.remove(finished)
+            elif self._round:
+                self._round.pop(0)
+            if not self._round:
+                self._new_round()
+            self._condition.notify_all()
+
+
+class SegmentClock(pl.Callback):
+    """Runs its fit in turns of ``segment`` steps and times each timed turn.
+
+    Each turn's time is read from this thread's CPU clock (``time.thread_time``), which leaves out
+    the moments another process had the core, and from the wall clock.
+    """
+
+    def __init__(self, name: str, baton: Baton, warmup: int, segment: int) -> None:
+        self.name, self.baton, self.warmup, self.segment = name, baton, warmup, segment
+        self.cpu: list[float] = []  # seconds per step, one entry per timed turn
+        self.wall: list[float] = []
+        self._start_cpu = self._start_wall = 0.0
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.baton.wait_for_turn(self.name)
+        self._start()
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if (batch_idx + 1) % self.segment:
+            return
+        if batch_idx >= self.warmup:  # turns that end within the warm-up are not recorded
+            self.cpu.append((time.thread_time() - self._start_cpu) / self.segment)
+            self.wall.append((time.perf_counter() - self._start_wall) / self.segment)
+        self.baton.pass_turn()
+        self.baton.wait_for_turn(self.name)
+        self._start()
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.baton.pass_turn(finished=self.name)
+
+    def _start(self) -> None:
+        self._start_cpu, self._start_wall = time.thread_time(), time.perf_counter()
+
+
+def end_to_end(steps: int, warmup: int, segment: int) -> dict[str, SegmentClock]:
+    """Fit every variant at once, one thread each, taking turns of ``segment`` steps.
+
+    Interleaving every few milliseconds puts each variant under the same machine load, so a
+    turn of one variant can be compared with the other variants' turns of the same round.
+    """
+    baton = Baton([v.name for v in VARIANTS])
+    clocks = {v.name: SegmentClock(v.name, baton, warmup, segment) for v in VARIANTS}
+    errors: list[BaseException] = []
+
+    def fit(variant: Variant) -> None:
+        torch.set_num_threads(1)  # per thread: OpenMP's setting is thread-local
+        try:
+            trainer = _trainer(steps, [*variant.callbacks(), clocks[variant.name]])
+            trainer.fit(variant.make(), train_dataloaders=_loader(steps))
+        except BaseException as error:  # re-raised below; the baton must not wait for a dead thread
+            errors.append(error)
+            baton.pass_turn(finished=variant.name)
+
+    threads = [threading.Thread(target=fit, args=(v,), name=v.name) for v in VARIANTS]
+    gc.collect()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    rounds = {len(clock.cpu) for clock in clocks.values()}
+    assert rounds == {(steps - warmup) // segment}, rounds
+    return clocks
+
+
+# --- 2. construction: TrainStepResult vs a pydantic dataclass with the same checks ------------
+
+
+@pydantic_dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=True))
+class PydanticStepResult:
+    loss: torch.Tensor
+    metadata: dict[str, Any]
+
+    @field_validator("loss")
+    @classmethod
+    def _loss(cls, loss: torch.Tensor) -> torch.Tensor:
+        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+            raise ValueError("loss must be a floating tensor holding one value")
+        return loss
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        if not all(isinstance(key, str) for key in metadata):
+            raise ValueError("metadata keys must be str")
+        if "loss" in metadata:
+            raise ValueError("metadata must not hold 'loss'")
+        return metadata
+
+
+def _per_call_us(func: Callable[[], object], number: int, repeat: int) -> float:
+    """Best of ``repeat`` timeit runs, in microseconds per call (the minimum is the least disturbed)."""
+    return min(timeit.repeat(func, number=number, repeat=repeat)) / number * 1e6
+
+
+def construction(number: int, repeat: int) -> dict[str, float]:
+    layer = torch.nn.Linear(IN_FEATURES, OUT_FEATURES)
+    x, y = torch.randn(BATCH_SIZE, IN_FEATURES), torch.randint(0, OUT_FEATURES, (BATCH_SIZE,))
+    logits = layer(x)
+    loss = F.cross_entropy(logits, y)
+    metadata = {"logits": logits}
+    # Same inputs, same outcome: each builds a checked, immutable loss + metadata pair.
+    assert TrainStepResult(loss=loss, metadata=metadata)["logits"] is logits
+    assert PydanticStepResult(loss=loss, metadata=metadata).metadata["logits"] is logits
+    return {
+        "TrainStepResult(loss, metadata)": _per_call_us(
+            lambda: TrainStepResult(loss=loss, metadata=metadata), number, repeat
+        ),
+        "pydantic dataclass, same checks": _per_call_us(
+            lambda: PydanticStepResult(loss=loss, metadata=metadata), number, repeat
+        ),
+        "plain dict {'loss': loss, **metadata}": _per_call_us(lambda: {"loss": loss, **metadata}, number, repeat),
+    }
+
+
+# --- 3. the adapter's own cost per step, inside a running Trainer ------------------------------
+
+
+class CheapTyped(TypedLightningModule):
+    """A step that does almost nothing, so that the adapter's work is most of what is timed.
+
+    It keeps the default ``nonfinite_loss = "raise"``: the finiteness check is part of the cost.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(IN_FEATURES, OUT_FEATURES)
+        self.loss = self.layer(torch.ones(1, IN_FEATURES)).sum()  # has a graph, like a real loss
+        self.logits = torch.zeros(BATCH_SIZE, OUT_FEATURES)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> TrainStepResult:
+        return TrainStepResult(loss=self.loss, metadata={"logits": self.logits})
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class CheapTypedNoFiniteCheck(CheapTyped):
+    nonfinite_loss = None  # the adapted step reads this per call: no host sync for the finiteness check
+
+
+class CheapPlain(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(IN_FEATURES, OUT_FEATURES)
+        self.loss = self.layer(torch.ones(1, IN_FEATURES)).sum()
+        self.logits = torch.zeros(BATCH_SIZE, OUT_FEATURES)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> dict[str, torch.Tensor]:
+        return {"loss": self.loss, "logits": self.logits}
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class AdapterClock(pl.Callback):
+    """At the start of training (the Trainer is running, the steps are adapted) times both calls."""
+
+    def __init__(self, number: int, repeat: int) -> None:
+        self.number, self.repeat = number, repeat
+        self.adapted_us = self.direct_us = 0.0
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        batch = (torch.zeros(BATCH_SIZE, IN_FEATURES), torch.zeros(BATCH_SIZE, dtype=torch.long))
+        adapted = pl_module.training_step
+        direct = getattr(adapted, "__wrapped__")  # the user's own function, as Lightning itself sees it
+        if "training_step" not in pl_module.__dict__:  # adapted on the class: __wrapped__ is unbound
+            direct = direct.__get__(pl_module)
+        converted = adapted(batch, 0)
+        assert isinstance(converted, dict) and set(converted) == {"loss", "logits"}, converted
+        self.adapted_us = _per_call_us(lambda: adapted(batch, 0), self.number, self.repeat)
+        self.direct_us = _per_call_us(lambda: direct(batch, 0), self.number, self.repeat)
+
+
+def adapter_cost(number: int, repeat: int) -> dict[str, tuple[float, float]]:
+    cases: dict[str, tuple[Callable[[], pl.LightningModule], list[pl.Callback]]] = {
+        "TypedLightningModule (nonfinite_loss='raise')": (CheapTyped, []),
+        "TypedLightningModule (nonfinite_loss=None)": (CheapTypedNoFiniteCheck, []),
+        "StepResultAdapter() on a dict return": (CheapPlain, [StepResultAdapter()]),
+    }
+    costs: dict[str, tuple[float, float]] = {}
+    for name, (make, callbacks) in cases.items():
+        clock = AdapterClock(number, repeat)
+        _trainer(1, [*callbacks, clock]).fit(make(), train_dataloaders=_loader(1))
+        costs[name] = (clock.adapted_us, clock.direct_us)
+    return costs
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and timeit loops: a rough figure in seconds")
+    args = parser.parse_args()
+    # Many short fits rather than a few long ones: finer interleaving cancels more drift.
+    # steps per variant, untimed warm-up steps, steps per turn
+    steps, warmup, segment = (1_200, 200, 20) if args.quick else (10_200, 200, 20)
+    number, repeat = (5_000, 3) if args.quick else (20_000, 7)
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")
+    logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)  # "GPU available: False ..." per Trainer
+    pl.seed_everything(0, verbose=False)
+    print(f"torch {torch.__version__}, pytorch-lightning {importlib.metadata.version('pytorch-lightning')}, 1 CPU thread")
+
+    rounds = (steps - warmup) // segment
+    print(f"\n1. Training step, end to end (Linear(32, 2), batch size {BATCH_SIZE}): the variants train side by")
+    print(f"   side, taking turns of {segment} steps in a new random order each round; {rounds} timed turns each.")
+    print("   Median over turns; each ratio is the median over rounds of this variant's turn divided by its")
+    print("   plain baseline's turn in the same round.\n")
+    clocks = end_to_end(steps, warmup, segment)
+    rows: list[tuple[str, ...]] = []
+    for variant in VARIANTS:
+        clock = clocks[variant.name]
+        cpu_us, wall_us = statistics.median(clock.cpu) * 1e6, statistics.median(clock.wall) * 1e6
+        if variant.baseline is None:
+            rows.append((variant.name, f"{cpu_us:.1f}", f"{wall_us:.1f}", "", "", ""))
+            continue
+        base = clocks[variant.baseline]
+        cpu_ratio = statistics.median(t / b for t, b in zip(clock.cpu, base.cpu))
+        wall_ratio = statistics.median(t / b for t, b in zip(clock.wall, base.wall))
+        verdict = "ok" if cpu_ratio <= TARGET_RATIO else "ABOVE"
+        rows.append((variant.name, f"{cpu_us:.1f}", f"{wall_us:.1f}", f"{cpu_ratio:.3f}", f"{wall_ratio:.3f}", verdict))
+    print(_table(
+        ("variant", "CPU µs/step", "wall µs/step", "ratio (CPU)", "ratio (wall)", f"CPU ratio <= {TARGET_RATIO}"),
+        rows,
+    ))
+
+    print(f"\n2. Building one checked result (timeit, best of {repeat} x {number})\n")
+    built = construction(number, repeat)
+    typed_us = built["TrainStepResult(loss, metadata)"]
+    print(_table(
+        ("construction", "µs each", "ratio vs TrainStepResult"),
+        [(name, f"{us:.2f}", f"{us / typed_us:.2f}") for name, us in built.items()],
+    ))
+
+    print(f"\n3. The adapter's own cost per step (a near-empty step, timeit best of {repeat} x {number})\n")
+    plain_step_us = statistics.median(clocks["plain: return loss"].cpu) * 1e6
+    cost_rows = []
+    for name, (adapted_us, direct_us) in adapter_cost(number, repeat).items():
+        overhead = adapted_us - direct_us
+        cost_rows.append((
+            name, f"{adapted_us:.2f}", f"{direct_us:.2f}", f"{overhead:.2f}", f"{overhead / plain_step_us:.2%}"
+        ))
+    print(_table(("step called", "adapted µs", "direct µs", "overhead µs", "of a plain step"), cost_rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Typed step results for PyTorch Lightning: the package's public static contract.
+
+``TypedLightningModule``, ``TypedCallback`` and ``StepResultAdapter`` imported from here are the
+``pytorch_lightning`` flavour (the package depends on ``pytorch-lightning``); users of
+``lightning.pytorch`` import them from ``lightning_step_types.lightning_pytorch``.
+"""
+
+from lightning_step_types.errors import StepResultError as StepResultError
+from lightning_step_types.errors import StepResultWarning as StepResultWarning
+from lightning_step_types.policy import LossLogging as LossLogging
+from lightning_step_types.policy import NonFiniteLoss as NonFiniteLoss
+from lightning_step_types.pytorch_lightning import StepResultAdapter as StepResultAdapter
+from lightning_step_types.pytorch_lightning import TypedCallback as TypedCallback
+from lightning_step_types.pytorch_lightning import TypedLightningModule as TypedLightningModule
+from lightning_step_types.results import FrozenMetadata as FrozenMetadata
+from lightning_step_types.results import StepResult as StepResult
+from lightning_step_types.results import TrainStepResult as TrainStepResult
+from lightning_step_types.results import ValStepResult as ValStepResult
+
+__all__ = [
+    "FrozenMetadata",
+    "LossLogging",
+    "NonFiniteLoss",
+    "StepResult",
+    "StepResultAdapter",
+    "StepResultError",
+    "StepResultWarning",
+    "TrainStepResult",
+    "TypedCallback",
+    "TypedLightningModule",
+    "ValStepResult",
+]
+__version__: str
