@@ -193,6 +193,19 @@ def run_script(tmp_path: Path, args: list[str], timeout: int) -> subprocess.Comp
     )
 
 
+def run_equivalence_script(tmp_path: Path, args: list[str], timeout: int) -> subprocess.CompletedProcess[str]:
+    """Run a script of successful fits, once more if a child died of SIGABRT.
+
+    Now and then a spawned gloo child aborts while its interpreter shuts down ("terminate called
+    without an active exception"), after Lightning's run: a torch/gloo teardown crash, not an
+    outcome of the fit. Such a run is repeated once; any other failure, or a second one, stands.
+    """
+    completed = run_script(tmp_path, args, timeout)
+    if completed.returncode != 0 and "SIGABRT" in completed.stderr:
+        completed = run_script(tmp_path, args, timeout)
+    return completed
+
+
 def load(path: Path) -> dict[str, Any]:
     return torch.load(path, weights_only=False)
 
@@ -217,7 +230,7 @@ def test_typed_module_trains_and_logs_as_plain_lightning(strategy: str, tmp_path
     # every ddp_spawn fit starts two fresh interpreters (~10 s each on 2 cores): there, only the
     # find_unused_parameters pair, whose outputs DDP routes through its pytree-based sink
     runs = list(EQUIVALENCE_RUNS) if strategy == "ddp" else ["typed-unused", "plain-unused"]
-    completed = run_script(tmp_path, [strategy, "equivalence", *runs], RUN_TIMEOUT)
+    completed = run_equivalence_script(tmp_path, [strategy, "equivalence", *runs], RUN_TIMEOUT)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-5000:]
     results = {name: load(tmp_path / f"{name}.pt") for name in runs}
 

@@ -590,3 +590,25 @@ def test_catalogue_quotes_the_distributed_message(name: str) -> None:
     assert marker in traceback_text, traceback_text
     message = traceback_text[traceback_text.rindex(marker) + len(marker) :].strip()
     assert message in catalogue_blocks(), f"docs/errors.md lacks the current message for {name!r}:\n{message}"
+
+
+def test_readme_error_catalogue_quotes_the_checked_catalogue() -> None:
+    """Every message the README shows is one the docs' catalogue proves by triggering it."""
+    readme = (REPO / "README.md").read_text()
+    catalogue = readme[readme.index("## Error catalogue") : readme.index("## Design notes")]
+    blocks = re.findall(r"```text\n(.*?)```", catalogue, re.S)
+    errors_page = (REPO / "docs" / "errors.md").read_text()
+    assert len(blocks) >= 25
+    assert [block for block in blocks if block not in errors_page] == []
+
+
+def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_second() -> None:
+    readme = (REPO / "README.md").read_text().splitlines()
+    first_block = readme[readme.index("```bash") + 1 : readme.index("```", readme.index("```bash") + 1)]
+    commands = [line for line in first_block if not line.startswith("#")]
+    assert commands == [
+        "pip install torch==2.13.0 && pip install -e . && python -m lightning_step_types.demo",
+        'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest',
+    ]
+    ci_script = (REPO / ".ci" / "run").read_text().splitlines()
+    assert commands[1] in ci_script
