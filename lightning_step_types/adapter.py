@@ -32,6 +32,7 @@ __all__ = [
     "adapt_step_function",
     "adapted_bound_step",
     "converts_its_outputs",
+    "steps_with_typed_batch_end",
     "is_lightning_default",
     "wrap_inherited_hooks",
     "run_step",
@@ -265,6 +266,33 @@ def wrap_inherited_hooks(
                 if not is_lightning_default(owner) and _is_plain_function(func):
                     setattr(cls, hook_name, wrap(func, arg))
                 break
+
+
+# batch-end hook -> the typed hook the mixins' batch-end hooks call with the result
+RESULT_HOOKS = {
+    "on_train_batch_end": "on_train_batch_result",
+    "on_validation_batch_end": "on_validation_batch_result",
+    "on_test_batch_end": "on_test_batch_result",
+}
+
+
+def steps_with_typed_batch_end(cls: type, mixin: type) -> frozenset[str]:
+    """The steps whose result ``cls``'s batch-end hooks must type (computed once per class).
+
+    Those whose result hook ``cls`` overrides, and those whose batch-end hook is followed, after
+    the mixin's in the MRO, by a user's (``class M(TypedLightningModule, Existing)``): the mixin's
+    hook calls it through ``super()`` with the typed result, as if it were written in ``M``.
+    """
+    steps: set[str] = set()
+    mro = cls.__mro__
+    after_mixin = mro[mro.index(mixin) + 1 :]
+    for batch_end, step_hook in BATCH_END_HOOKS.items():
+        result_hook = RESULT_HOOKS[batch_end]
+        overridden = getattr(cls, result_hook) is not getattr(mixin, result_hook)
+        owner = next((owner for owner in after_mixin if batch_end in owner.__dict__), None)
+        if overridden or (owner is not None and not is_lightning_default(owner)):
+            steps.add(step_hook)
+    return frozenset(steps)
 
 
 def converts_its_outputs(func: F) -> F:

@@ -5,14 +5,20 @@ At runtime ``TypedLightningModule`` and ``TypedCallback`` wrap their subclasses'
 
 - ``training_step`` returns ``TrainStepResult`` (or ``None`` to skip the batch on one device);
   ``validation_step`` and ``test_step`` return ``ValStepResult`` (or ``None``).
-- ``on_train_batch_end`` receives the step's ``TrainStepResult``, ``on_validation_batch_end`` and
-  ``on_test_batch_end`` its ``ValStepResult``; ``None`` when the step returned ``None``. Overrides
-  may narrow the metadata type (``TrainStepResult[MyMeta] | None``) but must accept ``None``.
+- ``on_train_batch_result`` receives the step's ``TrainStepResult`` (loss detached, as Lightning
+  gives it), ``on_validation_batch_result`` and ``on_test_batch_result`` its ``ValStepResult``;
+  ``None`` when the step returned ``None``. Lightning does not declare these hooks, so both mypy
+  and pyright check an override against these declarations alone: overrides may narrow the
+  metadata type (``TrainStepResult[MyMeta] | None``) but must accept ``None``.
+- ``on_train_batch_end`` / ``on_validation_batch_end`` / ``on_test_batch_end`` receive the same
+  typed results (and call the result hooks: an override calls ``super()`` to keep them).
 
-Lightning declares these hooks' ``outputs`` as ``STEP_OUTPUT`` (a Tensor, any Mapping or None); the
-typed hooks narrow it, which is sound only because the runtime wrapper converts what Lightning
-passes before the user's hook runs. That is the one override checkers cannot verify, hence the
-two ignores below.
+Lightning declares the batch-end hooks' ``outputs`` as ``STEP_OUTPUT`` (a Tensor, any Mapping or
+None); the typed batch-end hooks narrow it, which is sound only because the runtime wrapper
+converts what Lightning passes before the user's hook runs. That is the one override checkers
+cannot verify, hence the ignores below. mypy checks a user's override against every base class,
+Lightning's included, so it still reports a narrowed ``outputs`` there; the result hooks are the
+way to typed results in both checkers.
 """
 
 from typing import Any
@@ -40,9 +46,19 @@ class TypedLightningModule(pl.LightningModule):
     def on_test_batch_end(  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
         self, outputs: ValStepResult[Any] | None, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None: ...
+    def on_train_batch_result(self, result: TrainStepResult[Any] | None, batch: Any, batch_idx: int) -> None:
+        """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""
+    def on_validation_batch_result(
+        self, result: ValStepResult[Any] | None, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after each validation step with its ``ValStepResult``, or None."""
+    def on_test_batch_result(
+        self, result: ValStepResult[Any] | None, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        """Called after each test step with its ``ValStepResult``, or None."""
 
 class TypedCallback(pl.Callback):
-    """A callback whose batch-end hooks receive the step's typed result (or ``None``).
+    """A callback whose result hooks (and batch-end hooks) receive the step's typed result (or ``None``).
 
     The types hold for steps adapted by ``TypedLightningModule`` or ``StepResultAdapter(strict=True)``;
     with a lenient adapter, a step that returned a legacy Tensor or dict passes that through.
@@ -74,6 +90,35 @@ class TypedCallback(pl.Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None: ...
+    def on_train_batch_result(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        result: TrainStepResult[Any] | None,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""
+    def on_validation_batch_result(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        result: ValStepResult[Any] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Called after each validation step with its ``ValStepResult``, or None."""
+    def on_test_batch_result(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        result: ValStepResult[Any] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Called after each test step with its ``ValStepResult``, or None."""
 
 class StepResultAdapter(pl.Callback):
     """``Trainer(callbacks=[StepResultAdapter()])`` checks every step return of any LightningModule."""

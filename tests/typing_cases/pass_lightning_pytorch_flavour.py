@@ -1,4 +1,4 @@
-"""The `lightning.pytorch` flavour (`import lightning as L`): same typed steps, hooks and callbacks."""
+"""The `lightning.pytorch` flavour (`import lightning as L`): same typed steps, result hooks, hooks and callbacks."""
 
 from typing import Any
 
@@ -23,6 +23,23 @@ class Model(TypedLightningModule):
         x, y = batch
         return ValStepResult(loss=F.mse_loss(self.layer(x), y))
 
+    def on_validation_batch_result(
+        self, result: ValStepResult | None, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        if result is not None:
+            self.log("val_loss_seen", result.loss)
+
+
+class Results(TypedCallback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_result(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, result: TrainStepResult | None, batch: Any, batch_idx: int
+    ) -> None:
+        if result is not None:
+            self.losses.append(result.loss.item())
+
 
 class Losses(TypedCallback):
     def on_train_batch_end(
@@ -42,4 +59,4 @@ class PlainModel(L.LightningModule):
         return TrainStepResult(loss=batch.sum())
 
 
-trainer = L.Trainer(callbacks=[Losses(), StepResultAdapter(strict=True)], logger=False)
+trainer = L.Trainer(callbacks=[Losses(), Results(), StepResultAdapter(strict=True)], logger=False)

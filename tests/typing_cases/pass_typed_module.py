@@ -46,3 +46,10 @@ class Regressor(TypedLightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class KeepsResultHooks(Regressor):
+    """An override of a typed batch-end hook calling super(), which runs the result hooks."""
+
+    def on_train_batch_end(self, outputs: TrainStepResult | None, batch: Any, batch_idx: int) -> None:  # X: mypy[override]
+        super().on_train_batch_end(outputs, batch, batch_idx)
