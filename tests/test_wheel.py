@@ -32,6 +32,8 @@ WHEEL_CASES = [
     "pass_plain_module_annotated.py",
     "pass_typeddict_metadata.py",
     "pass_typed_callback.py",
+    "pass_result_hooks_module.py",
+    "pass_result_hooks_callback.py",
     "fail_train_returns_dict.py",
     "fail_val_returns_train_result.py",
     "fail_loss_float.py",
@@ -39,6 +41,7 @@ WHEEL_CASES = [
     "fail_metadata_item_assignment_dict_literal.py",
     "fail_typeddict_key_misspelled_in_hook.py",
     "fail_hook_outputs_wrong_result.py",
+    "fail_result_hook_wrong_result.py",
 ]
 # Which copy of the package the checkers read: only the stubs declare the typed hook.
 PROBE = """\
