@@ -15,7 +15,7 @@ import functools
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard, TypeVar, cast
+from typing import Any, NamedTuple, TypeGuard, TypeVar, cast
 
 import torch
 
@@ -32,7 +32,8 @@ __all__ = [
     "adapt_step_function",
     "adapted_bound_step",
     "converts_its_outputs",
-    "steps_with_typed_batch_end",
+    "BatchEndPlan",
+    "batch_end_plan",
     "is_lightning_default",
     "wrap_inherited_hooks",
     "run_step",
@@ -276,23 +277,29 @@ RESULT_HOOKS = {
 }
 
 
-def steps_with_typed_batch_end(cls: type, mixin: type) -> frozenset[str]:
-    """The steps whose result ``cls``'s batch-end hooks must type (computed once per class).
+class BatchEndPlan(NamedTuple):
+    """What a typed mixin's batch-end hooks do for one class, per step (computed once per class)."""
 
-    Those whose result hook ``cls`` overrides, and those whose batch-end hook is followed, after
-    the mixin's in the MRO, by a user's (``class M(TypedLightningModule, Existing)``): the mixin's
-    hook calls it through ``super()`` with the typed result, as if it were written in ``M``.
-    """
-    steps: set[str] = set()
+    typed: frozenset[str]  # steps whose result someone reads: type it and call the result hook
+    continued: frozenset[str]  # steps whose batch-end hook a user's class defines after the mixin
+
+
+def batch_end_plan(cls: type, mixin: type) -> BatchEndPlan:
+    """Type a step's result where ``cls`` overrides its result hook, or where the mixin's batch-end
+    hook is followed in the MRO by a user's (``class M(TypedLightningModule, Existing)``): that one
+    is called through ``super()`` with the typed result, as if it were written in ``M``. Lightning's
+    own batch-end hooks do nothing, so they are not called at all."""
+    typed: set[str] = set()
+    continued: set[str] = set()
     mro = cls.__mro__
     after_mixin = mro[mro.index(mixin) + 1 :]
     for batch_end, step_hook in BATCH_END_HOOKS.items():
-        result_hook = RESULT_HOOKS[batch_end]
-        overridden = getattr(cls, result_hook) is not getattr(mixin, result_hook)
         owner = next((owner for owner in after_mixin if batch_end in owner.__dict__), None)
-        if overridden or (owner is not None and not is_lightning_default(owner)):
-            steps.add(step_hook)
-    return frozenset(steps)
+        if owner is not None and not is_lightning_default(owner):
+            continued.add(step_hook)
+        if step_hook in continued or getattr(cls, RESULT_HOOKS[batch_end]) is not getattr(mixin, RESULT_HOOKS[batch_end]):
+            typed.add(step_hook)
+    return BatchEndPlan(frozenset(typed), frozenset(continued))
 
 
 def converts_its_outputs(func: F) -> F:

@@ -15,7 +15,8 @@ from lightning_step_types.adapter import (
     adapt_batch_end_function,
     adapt_step_function,
     converts_its_outputs,
-    steps_with_typed_batch_end,
+    BatchEndPlan,
+    batch_end_plan,
     typed_outputs,
     wrap_inherited_hooks,
 )
@@ -48,41 +49,47 @@ class TypedModuleMixin:
 
     nonfinite_loss: NonFiniteLoss = "raise"
     log_loss: bool | LossLogging = False
-    _typed_batch_end_steps: ClassVar[frozenset[str]] = frozenset()
+    _batch_end_plan: ClassVar[BatchEndPlan] = BatchEndPlan(frozenset(), frozenset())
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         StepPolicy.of(True, cls.nonfinite_loss, cls.log_loss)  # a wrong setting fails at the class, not the first step
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
-        steps = steps_with_typed_batch_end(cls, TypedModuleMixin)
-        if steps != cls._typed_batch_end_steps:  # the flavour classes add nothing of their own
-            cls._typed_batch_end_steps = steps
+        plan = batch_end_plan(cls, TypedModuleMixin)
+        if plan != cls._batch_end_plan:  # the flavour classes add nothing of their own
+            cls._batch_end_plan = plan
 
     # Lightning's batch-end hooks hand the typed result to hooks of their own name: Lightning
     # declares `outputs` as STEP_OUTPUT and mypy checks an override against every base, so only
     # hooks Lightning does not declare can be typed exactly. They run on every batch, so they type
-    # the result only where someone reads it (_typed_batch_end_steps), then go on up the MRO.
+    # the result only where someone reads it, and go on up the MRO only to user code (_batch_end_plan).
     @converts_its_outputs
     def on_train_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
-        if "training_step" in type(self)._typed_batch_end_steps:
+        plan = type(self)._batch_end_plan
+        if "training_step" in plan.typed:
             outputs = typed_outputs(self, "training_step", outputs)
             self.on_train_batch_result(outputs, *args, **kwargs)
-        cast(Any, super()).on_train_batch_end(outputs, *args, **kwargs)
+            if "training_step" in plan.continued:
+                cast(Any, super()).on_train_batch_end(outputs, *args, **kwargs)
 
     @converts_its_outputs
     def on_validation_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
-        if "validation_step" in type(self)._typed_batch_end_steps:
+        plan = type(self)._batch_end_plan
+        if "validation_step" in plan.typed:
             outputs = typed_outputs(self, "validation_step", outputs)
             self.on_validation_batch_result(outputs, *args, **kwargs)
-        cast(Any, super()).on_validation_batch_end(outputs, *args, **kwargs)
+            if "validation_step" in plan.continued:
+                cast(Any, super()).on_validation_batch_end(outputs, *args, **kwargs)
 
     @converts_its_outputs
     def on_test_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
-        if "test_step" in type(self)._typed_batch_end_steps:
+        plan = type(self)._batch_end_plan
+        if "test_step" in plan.typed:
             outputs = typed_outputs(self, "test_step", outputs)
             self.on_test_batch_result(outputs, *args, **kwargs)
-        cast(Any, super()).on_test_batch_end(outputs, *args, **kwargs)
+            if "test_step" in plan.continued:
+                cast(Any, super()).on_test_batch_end(outputs, *args, **kwargs)
 
     def on_train_batch_result(self, result: Any, batch: Any, batch_idx: int) -> None:
         """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""

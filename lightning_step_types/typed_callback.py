@@ -11,7 +11,8 @@ from lightning_step_types.adapter import (
     BATCH_END_HOOKS,
     adapt_callback_batch_end_function,
     converts_its_outputs,
-    steps_with_typed_batch_end,
+    BatchEndPlan,
+    batch_end_plan,
     typed_outputs,
     wrap_inherited_hooks,
 )
@@ -29,36 +30,42 @@ class TypedCallbackMixin:
     for a step that returned a legacy Tensor or dict, the hooks receive what Lightning gives.
     """
 
-    _typed_batch_end_steps: ClassVar[frozenset[str]] = frozenset()
+    _batch_end_plan: ClassVar[BatchEndPlan] = BatchEndPlan(frozenset(), frozenset())
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_callback_batch_end_function)
-        steps = steps_with_typed_batch_end(cls, TypedCallbackMixin)
-        if steps != cls._typed_batch_end_steps:  # the flavour classes add nothing of their own
-            cls._typed_batch_end_steps = steps
+        plan = batch_end_plan(cls, TypedCallbackMixin)
+        if plan != cls._batch_end_plan:  # the flavour classes add nothing of their own
+            cls._batch_end_plan = plan
 
     # See TypedModuleMixin: hooks Lightning does not declare can be typed exactly for every checker.
     @converts_its_outputs
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any, **kwargs: Any) -> None:
-        if "training_step" in type(self)._typed_batch_end_steps:
+        plan = type(self)._batch_end_plan
+        if "training_step" in plan.typed:
             outputs = typed_outputs(pl_module, "training_step", outputs)
             self.on_train_batch_result(trainer, pl_module, outputs, *args, **kwargs)
-        cast(Any, super()).on_train_batch_end(trainer, pl_module, outputs, *args, **kwargs)
+            if "training_step" in plan.continued:
+                cast(Any, super()).on_train_batch_end(trainer, pl_module, outputs, *args, **kwargs)
 
     @converts_its_outputs
     def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any, **kwargs: Any) -> None:
-        if "validation_step" in type(self)._typed_batch_end_steps:
+        plan = type(self)._batch_end_plan
+        if "validation_step" in plan.typed:
             outputs = typed_outputs(pl_module, "validation_step", outputs)
             self.on_validation_batch_result(trainer, pl_module, outputs, *args, **kwargs)
-        cast(Any, super()).on_validation_batch_end(trainer, pl_module, outputs, *args, **kwargs)
+            if "validation_step" in plan.continued:
+                cast(Any, super()).on_validation_batch_end(trainer, pl_module, outputs, *args, **kwargs)
 
     @converts_its_outputs
     def on_test_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any, **kwargs: Any) -> None:
-        if "test_step" in type(self)._typed_batch_end_steps:
+        plan = type(self)._batch_end_plan
+        if "test_step" in plan.typed:
             outputs = typed_outputs(pl_module, "test_step", outputs)
             self.on_test_batch_result(trainer, pl_module, outputs, *args, **kwargs)
-        cast(Any, super()).on_test_batch_end(trainer, pl_module, outputs, *args, **kwargs)
+            if "test_step" in plan.continued:
+                cast(Any, super()).on_test_batch_end(trainer, pl_module, outputs, *args, **kwargs)
 
     def on_train_batch_result(self, trainer: Any, pl_module: Any, result: Any, batch: Any, batch_idx: int) -> None:
         """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""
