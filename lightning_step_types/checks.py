@@ -36,11 +36,19 @@ from lightning_step_types.results import (
 
 __all__ = ["StepCall", "check_evaluation_return", "check_training_return"]
 
-# Keys that Lightning 0.x read from a step's dict; Lightning 1.0+ keeps them as plain extras and logs nothing.
+# Keys that Lightning 0.x read from a step's dict; Lightning 1.0+ keeps them as plain extras and
+# reads nothing from them. Key -> (what does that job now, the fix).
+_LOGGED = "metrics logged with `self.log` / `self.log_dict`"
 LEGACY_KEYS = {
-    "log": "log them with `self.log_dict(...)` inside the step and drop the 'log' key",
-    "progress_bar": "log them with `self.log_dict(..., prog_bar=True)` inside the step and drop the 'progress_bar' key",
-    "hiddens": "keep hidden state on the module (e.g. `self.hiddens = ...`) and drop the 'hiddens' key",
+    "log": (_LOGGED, "log them with `self.log_dict(...)` inside the step and drop the 'log' key"),
+    "progress_bar": (
+        _LOGGED,
+        "log them with `self.log_dict(..., prog_bar=True)` inside the step and drop the 'progress_bar' key",
+    ),
+    "hiddens": (
+        "hidden state kept on the module: Lightning 2.x passes no hiddens between steps",
+        "keep hidden state on the module (e.g. `self.hiddens = ...`) and drop the 'hiddens' key",
+    ),
 }
 
 
@@ -302,8 +310,7 @@ def _warn_about_keys(output: Mapping[Any, Any], call: StepCall) -> None:
                 f"legacy key {key}",
                 f"return value[{key!r}]",
                 f"{describe(output)}: the Lightning 0.x {key!r} key, which Lightning 1.0+ ignores",
-                "metrics logged with `self.log` / `self.log_dict`",
-                LEGACY_KEYS[key],
+                *LEGACY_KEYS[key],
             )
 
 
