@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeGuard, TypeVar, cast
 
 import torch
@@ -32,6 +32,7 @@ __all__ = [
     "adapt_step_function",
     "adapted_bound_step",
     "converts_its_outputs",
+    "defining_class",
     "BatchEndPlan",
     "batch_end_plan",
     "is_lightning_default",
@@ -170,7 +171,7 @@ def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> No
     # see without us.
     # Functions take any attribute at runtime; Callable does not declare these.
     wrapper.__wrapped__ = getattr(step, "__wrapped__", step)  # type: ignore[attr-defined]  # pyright: ignore[reportFunctionMemberAccess]
-    wrapper.__lst_adapted__ = True  # type: ignore[attr-defined]  # pyright: ignore[reportFunctionMemberAccess]
+    converts_its_outputs(wrapper)
 
 
 def adapt_step_function(
@@ -246,6 +247,11 @@ def adapt_callback_batch_end_function(func: Callable[..., Any], step_hook: str) 
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.pytorch.")
 
 
+def defining_class(classes: Iterable[type], name: str) -> type | None:
+    """The first of ``classes`` (an MRO, or part of one) whose body defines ``name``."""
+    return next((owner for owner in classes if name in owner.__dict__), None)
+
+
 def is_lightning_default(owner: type) -> bool:
     """Whether a class is Lightning's own (its hooks are defaults, not the user's code)."""
     return owner.__module__.startswith(_LIGHTNING_PACKAGES)
@@ -261,12 +267,11 @@ def wrap_inherited_hooks(
     ``hooks`` maps a hook name to the argument ``wrap`` takes with it.
     """
     for hook_name, arg in hooks.items():
-        for owner in cls.__mro__:
-            if hook_name in owner.__dict__:
-                func = owner.__dict__[hook_name]
-                if not is_lightning_default(owner) and _is_plain_function(func):
-                    setattr(cls, hook_name, wrap(func, arg))
-                break
+        owner = defining_class(cls.__mro__, hook_name)
+        if owner is not None and not is_lightning_default(owner):
+            func = owner.__dict__[hook_name]
+            if _is_plain_function(func):
+                setattr(cls, hook_name, wrap(func, arg))
 
 
 # batch-end hook -> the typed hook the mixins' batch-end hooks call with the result
@@ -294,16 +299,18 @@ def batch_end_plan(cls: type, mixin: type) -> BatchEndPlan:
     mro = cls.__mro__
     after_mixin = mro[mro.index(mixin) + 1 :]
     for batch_end, step_hook in BATCH_END_HOOKS.items():
-        owner = next((owner for owner in after_mixin if batch_end in owner.__dict__), None)
+        owner = defining_class(after_mixin, batch_end)
         if owner is not None and not is_lightning_default(owner):
             continued.add(step_hook)
-        if step_hook in continued or getattr(cls, RESULT_HOOKS[batch_end]) is not getattr(mixin, RESULT_HOOKS[batch_end]):
+        result_hook = RESULT_HOOKS[batch_end]
+        if step_hook in continued or getattr(cls, result_hook) is not getattr(mixin, result_hook):
             typed.add(step_hook)
     return BatchEndPlan(frozenset(typed), frozenset(continued))
 
 
 def converts_its_outputs(func: F) -> F:
-    """Mark a batch-end hook that calls ``typed_outputs`` itself, so that subclasses do not wrap it again."""
+    """Mark a hook as adapted already (our wrappers, and the mixins' batch-end hooks, which call
+    ``typed_outputs`` themselves), so that subclasses do not wrap it again."""
     setattr(func, "__lst_adapted__", True)  # noqa: B010 - functions take any attribute; Callable declares none
     return func
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step, is_lightning_default
+from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
@@ -103,7 +103,5 @@ def _user_defines(module: Any, hook_name: str) -> bool:
     """Whether the user wrote this step (Lightning's own default only warns or raises)."""
     if hook_name in module.__dict__:
         return True
-    for owner in type(module).__mro__:
-        if hook_name in owner.__dict__:
-            return not is_lightning_default(owner)
-    return False
+    owner = defining_class(type(module).__mro__, hook_name)
+    return owner is not None and not is_lightning_default(owner)

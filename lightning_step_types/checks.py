@@ -185,8 +185,8 @@ def _accept_training_result(
     if call.nonfinite_loss is not None and _skip_nonfinite(loss, "return value.loss", call):
         return None, None
     # Without metadata Lightning's loops make of a bare loss exactly what they make of {"loss": loss}.
-    metadata = cast(FrozenMetadata, output.metadata)._data
-    return (loss if not metadata else {"loss": loss, **metadata}), output
+    has_metadata = bool(cast(FrozenMetadata, output.metadata)._data)
+    return (_as_lightning_dict(output) if has_metadata else loss), output
 
 
 def _as_lightning_dict(result: StepResult[Any]) -> dict[str, Any]:

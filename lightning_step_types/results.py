@@ -184,10 +184,8 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
     def _trusted(cls, loss: torch.Tensor, metadata: Mapping[str, Any], batch_size: int | None = None) -> Self:
         """Build without checks, for values that already passed them (pytree unflatten, hook re-typing)."""
         result = object.__new__(cls)
-        object.__setattr__(result, "loss", loss)
         frozen = metadata if type(metadata) is FrozenMetadata else FrozenMetadata(metadata)
-        object.__setattr__(result, "metadata", frozen)
-        object.__setattr__(result, "batch_size", batch_size)
+        result.__dict__.update(loss=loss, metadata=frozen, batch_size=batch_size)
         return result
 
     # Mapping view: {"loss": loss, **metadata}
