@@ -6,42 +6,31 @@ handle, and hands that to Lightning. The conversion happens inside the step call
 under DDP the wrapper's ``forward`` sees the plain dict.
 
 ``TypedLightningModule`` wraps its subclasses' methods on the class; ``StepResultAdapter``
-wraps one module's methods on the instance for one run. Both call ``run_step``.
+wraps one module's methods on the instance for one run (``wrapping.py``). Both call ``run_step``.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, TypeGuard, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import torch
 
 from lightning_step_types.checks import StepCall, check_evaluation_return, check_training_return
 from lightning_step_types.errors import StepResultError
+from lightning_step_types.lightning_internals import trainer_is_running
 from lightning_step_types.policy import LossLogging, StepPolicy
 from lightning_step_types.results import StepResult
 
 __all__ = [
     "BATCH_END_HOOKS",
     "STEP_HOOKS",
-    "adapt_batch_end_function",
-    "adapt_callback_batch_end_function",
-    "adapt_step_function",
-    "adapted_bound_step",
-    "converts_its_outputs",
-    "defining_class",
-    "BatchEndPlan",
-    "batch_end_plan",
-    "is_lightning_default",
-    "wrap_inherited_hooks",
+    "module_state",
     "run_step",
     "typed_outputs",
 ]
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
 # batch-end hook -> the step whose result it receives
@@ -84,14 +73,6 @@ def module_state(module: torch.nn.Module) -> _ModuleState:
     return state
 
 
-def _trainer_is_running(module: torch.nn.Module) -> bool:
-    trainer = module.__dict__.get("_trainer")
-    if trainer is None:
-        return False
-    # TrainerStatus is a str enum in both Lightning flavours; str.__eq__ skips its case-folding __eq__.
-    return str.__eq__(trainer.state.status, "running") is True
-
-
 def run_step(
     module: torch.nn.Module,
     hook_name: str,
@@ -107,7 +88,7 @@ def run_step(
     passes through untouched.
     """
     state = module_state(module)
-    if state.active or not _trainer_is_running(module):
+    if state.active or not trainer_is_running(module):
         return step(*args, **kwargs)
     call = state.calls.get(hook_name)
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
@@ -165,40 +146,6 @@ def _source_of(step: Callable[..., Any]) -> tuple[str, int] | None:
     return (code.co_filename, code.co_firstlineno) if code is not None else None
 
 
-def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> None:
-    # Lightning inspects a step's signature one `__wrapped__` deep (dataloader_idx, batch_idx) and
-    # compares `__wrapped__.__code__` to decide whether a hook is overridden: show it what it would
-    # see without us.
-    # Functions take any attribute at runtime; Callable does not declare these.
-    wrapper.__wrapped__ = getattr(step, "__wrapped__", step)  # type: ignore[attr-defined]  # pyright: ignore[reportFunctionMemberAccess]
-    converts_its_outputs(wrapper)
-
-
-def adapt_step_function(
-    func: Callable[..., Any], hook_name: str, policy_of: Callable[[Any], StepPolicy]
-) -> Callable[..., Any]:
-    """Wrap a step defined on a class (``TypedLightningModule`` subclasses); the policy is read per call."""
-
-    @functools.wraps(func)
-    def adapted_step(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return run_step(self, hook_name, policy_of(self), func, (self, *args), kwargs)
-
-    _lightning_view(adapted_step, func)
-    return adapted_step
-
-
-def adapted_bound_step(module: torch.nn.Module, hook_name: str, policy: StepPolicy) -> Callable[..., Any]:
-    """Wrap one module's bound step, to be set as an instance attribute for one run (``StepResultAdapter``)."""
-    bound = getattr(module, hook_name)
-
-    @functools.wraps(bound)
-    def adapted_step(*args: Any, **kwargs: Any) -> Any:
-        return run_step(module, hook_name, policy, bound, args, kwargs)
-
-    _lightning_view(adapted_step, bound)
-    return adapted_step
-
-
 def typed_outputs(module: Any, step_hook: str, outputs: Any) -> Any:
     """What a typed batch-end hook receives: the step's typed result, or None if the step returned None.
 
@@ -218,103 +165,3 @@ def typed_outputs(module: Any, step_hook: str, outputs: Any) -> Any:
         loss = cast("Mapping[str, Any]", outputs)["loss"]  # isinstance leaves the type arguments unknown
         return type(result)._trusted(loss, result.metadata, result.batch_size)
     return result
-
-
-def adapt_batch_end_function(func: Callable[..., Any], step_hook: str) -> Callable[..., Any]:
-    """Wrap a batch-end hook of a ``TypedLightningModule`` subclass so it receives typed results."""
-
-    @functools.wraps(func)
-    def typed_batch_end(self: torch.nn.Module, outputs: Any, *args: Any, **kwargs: Any) -> Any:
-        return func(self, typed_outputs(self, step_hook, outputs), *args, **kwargs)
-
-    _lightning_view(typed_batch_end, func)
-    return typed_batch_end
-
-
-def adapt_callback_batch_end_function(func: Callable[..., Any], step_hook: str) -> Callable[..., Any]:
-    """Wrap a batch-end hook of a ``TypedCallback`` subclass: ``(self, trainer, pl_module, outputs, ...)``."""
-
-    @functools.wraps(func)
-    def typed_batch_end(
-        self: object, trainer: object, pl_module: torch.nn.Module, outputs: Any, *args: Any, **kwargs: Any
-    ) -> Any:
-        return func(self, trainer, pl_module, typed_outputs(pl_module, step_hook, outputs), *args, **kwargs)
-
-    _lightning_view(typed_batch_end, func)
-    return typed_batch_end
-
-
-_LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.pytorch.")
-
-
-def defining_class(classes: Iterable[type], name: str) -> type | None:
-    """The first of ``classes`` (an MRO, or part of one) whose body defines ``name``."""
-    return next((owner for owner in classes if name in owner.__dict__), None)
-
-
-def is_lightning_default(owner: type) -> bool:
-    """Whether a class is Lightning's own (its hooks are defaults, not the user's code)."""
-    return owner.__module__.startswith(_LIGHTNING_PACKAGES)
-
-
-def wrap_inherited_hooks(
-    cls: type, hooks: Mapping[str, str], wrap: Callable[[Callable[..., Any], str], Callable[..., Any]]
-) -> None:
-    """Wrap each hook that ``cls`` defines or inherits from user code (not from Lightning).
-
-    Inherited ones count: ``class M(StepsMixin, TypedLightningModule)`` or
-    ``class M(TypedLightningModule, ExistingModule)`` must be checked like steps written in M.
-    ``hooks`` maps a hook name to the argument ``wrap`` takes with it.
-    """
-    for hook_name, arg in hooks.items():
-        owner = defining_class(cls.__mro__, hook_name)
-        if owner is not None and not is_lightning_default(owner):
-            func = owner.__dict__[hook_name]
-            if _is_plain_function(func):
-                setattr(cls, hook_name, wrap(func, arg))
-
-
-# batch-end hook -> the typed hook the mixins' batch-end hooks call with the result
-RESULT_HOOKS = {
-    "on_train_batch_end": "on_train_batch_result",
-    "on_validation_batch_end": "on_validation_batch_result",
-    "on_test_batch_end": "on_test_batch_result",
-}
-
-
-class BatchEndPlan(NamedTuple):
-    """What a typed mixin's batch-end hooks do for one class, per step (computed once per class)."""
-
-    typed: frozenset[str]  # steps whose result someone reads: type it and call the result hook
-    continued: frozenset[str]  # steps whose batch-end hook a user's class defines after the mixin
-
-
-def batch_end_plan(cls: type, mixin: type) -> BatchEndPlan:
-    """Type a step's result where ``cls`` overrides its result hook, or where the mixin's batch-end
-    hook is followed in the MRO by a user's (``class M(TypedLightningModule, Existing)``): that one
-    is called through ``super()`` with the typed result, as if it were written in ``M``. Lightning's
-    own batch-end hooks do nothing, so they are not called at all."""
-    typed: set[str] = set()
-    continued: set[str] = set()
-    mro = cls.__mro__
-    after_mixin = mro[mro.index(mixin) + 1 :]
-    for batch_end, step_hook in BATCH_END_HOOKS.items():
-        owner = defining_class(after_mixin, batch_end)
-        if owner is not None and not is_lightning_default(owner):
-            continued.add(step_hook)
-        result_hook = RESULT_HOOKS[batch_end]
-        if step_hook in continued or getattr(cls, result_hook) is not getattr(mixin, result_hook):
-            typed.add(step_hook)
-    return BatchEndPlan(frozenset(typed), frozenset(continued))
-
-
-def converts_its_outputs(func: F) -> F:
-    """Mark a hook as adapted already (our wrappers, and the mixins' batch-end hooks, which call
-    ``typed_outputs`` themselves), so that subclasses do not wrap it again."""
-    setattr(func, "__lst_adapted__", True)  # noqa: B010 - functions take any attribute; Callable declares none
-    return func
-
-
-def _is_plain_function(func: object) -> TypeGuard[Callable[..., Any]]:
-    # staticmethods, classmethods and already adapted methods are left alone
-    return callable(func) and hasattr(func, "__code__") and not getattr(func, "__lst_adapted__", False)

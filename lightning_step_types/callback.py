@@ -8,7 +8,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from lightning_step_types.adapter import STEP_HOOKS, adapted_bound_step, defining_class, is_lightning_default
+from lightning_step_types.adapter import STEP_HOOKS
+from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy

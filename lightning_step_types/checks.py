@@ -24,6 +24,7 @@ from lightning_step_types.errors import (
     format_problem,
     short_repr,
 )
+from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import (
     FrozenMetadata,
@@ -77,7 +78,7 @@ class StepCall:
         return bool(getattr(self.module, "automatic_optimization", True))
 
     def world_size(self) -> int:
-        trainer = getattr(self.module, "_trainer", None)
+        trainer = trainer_of(self.module)
         return int(trainer.world_size) if trainer is not None else 1
 
     def warn(self, kind: str, where: str, got: str, expected: str, fix: str) -> None:

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
-from lightning_step_types.adapter import (
-    BATCH_END_HOOKS,
-    STEP_HOOKS,
+from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, typed_outputs
+from lightning_step_types.wrapping import (
+    BatchEndPlan,
     adapt_batch_end_function,
     adapt_step_function,
-    converts_its_outputs,
-    BatchEndPlan,
     batch_end_plan,
-    typed_outputs,
+    converts_its_outputs,
     wrap_inherited_hooks,
 )
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy

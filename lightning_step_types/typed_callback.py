@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, cast
 
-from lightning_step_types.adapter import (
-    BATCH_END_HOOKS,
-    adapt_callback_batch_end_function,
-    converts_its_outputs,
+from lightning_step_types.adapter import BATCH_END_HOOKS, typed_outputs
+from lightning_step_types.wrapping import (
     BatchEndPlan,
+    adapt_callback_batch_end_function,
     batch_end_plan,
-    typed_outputs,
+    converts_its_outputs,
     wrap_inherited_hooks,
 )
 
