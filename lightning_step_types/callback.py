@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import lightning_step_types.epoch_state as epoch_state
 from lightning_step_types.adapter import STEP_HOOKS
 from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
@@ -26,7 +27,7 @@ class StepResultAdapterMixin:
     or the typed results), turns the returns that would crash deep inside torch into a
     ``StepResultError``, and warns (``StepResultWarning``) about returns Lightning silently
     ignores. ``strict=True`` accepts only typed results, like ``TypedLightningModule``.
-    ``nonfinite_loss`` and ``log_loss`` work as on ``TypedLightningModule``.
+    ``nonfinite_loss``, ``log_loss`` and ``exact_resume`` work as on ``TypedLightningModule``.
 
     The module's step methods are wrapped on the instance from ``setup`` until ``teardown``
     (or an exception); afterwards the module is exactly as it was. A ``TypedLightningModule``
@@ -34,10 +35,15 @@ class StepResultAdapterMixin:
     """
 
     def __init__(
-        self, strict: bool = False, nonfinite_loss: NonFiniteLoss = "raise", log_loss: bool | LossLogging = False
+        self,
+        strict: bool = False,
+        nonfinite_loss: NonFiniteLoss = "raise",
+        log_loss: bool | LossLogging = False,
+        exact_resume: bool = True,
     ) -> None:
         super().__init__()
         self.policy = StepPolicy.of(strict, nonfinite_loss, log_loss)
+        self.exact_resume = exact_resume
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
 
@@ -84,6 +90,27 @@ class StepResultAdapterMixin:
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._restore(pl_module)
+
+    # The running epoch state (epoch_state.py), for modules this callback adapts; a typed module
+    # keeps its own through its own hooks.
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        if self._keeps_epoch_state(pl_module):
+            epoch_state.save_epoch_state(trainer, pl_module, checkpoint)
+
+    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        if self._keeps_epoch_state(pl_module):
+            epoch_state.load_epoch_state(trainer, pl_module, checkpoint)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if epoch_state.resuming() and self._keeps_epoch_state(pl_module):
+            epoch_state.restore_before_first_batch(trainer, pl_module, batch_idx)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if epoch_state.resuming() and self._keeps_epoch_state(pl_module):
+            epoch_state.finish_resumed_epoch(trainer, pl_module)
+
+    def _keeps_epoch_state(self, pl_module: Any) -> bool:
+        return self.exact_resume and not isinstance(pl_module, TypedModuleMixin)
 
     def _restore(self, pl_module: Any) -> None:
         for hook_name, previous in self._replaced.pop(id(pl_module), {}).items():

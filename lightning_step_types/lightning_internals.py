@@ -7,9 +7,25 @@ share these internals.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, cast
 
-__all__ = ["trainer_is_running", "trainer_of"]
+import torch
+
+__all__ = [
+    "LoggedEntry",
+    "batch_position",
+    "call_before_updates",
+    "epoch_results_mismatch",
+    "load_metric_states",
+    "logged_entries",
+    "metric_states",
+    "stop_calling_before_updates",
+    "trainer_is_running",
+    "trainer_of",
+    "training_epoch_results",
+    "write_logged_tensors",
+]
 
 
 def trainer_of(module: Any) -> Any:
@@ -28,3 +44,175 @@ def trainer_is_running(module: Any) -> bool:
         return False
     # TrainerStatus is a str enum in both Lightning flavours; str.__eq__ skips its case-folding __eq__.
     return str.__eq__(trainer.state.status, "running") is True
+
+
+# --- epoch state (exact resume) ---
+# The running aggregates of the training epoch's `self.log(..., on_epoch=True)` values live in
+# `trainer.fit_loop.epoch_loop._results`, a `_ResultCollection` (a dict: "<fx>.<name>[.<dataloader>]"
+# -> `_ResultMetric`), from `trainer/connectors/logger_connector/result.py`. Lightning 2.0 stopped
+# saving it (PR #16516), so `epoch_state.py` saves and restores it through the functions below.
+# Checked on pytorch-lightning / lightning 2.1.4 and 2.6.6; `epoch_results_mismatch` is the probe
+# that turns any other shape into a one-time warning instead of an exception or a wrong value.
+
+# `_Metadata` fields that identify what was logged and how it is reduced (all exist since 2.0).
+_META_FIELDS = ("fx", "name", "on_step", "on_epoch", "reduce_fx", "dataloader_idx", "add_dataloader_idx")
+# The reductions whose running state is `value` (+ `cumulated_batch_size` for the mean).
+_REDUCTIONS = {"mean", "sum", "max", "min"}
+
+
+class LoggedEntry(NamedTuple):
+    """One `_ResultMetric` of the training epoch, read into plain values."""
+
+    key: str  # the collection's key: "<fx>.<name>" plus ".<dataloader_idx>" where Lightning adds it
+    shown: str  # how the user knows it: "train_loss (training_step)"
+    fingerprint: tuple[Any, ...]  # what was logged and how: a changed one is not restored
+    in_flight: bool  # logged on_epoch since the last reset: its aggregate is still running
+    tensors: dict[str, torch.Tensor]  # a tensor's running state (empty for a logged torchmetrics object)
+    metric_attribute: str | None  # a logged torchmetrics object's path in `named_modules()`
+
+
+def training_epoch_results(trainer: Any) -> Any:
+    """The training epoch's `_ResultCollection`, or None.
+
+    Reads `FitLoop.epoch_loop._results` (private; `_TrainingEpochLoop.__init__` builds it once per
+    Trainer, and it lives as long as the Trainer).
+    """
+    epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    return getattr(epoch_loop, "_results", None)
+
+
+def epoch_results_mismatch(results: Any) -> str | None:
+    """Why ``results`` is not the `_ResultCollection` this section reads, or None when it is."""
+    if not isinstance(results, dict):
+        return "`trainer.fit_loop.epoch_loop._results` is not a dict of `_ResultMetric`"
+    collection = cast(Any, results)  # isinstance leaves the type arguments unknown
+    kind: Any = collection.__class__
+    if not callable(getattr(kind, "update_metrics", None)):
+        return "`_ResultCollection.update_metrics` is gone"
+    items: Mapping[str, Any] = collection
+    for key, item in items.items():
+        meta: Any = getattr(item, "meta", None)
+        missing = [field for field in _META_FIELDS if not hasattr(meta, field)]
+        missing += [attr for attr in ("is_tensor", "has_reset", "value") if not hasattr(item, attr)]
+        if missing:
+            return f"the `_ResultMetric` of {key!r} has no {', '.join(missing)}"
+        if item.is_tensor and _reduction(meta) not in _REDUCTIONS:
+            return f"the `_ResultMetric` of {key!r} reduces with {meta.reduce_fx!r}"
+        if item.is_tensor and _reduction(meta) == "mean" and not hasattr(item, "cumulated_batch_size"):
+            return f"the `_ResultMetric` of {key!r} has no cumulated_batch_size"
+    return None
+
+
+def _reduction(meta: object) -> str:
+    # `_Metadata._parse_reduce_fx` turns "mean"/"sum"/... into torch.mean/torch.sum/...; the
+    # builtins sum/max/min are accepted as they are. Both kinds are named by `__name__`.
+    reduce_fx = getattr(meta, "reduce_fx", None)
+    return str(getattr(reduce_fx, "__name__", reduce_fx))
+
+
+def logged_entries(results: Any) -> list[LoggedEntry]:
+    """Every `_ResultMetric` of the collection (probe it first with `epoch_results_mismatch`).
+
+    Relies on `_ResultMetric.meta` (`_Metadata`), `.is_tensor`, `.has_reset` (set by `reset()`,
+    cleared by the next update) and the metric states `value` (the sum of `v * batch_size` for a
+    mean, the running sum/max/min otherwise) and `cumulated_batch_size` (mean only).
+    """
+    items: Mapping[str, Any] = results
+    return [_entry(key, item) for key, item in items.items()]
+
+
+def _entry(key: str, item: Any) -> LoggedEntry:
+    meta = item.meta
+    shown = meta.name
+    if meta.add_dataloader_idx and meta.dataloader_idx is not None:
+        shown += f"/dataloader_idx_{meta.dataloader_idx}"  # `_ResultCollection.DATALOADER_SUFFIX`
+    fx = str(meta.fx).split(".")[0]
+    reduction = _reduction(meta)
+    fingerprint = (meta.fx, meta.name, bool(item.is_tensor), reduction, bool(meta.on_step), bool(meta.on_epoch))
+    tensors: dict[str, torch.Tensor] = {}
+    if item.is_tensor:
+        tensors["value"] = item.value
+        if reduction == "mean":
+            tensors["cumulated_batch_size"] = item.cumulated_batch_size
+    return LoggedEntry(
+        key=key,
+        shown=f"{shown!r} ({fx})",
+        fingerprint=fingerprint,
+        in_flight=bool(meta.on_epoch) and not item.has_reset,
+        tensors=tensors,
+        metric_attribute=getattr(meta, "metric_attribute", None),
+    )
+
+
+def write_logged_tensors(item: Any, tensors: Mapping[str, torch.Tensor]) -> None:
+    """Set a freshly created `_ResultMetric`'s running state, before its first update.
+
+    `_ResultMetric.__setattr__` is `object.__setattr__`, as is Lightning's own `update()`; the
+    state keeps the device and dtype Lightning gave it (`_ResultCollection.log` moves it first).
+    """
+    for name, saved in tensors.items():
+        current = getattr(item, name)
+        setattr(item, name, saved.to(device=current.device, dtype=current.dtype).clone())
+
+
+def call_before_updates(results: Any, before_update: Callable[[str, Any], None]) -> None:
+    """Call ``before_update(key, result_metric)`` before each `_ResultCollection.update_metrics`.
+
+    `LightningModule.log` -> `_ResultCollection.log` first creates the key's `_ResultMetric` (after
+    `reset(metrics=False, fx=...)` on the loop's first batch) and then calls `self.update_metrics(key,
+    value, batch_size)`, looked up on the instance: so an instance attribute runs first, and sees the
+    `_ResultMetric` Lightning built with its own metadata, before its first update.
+    """
+    kind: Any = results.__class__
+    update_metrics = cast("Callable[..., None]", getattr(kind, "update_metrics"))
+
+    def restoring_update_metrics(key: str, value: Any, batch_size: int) -> None:
+        before_update(key, results[key])
+        update_metrics(results, key, value, batch_size)
+
+    results.__dict__["update_metrics"] = restoring_update_metrics
+
+
+def stop_calling_before_updates(results: Any) -> None:
+    results.__dict__.pop("update_metrics", None)
+
+
+def batch_position(trainer: Any) -> tuple[int, int, bool]:
+    """``(epoch, batches processed in it, whether the epoch's end was reached)``.
+
+    Reads the fit loop's progress counters (`_Progress`: ready/started/processed/completed):
+    `FitLoop.on_advance_end` marks the epoch processed before the `on_train_epoch_end` hooks.
+    """
+    fit_loop = trainer.fit_loop
+    epoch = fit_loop.epoch_progress.current
+    return int(trainer.current_epoch), int(fit_loop.epoch_loop.batch_progress.current.processed), (
+        epoch.processed >= epoch.started
+    )
+
+
+def metric_states(metric: Any) -> dict[str, Any]:
+    """A torchmetrics object's running state, copied: its states and how many updates made them.
+
+    `Metric.metric_state` is public; `Metric._update_count` (torchmetrics, private) feeds
+    `update_called`, which `compute()` checks.
+    """
+    states = {name: _copied(value) for name, value in metric.metric_state.items()}
+    return {"states": states, "update_count": int(getattr(metric, "_update_count", 0))}
+
+
+def load_metric_states(metric: Any, saved: Mapping[str, Any]) -> None:
+    """Put states saved by `metric_states` back into the same kind of metric, device kept."""
+    device = getattr(metric, "device", None)
+    for name, value in saved["states"].items():
+        setattr(metric, name, _copied(value, device))
+    metric._update_count = saved["update_count"]
+    metric._computed = None  # torchmetrics' cached `compute()` result: the states changed
+
+
+def _copied(value: Any, device: Any = None) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(device).clone() if device is not None else value.detach().cpu().clone()
+    if isinstance(value, list):
+        items: list[Any] = cast(Any, value)  # isinstance leaves the item type unknown
+        return [_copied(item, device) for item in items]
+    return value

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
+import lightning_step_types.epoch_state as epoch_state
 from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, typed_outputs
+from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.wrapping import (
     BatchEndPlan,
     adapt_batch_end_function,
     adapt_step_function,
     batch_end_plan,
     converts_its_outputs,
+    run_ours_first,
     wrap_inherited_hooks,
 )
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
@@ -43,10 +46,14 @@ class TypedModuleMixin:
       infinite loss does.
     - ``log_loss``: ``False`` (default), ``True`` or a ``LossLogging``: log each stage's loss
       with ``self.log`` as ``train_loss`` / ``val_loss`` / ``test_loss``.
+    - ``exact_resume``: ``True`` (default) or ``False``: a checkpoint saved mid-epoch carries the
+      running epoch aggregates (``self.log(..., on_epoch=True)`` values, logged torchmetrics
+      objects), restored on resume so that every epoch value equals the uninterrupted run's.
     """
 
     nonfinite_loss: NonFiniteLoss = "raise"
     log_loss: bool | LossLogging = False
+    exact_resume: bool = True
     _batch_end_plan: ClassVar[BatchEndPlan] = BatchEndPlan(frozenset(), frozenset())
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -54,6 +61,7 @@ class TypedModuleMixin:
         StepPolicy.of(True, cls.nonfinite_loss, cls.log_loss)  # a wrong setting fails at the class, not the first step
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
+        wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _EPOCH_STATE_HOOKS}, _with_epoch_state)
         plan = batch_end_plan(cls, TypedModuleMixin)
         if plan != cls._batch_end_plan:  # the flavour classes add nothing of their own
             cls._batch_end_plan = plan
@@ -89,6 +97,28 @@ class TypedModuleMixin:
             if "test_step" in plan.continued:
                 cast(Any, super()).on_test_batch_end(outputs, *args, **kwargs)
 
+    # The running epoch state (epoch_state.py) rides on these four hooks; a subclass's override is
+    # wrapped so that the state is kept even when the override does not call super().
+    @converts_its_outputs
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        _save_epoch_state(self, checkpoint)
+        cast(Any, super()).on_save_checkpoint(checkpoint)
+
+    @converts_its_outputs
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        _load_epoch_state(self, checkpoint)
+        cast(Any, super()).on_load_checkpoint(checkpoint)
+
+    @converts_its_outputs
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+        _restore_epoch_state(self, batch, batch_idx)
+        return cast(Any, super()).on_train_batch_start(batch, batch_idx)  # type: ignore[no-any-return]
+
+    @converts_its_outputs
+    def on_train_epoch_end(self) -> None:
+        _finish_resumed_epoch(self)
+        cast(Any, super()).on_train_epoch_end()
+
     def on_train_batch_result(self, result: Any, batch: Any, batch_idx: int) -> None:
         """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""
 
@@ -106,3 +136,36 @@ def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
 def module_policy(module: TypedModuleMixin) -> StepPolicy:
     """The adapter settings a typed module's steps run with (read on every step)."""
     return StepPolicy.of(True, module.nonfinite_loss, module.log_loss)
+
+
+def _save_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> None:
+    trainer = trainer_of(module)
+    if trainer is not None and epoch_state.exact_resume_enabled(module):
+        epoch_state.save_epoch_state(trainer, module, checkpoint)
+
+
+def _load_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> None:
+    if epoch_state.exact_resume_enabled(module):
+        epoch_state.load_epoch_state(trainer_of(module), module, checkpoint)
+
+
+def _restore_epoch_state(module: TypedModuleMixin, batch: Any, batch_idx: int, *_: Any) -> None:
+    if epoch_state.resuming():  # cheap: nothing is pending outside the first batch of a resumed fit
+        epoch_state.restore_before_first_batch(trainer_of(module), module, batch_idx)
+
+
+def _finish_resumed_epoch(module: TypedModuleMixin) -> None:
+    if epoch_state.resuming():
+        epoch_state.finish_resumed_epoch(trainer_of(module), module)
+
+
+_EPOCH_STATE_HOOKS: dict[str, Callable[..., None]] = {
+    "on_save_checkpoint": _save_epoch_state,
+    "on_load_checkpoint": _load_epoch_state,
+    "on_train_batch_start": _restore_epoch_state,
+    "on_train_epoch_end": _finish_resumed_epoch,
+}
+
+
+def _with_epoch_state(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
+    return run_ours_first(func, _EPOCH_STATE_HOOKS[hook_name])

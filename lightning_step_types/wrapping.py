@@ -28,6 +28,7 @@ __all__ = [
     "converts_its_outputs",
     "defining_class",
     "is_lightning_default",
+    "run_ours_first",
     "wrap_inherited_hooks",
 ]
 
@@ -90,6 +91,21 @@ def adapt_callback_batch_end_function(func: Callable[..., Any], step_hook: str) 
 
     _lightning_view(typed_batch_end, func)
     return typed_batch_end
+
+
+def run_ours_first(func: Callable[..., Any], ours: Callable[..., None]) -> Callable[..., Any]:
+    """Wrap a user's override of a hook the library must see (``on_save_checkpoint``, ...): ``ours``
+    runs first with the same arguments, even when the override does not call ``super()``; the
+    override's return value (``on_train_batch_start``'s ``-1``) is kept. ``ours`` must be idempotent:
+    an override that does call ``super()`` reaches the mixin's hook, which calls it again."""
+
+    @functools.wraps(func)
+    def with_ours_first(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        ours(self, *args, **kwargs)
+        return func(self, *args, **kwargs)
+
+    _lightning_view(with_ours_first, func)
+    return with_ours_first
 
 
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.pytorch.")

@@ -34,6 +34,7 @@ class TypedLightningModule(pl.LightningModule):
 
     nonfinite_loss: NonFiniteLoss
     log_loss: bool | LossLogging
+    exact_resume: bool
     def training_step(self, *args: Any, **kwargs: Any) -> TrainStepResult[Any] | None: ...
     def validation_step(self, *args: Any, **kwargs: Any) -> ValStepResult[Any] | None: ...
     def test_step(self, *args: Any, **kwargs: Any) -> ValStepResult[Any] | None: ...
@@ -123,8 +124,13 @@ class TypedCallback(pl.Callback):
 class StepResultAdapter(pl.Callback):
     """``Trainer(callbacks=[StepResultAdapter()])`` checks every step return of any LightningModule."""
 
+    exact_resume: bool
     def __init__(
-        self, strict: bool = False, nonfinite_loss: NonFiniteLoss = "raise", log_loss: bool | LossLogging = False
+        self,
+        strict: bool = False,
+        nonfinite_loss: NonFiniteLoss = "raise",
+        log_loss: bool | LossLogging = False,
+        exact_resume: bool = True,
     ) -> None: ...
     @property
     def strict(self) -> bool: ...

@@ -1,0 +1,359 @@
+"""Exact epoch aggregates across a mid-epoch resume: the running epoch state saved with a checkpoint.
+
+Lightning saves the weights, optimizers, loops and (with ``StatefulDataLoader``) the data order,
+but not the running aggregates of the epoch in flight (2.0 removed that, PR #16516): after a
+mid-epoch resume every ``on_epoch=True`` value covers only the batches since the restart.
+
+A running mean is a weighted sum plus the batch size behind it, both exact to store. So a
+checkpoint saved mid-epoch carries, per process, the training epoch's ``self.log`` state (per key
+and dataloader; mean, sum, max, min), the torchmetrics objects logged with ``self.log`` and the
+declared step metrics. On resume it goes back in before the first step of the resumed epoch:
+tensors into the ``_ResultMetric`` Lightning builds for the key, before its first update (so the
+sums run in the uninterrupted order, bit for bit); metric objects before the first step.
+
+One code path for ``TypedLightningModule`` (its checkpoint and batch hooks, wrapped in
+``wrapping.py``) and ``StepResultAdapter`` (its callback hooks). Every private Lightning name is
+read in ``lightning_internals.py``. Whatever cannot be restored is named in one
+``StepResultWarning``; nothing here raises.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Mapping
+from typing import Any, cast
+
+import torch
+
+from lightning_step_types.errors import StepResultWarning, format_problem
+from lightning_step_types.lightning_internals import (
+    LoggedEntry,
+    batch_position,
+    call_before_updates,
+    epoch_results_mismatch,
+    load_metric_states,
+    logged_entries,
+    metric_states,
+    stop_calling_before_updates,
+    training_epoch_results,
+    write_logged_tensors,
+)
+
+__all__ = [
+    "CHECKPOINT_KEY",
+    "exact_resume_enabled",
+    "finish_resumed_epoch",
+    "load_epoch_state",
+    "restore_before_first_batch",
+    "resuming",
+    "save_epoch_state",
+]
+
+# checkpoint[CHECKPOINT_KEY][_STATE] holds the state; a top-level key, beside Lightning's own.
+CHECKPOINT_KEY = "lightning_step_types"
+_STATE = "epoch_state"
+_FORMAT = 1
+
+
+def exact_resume_enabled(owner: Any) -> bool:
+    """The switch: ``exact_resume = False`` on a typed module, ``StepResultAdapter(exact_resume=False)``."""
+    return bool(getattr(owner, "exact_resume", True))
+
+
+def _declared_metrics(module: Any) -> dict[str, Any]:
+    """The declared step metrics' live objects, keyed like ``"train/acc"``.
+
+    Wired at merge to ``lightning_step_types.metrics.step_metric_objects(module)`` (the metrics
+    issue); until then a module declares none.
+    """
+    return {}
+
+
+def _logged_metric_objects(module: Any, entries: list[LoggedEntry]) -> dict[str, Any]:
+    """The torchmetrics objects logged with ``self.log`` this epoch, by their ``named_modules()`` path."""
+    paths = {entry.metric_attribute for entry in entries if entry.in_flight and entry.metric_attribute is not None}
+    return {path: metric for path, metric in module.named_modules() if path in paths}
+
+
+# --- saving ---------------------------------------------------------------------------------------
+
+
+def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
+    """Add this run's running epoch state to ``checkpoint`` (every process calls this; rank 0 writes)."""
+    ours = checkpoint.setdefault(CHECKPOINT_KEY, {})
+    if _STATE in ours:  # saved already by this dump: a user's hook that calls super() reaches ours twice
+        return
+    results = training_epoch_results(trainer)
+    if results is None:
+        return
+    mismatch = epoch_results_mismatch(results)
+    if mismatch is not None:
+        _warn_unavailable(mismatch)
+        return
+    epoch, processed, epoch_ended = batch_position(trainer)
+    in_flight = not epoch_ended and processed > 0
+    rank_state = _rank_state(module, results) if in_flight else None
+    ranks = _gathered(rank_state, trainer)
+    ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
+
+
+def _rank_state(module: Any, results: Any) -> dict[str, Any]:
+    entries = logged_entries(results)
+    logged = {
+        entry.key: {"shown": entry.shown, "fingerprint": entry.fingerprint, "tensors": _on_cpu(entry.tensors)}
+        for entry in entries
+        if entry.in_flight and entry.tensors
+    }
+    return {
+        "logged": logged,
+        "logged_metrics": _saved_metrics(_logged_metric_objects(module, entries)),
+        "declared_metrics": _saved_metrics(_declared_metrics(module)),
+    }
+
+
+def _saved_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: {"type": _type_name(metric), **metric_states(metric)} for name, metric in metrics.items()}
+
+
+def _on_cpu(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().cpu().clone() for name, tensor in tensors.items()}
+
+
+def _gathered(rank_state: dict[str, Any] | None, trainer: Any) -> list[dict[str, Any] | None]:
+    """Every process's state, in rank order (collective: every rank saves the same checkpoint)."""
+    world_size = int(getattr(trainer, "world_size", 1))
+    if world_size <= 1 or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return [rank_state]
+    gathered: list[Any] = [None] * torch.distributed.get_world_size()
+    all_gather_object: Any = getattr(torch.distributed, "all_gather_object")  # torch leaves its parameters untyped
+    all_gather_object(gathered, rank_state)
+    return gathered
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+
+class _Resume:
+    """What one resumed fit restores into one module, from its ``on_load_checkpoint`` until the epoch ends."""
+
+    def __init__(self, trainer: Any, saved: Mapping[str, Any] | None) -> None:
+        self.trainer = weakref.ref(trainer)
+        self.saved = saved  # the checkpoint's epoch state, or None (a plain Lightning checkpoint)
+        self.pending: dict[str, Any] = {}  # collection key -> saved entry, until Lightning creates it
+        self.not_restored: list[str] = []  # named in the one warning at the end of the resumed epoch
+        self.where = ""  # "resuming epoch 0 at batch 5"
+        self.results: Any = None
+
+
+_RESUMES: weakref.WeakKeyDictionary[Any, _Resume] = weakref.WeakKeyDictionary()
+
+
+def resuming() -> bool:
+    """Whether any module has a checkpoint's epoch state to restore or to report on (read every batch)."""
+    return bool(_RESUMES)
+
+
+def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
+    """Keep a checkpoint's epoch state for the fit that resumes from it (``on_load_checkpoint``).
+
+    ``load_from_checkpoint`` calls the module's ``on_load_checkpoint`` with no Trainer attached:
+    weights only, nothing kept. ``validate``/``test`` from a checkpoint train nothing either.
+    """
+    # TrainerFn is a str enum in both flavours; str.__eq__ skips its case-folding __eq__.
+    if trainer is None or str.__eq__(trainer.state.fn, "fit") is not True:
+        return
+    ours: Any = checkpoint.get(CHECKPOINT_KEY)
+    saved: Any = cast(Any, ours).get(_STATE) if isinstance(ours, Mapping) else None
+    _RESUMES[module] = _Resume(trainer, cast(Any, saved) if isinstance(saved, Mapping) else None)
+
+
+def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> None:
+    """On the resumed run's first training batch, before its step: restore, or say what starts fresh."""
+    resume = _RESUMES.get(module)
+    if resume is None or resume.where:
+        return
+    if trainer is None or resume.trainer() is not trainer:
+        del _RESUMES[module]
+        return
+    live_trainer: Any = trainer
+    epoch = int(live_trainer.current_epoch)
+    resume.where = f"resuming epoch {epoch} at batch {batch_idx}"
+    saved = resume.saved
+    if saved is None:
+        if batch_idx > 0:  # a plain Lightning checkpoint from mid-epoch: the aggregates restart here
+            _warn(module, resume.where, *_plain_checkpoint_problem(epoch, batch_idx))
+        del _RESUMES[module]
+        return
+    if saved.get("format") != _FORMAT:
+        _warn(module, resume.where, *_format_problem(saved.get("format")))
+        del _RESUMES[module]
+        return
+    if not saved["in_flight"] or (saved["epoch"], saved["next_batch"]) != (epoch, batch_idx):
+        lost = saved["in_flight"] and (epoch, batch_idx) > (saved["epoch"], saved["next_batch"])
+        if lost:  # Lightning resumed past the epoch it was in (a checkpoint at its last batch)
+            _warn(module, resume.where, *_skipped_epoch_problem(saved, _everything(saved["ranks"])))
+        del _RESUMES[module]
+        return
+    ranks = saved["ranks"]
+    world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
+    if len(ranks) != world_size:
+        _warn(module, resume.where, *_world_size_problem(len(ranks), world_size, _everything(ranks)))
+        del _RESUMES[module]
+        return
+    results = training_epoch_results(trainer)
+    mismatch = epoch_results_mismatch(results)
+    if mismatch is not None:
+        _warn_unavailable(mismatch)
+        del _RESUMES[module]
+        return
+    rank_state = ranks[rank]
+    resume.not_restored += _restore_metrics(_named_modules(module), rank_state["logged_metrics"])
+    resume.not_restored += _restore_metrics(_declared_metrics(module), rank_state["declared_metrics"])
+    resume.pending = dict(rank_state["logged"])
+    resume.results = results
+    if resume.pending:
+        call_before_updates(results, _restorer(resume))
+
+
+def _named_modules(module: Any) -> dict[str, Any]:
+    return dict(module.named_modules())
+
+
+def _restore_metrics(live: Mapping[str, Any], saved: Mapping[str, Any]) -> list[str]:
+    """Load each saved metric state into the live object of that name; the names that could not be."""
+    missing: list[str] = []
+    for name, state in saved.items():
+        metric = live.get(name)
+        if metric is None or _type_name(metric) != state["type"]:
+            missing.append(f"metric {name!r} ({state['type']})")
+            continue
+        load_metric_states(metric, state)
+    return missing
+
+
+def _restorer(resume: _Resume) -> Any:
+    def before_update(key: str, result_metric: Any) -> None:
+        saved = resume.pending.pop(key, None)
+        if saved is not None:
+            (entry,) = logged_entries({key: result_metric})
+            if entry.fingerprint == tuple(saved["fingerprint"]):
+                write_logged_tensors(result_metric, saved["tensors"])
+            else:
+                resume.not_restored.append(f"{saved['shown']}, now logged differently")
+        if not resume.pending:
+            stop_calling_before_updates(resume.results)
+
+    return before_update
+
+
+def finish_resumed_epoch(trainer: Any, module: Any) -> None:
+    """At the resumed epoch's end (``on_train_epoch_end``): name in one warning what was not restored."""
+    resume = _RESUMES.pop(module, None)
+    if resume is None or not resume.where:
+        if resume is not None:
+            _RESUMES[module] = resume  # loaded, but its first batch is still to come
+        return
+    if resume.results is not None:
+        stop_calling_before_updates(resume.results)
+    never_logged = [f"{saved['shown']}, not logged since the checkpoint" for saved in resume.pending.values()]
+    not_restored = resume.not_restored + never_logged
+    if not_restored:
+        _warn(module, resume.where, *_changed_module_problem(not_restored))
+
+
+def _everything(ranks: list[Any]) -> list[str]:
+    """Everything a checkpoint's epoch state holds, as the warnings name it."""
+    names: dict[str, None] = {}
+    for rank_state in ranks:
+        if rank_state is None:
+            continue
+        names.update((saved["shown"], None) for saved in rank_state["logged"].values())
+        names.update((f"metric {name!r}", None) for name in rank_state["logged_metrics"])
+        names.update((f"metric {name!r}", None) for name in rank_state["declared_metrics"])
+    return list(names)
+
+
+# --- what the warnings say ------------------------------------------------------------------------
+
+_FIX_FRESH = (
+    "nothing to do for this run; to resume exactly, resume from a checkpoint saved by TypedLightningModule"
+    " or under StepResultAdapter() with the same module"
+)
+
+
+def _plain_checkpoint_problem(epoch: int, batch_idx: int) -> tuple[str, str, str]:
+    return (
+        "a checkpoint without the running epoch state of lightning_step_types (saved by plain Lightning, or with"
+        f" exact_resume=False): every value logged with on_epoch=True in training, and every logged metric,"
+        f" starts fresh, so epoch {epoch}'s aggregates cover batch {batch_idx} onwards only",
+        f"checkpoint[{CHECKPOINT_KEY!r}], which TypedLightningModule and StepResultAdapter() save mid-epoch",
+        "nothing to do for this run: checkpoints saved from now on resume exactly",
+    )
+
+
+def _format_problem(found: Any) -> tuple[str, str, str]:
+    return (
+        f"epoch state of format {found!r} (from another version of lightning_step_types): it starts fresh",
+        f"format {_FORMAT}",
+        _FIX_FRESH,
+    )
+
+
+def _skipped_epoch_problem(saved: Mapping[str, Any], names: list[str]) -> tuple[str, str, str]:
+    return (
+        f"a checkpoint from the last batch of epoch {saved['epoch']}: Lightning resumes at the next epoch without"
+        f" ending epoch {saved['epoch']}, so its aggregates are not logged: {', '.join(names) or 'none'}",
+        f"a checkpoint from before the last batch of an epoch, or from its end (on_train_epoch_end)",
+        "save checkpoints at the end of the epoch (ModelCheckpoint's default) or at an every_n_train_steps"
+        " that is not a multiple of the epoch's length",
+    )
+
+
+def _world_size_problem(saved: int, now: int, names: list[str]) -> tuple[str, str, str]:
+    return (
+        f"epoch state saved by {saved} processes, resumed on {now}: each process's running state belongs to its"
+        f" own data, so these start fresh: {', '.join(names) or 'none'}",
+        f"the world size the checkpoint was saved with ({saved})",
+        f"resume on {saved} processes to continue the epoch exactly",
+    )
+
+
+def _changed_module_problem(names: list[str]) -> tuple[str, str, str]:
+    return (
+        f"a checkpoint from before the module changed what it logs or declares; these start fresh: {', '.join(names)}",
+        "the values and metrics the module logged when the checkpoint was saved, logged the same way",
+        _FIX_FRESH,
+    )
+
+
+def _warn(module: Any, where: str, got: str, expected: str, fix: str) -> None:
+    warnings.warn(StepResultWarning(format_problem(where, got, expected, fix, type(module).__qualname__)), stacklevel=2)
+
+
+_unavailable_warned = False
+
+
+def _warn_unavailable(reason: str) -> None:
+    """Once per process: this Lightning's logging internals are not the ones exact resume reads."""
+    global _unavailable_warned
+    if _unavailable_warned:
+        return
+    _unavailable_warned = True
+    warnings.warn(
+        StepResultWarning(
+            format_problem(
+                "exact resume",
+                f"Lightning's logging internals differ from the ones lightning_step_types reads ({reason})",
+                "pytorch-lightning / lightning 2.1 to 2.6",
+                "nothing to do: checkpoints save and resume as in plain Lightning, with epoch aggregates that start"
+                " fresh after a mid-epoch resume",
+            )
+        ),
+        stacklevel=2,
+    )
+
+
+def _type_name(value: object) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
