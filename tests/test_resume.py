@@ -1,0 +1,406 @@
+"""Exact epoch aggregates across a mid-epoch resume (lightning_step_types/epoch_state.py).
+
+Every test runs a real Trainer twice: uninterrupted, saving checkpoints with
+``ModelCheckpoint(every_n_train_steps=k)``, then resumed from one of them in a fresh Trainer
+with a fresh module. ``StatefulDataLoader`` gives the resumed run the uninterrupted data order,
+so the weights match bit for bit; these tests check that every epoch aggregate does too:
+``callback_metrics``, ``logged_metrics`` and the ``CSVLogger`` file, value by value.
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+import torchmetrics
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
+from torch.utils.data import DataLoader, TensorDataset
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from lightning_step_types import LossLogging, StepResultAdapter, StepResultWarning, TrainStepResult, TypedLightningModule
+from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
+from models import RegressorParts, assert_same_metrics, assert_same_params, make_dataset, trainer_kwargs
+
+BATCHES = 11  # 21 samples in batches of 2: the last batch holds one
+
+
+def dataset(seed: int = 0) -> TensorDataset:
+    x, y = make_dataset(seed, BATCHES, 2).tensors
+    return TensorDataset(x[:-1], y[:-1])
+
+
+def stateful_loader(seed: int = 0) -> StatefulDataLoader[Any]:
+    return StatefulDataLoader(dataset(seed), batch_size=2)
+
+
+class Logs(RegressorParts):
+    """What every resume model logs from training: each reduction, and a torchmetrics object."""
+
+    mae: torchmetrics.MeanAbsoluteError
+
+    def setup_logs(self) -> None:
+        self.mae = torchmetrics.MeanAbsoluteError()
+
+    def log_training(self, batch: Any) -> torch.Tensor:
+        loss, preds = self.loss_and_preds(batch)
+        log: Any = getattr(self, "log")
+        log("train_loss", loss, on_step=True, on_epoch=True)
+        log("train_sum", loss, on_step=False, on_epoch=True, reduce_fx="sum")
+        log("train_max", loss, on_step=False, on_epoch=True, reduce_fx="max")
+        log("train_min", loss, on_step=False, on_epoch=True, reduce_fx=torch.min)
+        self.mae(preds, batch[1])
+        log("train_mae", self.mae, on_step=False, on_epoch=True)
+        return loss
+
+
+class TypedResume(Logs, TypedLightningModule):
+    def __init__(self, seed: int = 0, lr: float = 0.1) -> None:
+        super().__init__()
+        self.build(seed, lr)
+        self.setup_logs()
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        return TrainStepResult(loss=self.log_training(batch))
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        loss, _ = self.loss_and_preds(batch)
+        self.log("val_loss", loss)
+        return None
+
+
+class PlainResume(Logs, pl.LightningModule):
+    """An existing module: run under ``StepResultAdapter()`` it resumes exactly; alone, as Lightning does."""
+
+    def __init__(self, seed: int = 0, lr: float = 0.1) -> None:
+        super().__init__()
+        self.build(seed, lr)
+        self.setup_logs()
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return self.log_training(batch)
+
+
+class LogLossResume(RegressorParts, TypedLightningModule):
+    log_loss = LossLogging(prog_bar=False)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.build(0, 0.1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, _ = self.loss_and_preds(batch)
+        return TrainStepResult(loss=loss)
+
+
+class Run:
+    """One fit: its Trainer, module and CSV rows."""
+
+    def __init__(self, trainer: pl.Trainer, module: pl.LightningModule, rows: list[dict[str, str]]) -> None:
+        self.trainer, self.module, self.rows = trainer, module, rows
+
+
+def fit(
+    root: Path,
+    make_module: Callable[[], pl.LightningModule],
+    *,
+    every: int | None = None,
+    ckpt_path: Path | None = None,
+    loader: Callable[[], Any] = stateful_loader,
+    adapter: bool = False,
+    exact_resume: bool = True,
+    **overrides: Any,
+) -> Run:
+    val = overrides.pop("val_dataloaders", None)
+    callbacks: list[pl.Callback] = []
+    if every is not None:
+        callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=every, save_top_k=-1, filename="{step}"))
+    if adapter:
+        callbacks.append(StepResultAdapter(exact_resume=exact_resume))
+    logger = CSVLogger(root, name="csv", version=0)
+    kwargs = trainer_kwargs(root, max_epochs=1, callbacks=callbacks, logger=logger, log_every_n_steps=1)
+    kwargs["enable_checkpointing"] = every is not None or "val_check_interval" in overrides
+    kwargs.update(overrides)
+    trainer = pl.Trainer(**kwargs)
+    module = make_module()
+    trainer.fit(module, loader(), val, ckpt_path=ckpt_path)
+    with open(Path(logger.log_dir) / "metrics.csv", newline="") as file:
+        rows = [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(file)]
+    return Run(trainer, module, rows)
+
+
+def assert_same_run(resumed: Run, full: Run) -> None:
+    """Weights, callback_metrics, logged_metrics and every CSV row the resumed run wrote."""
+    assert_same_params(resumed.module, full.module)
+    assert_same_metrics(resumed.trainer.callback_metrics, full.trainer.callback_metrics)
+    assert_same_metrics(resumed.trainer.logged_metrics, full.trainer.logged_metrics)
+    assert resumed.rows, "the resumed run logged nothing"
+    assert resumed.rows == full.rows[-len(resumed.rows) :]
+
+
+def no_step_result_warnings(run: Callable[[], Run]) -> Run:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run()
+    assert [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)] == []
+    return result
+
+
+def one_step_result_warning(run: Callable[[], Run]) -> tuple[Run, str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run()
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert len(messages) == 1, messages
+    return result, messages[0]
+
+
+# --- the plain-Lightning behaviour this fixes ----------------------------------------------------
+
+
+def test_plain_lightning_epoch_aggregates_cover_only_the_batches_after_a_resume(tmp_path: Path) -> None:
+    """The figures docs/resume.md quotes: resume after batch 5 of 11, the last batch uneven."""
+    full = fit(tmp_path / "full", PlainResume, every=5)
+    resumed = fit(tmp_path / "resumed", PlainResume, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    assert_same_params(resumed.module, full.module)  # the data order and weights do resume exactly
+    full_metrics, resumed_metrics = full.trainer.callback_metrics, resumed.trainer.callback_metrics
+    assert round(float(full_metrics["train_loss_epoch"]), 3) == 4.375
+    assert round(float(resumed_metrics["train_loss_epoch"]), 3) == 1.004
+    assert round(float(full_metrics["train_mae"]), 3) == 1.428
+    assert round(float(resumed_metrics["train_mae"]), 3) == 0.712
+
+
+# --- exact resume ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("every", "epochs"),
+    [(1, 1), (5, 1), (10, 1), (16, 2)],
+    ids=["after-first-batch", "mid-epoch", "before-last-batch", "mid-second-epoch"],
+)
+@pytest.mark.parametrize("how", ["typed", "adapter"])
+def test_resumed_epoch_aggregates_equal_the_uninterrupted_run(how: str, every: int, epochs: int, tmp_path: Path) -> None:
+    make: Callable[[], pl.LightningModule] = TypedResume if how == "typed" else PlainResume
+    adapter = how == "adapter"
+    full = fit(tmp_path / "full", make, every=every, adapter=adapter, max_epochs=epochs)
+    resumed = no_step_result_warnings(
+        lambda: fit(
+            tmp_path / "resumed", make, adapter=adapter, max_epochs=epochs,
+            ckpt_path=tmp_path / "full" / "ckpt" / f"step={every}.ckpt",
+        )
+    )
+    assert_same_run(resumed, full)
+    assert not resuming()
+
+
+def test_log_loss_resumes_exactly(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", LogLossResume, every=5)
+    resumed = fit(tmp_path / "resumed", LogLossResume, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    assert_same_run(resumed, full)
+    assert "train_loss_epoch" in resumed.trainer.logged_metrics
+
+
+def test_gradient_accumulation_resumes_exactly(tmp_path: Path) -> None:
+    # every_n_train_steps counts optimizer steps: step 2 is after batch 4 of 11, between two windows of 2
+    full = fit(tmp_path / "full", TypedResume, every=2, accumulate_grad_batches=2)
+    resumed = fit(
+        tmp_path / "resumed", TypedResume, accumulate_grad_batches=2,
+        ckpt_path=tmp_path / "full" / "ckpt" / "step=2.ckpt",
+    )
+    assert_same_run(resumed, full)
+
+
+def test_mid_epoch_validation_with_two_loaders_resumes_exactly(tmp_path: Path) -> None:
+    def val_loaders() -> list[DataLoader[Any]]:
+        return [DataLoader(dataset(1), batch_size=4), DataLoader(dataset(2), batch_size=4)]
+
+    overrides: dict[str, Any] = dict(val_check_interval=0.5, limit_val_batches=2)
+    full = fit(tmp_path / "full", TypedResume, every=7, val_dataloaders=val_loaders(), **overrides)
+    resumed = fit(
+        tmp_path / "resumed", TypedResume, val_dataloaders=val_loaders(),
+        ckpt_path=tmp_path / "full" / "ckpt" / "step=7.ckpt", **overrides,
+    )
+    assert "val_loss/dataloader_idx_1" in resumed.trainer.callback_metrics
+    assert_same_run(resumed, full)
+
+
+def test_lightning_pytorch_flavour_resumes_exactly(tmp_path: Path) -> None:
+    import lightning.pytorch as lp
+
+    from lightning_step_types.lightning_pytorch import TypedLightningModule as LTyped
+
+    class LightningResume(Logs, LTyped):
+        def __init__(self) -> None:
+            super().__init__()
+            self.build(0, 0.1)
+            self.setup_logs()
+
+        def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+            return TrainStepResult(loss=self.log_training(batch))
+
+    def run(root: Path, ckpt: Path | None) -> tuple[lp.Trainer, LightningResume]:
+        callbacks = [lp.callbacks.ModelCheckpoint(dirpath=root, every_n_train_steps=5, save_top_k=-1, filename="{step}")]
+        kwargs = trainer_kwargs(root, callbacks=callbacks, enable_checkpointing=True)
+        trainer, module = lp.Trainer(**kwargs), LightningResume()
+        trainer.fit(module, stateful_loader(), ckpt_path=ckpt)
+        return trainer, module
+
+    full_trainer, full_module = run(tmp_path / "full", None)
+    resumed_trainer, resumed_module = run(tmp_path / "resumed", tmp_path / "full" / "step=5.ckpt")
+    assert_same_params(resumed_module, full_module)
+    assert_same_metrics(resumed_trainer.callback_metrics, full_trainer.callback_metrics)
+
+
+# --- what a checkpoint carries -----------------------------------------------------------------------
+
+
+def test_an_override_without_super_keeps_the_epoch_state(tmp_path: Path) -> None:
+    class OwnCheckpointHooks(TypedResume):
+        def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            checkpoint["mine"] = 1
+
+        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            self.loaded_mine = checkpoint["mine"]
+
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+            pass
+
+    full = fit(tmp_path / "full", OwnCheckpointHooks, every=5)
+    checkpoint = torch.load(tmp_path / "full" / "ckpt" / "step=5.ckpt", weights_only=False)
+    assert checkpoint["mine"] == 1 and "epoch_state" in checkpoint[CHECKPOINT_KEY]
+    resumed = fit(tmp_path / "resumed", OwnCheckpointHooks, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    assert resumed.module.loaded_mine == 1
+    assert_same_run(resumed, full)
+
+
+def test_checkpoint_bytes_added(tmp_path: Path) -> None:
+    """The test model's checkpoint at step 5, with and without the epoch state (figure in docs/resume.md)."""
+    fit(tmp_path / "with", PlainResume, every=5, adapter=True)
+    fit(tmp_path / "without", PlainResume, every=5, adapter=True, exact_resume=False)
+    with_state = (tmp_path / "with" / "ckpt" / "step=5.ckpt").stat().st_size
+    without = (tmp_path / "without" / "ckpt" / "step=5.ckpt").stat().st_size
+    print(f"epoch state adds {with_state - without} bytes to a {without}-byte checkpoint")
+    assert 0 < with_state - without < 4096
+
+
+def test_load_from_checkpoint_is_weights_only(tmp_path: Path) -> None:
+    fit(tmp_path / "full", TypedResume, every=5)
+    loaded = TypedResume.load_from_checkpoint(tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    assert not resuming()
+    fresh = no_step_result_warnings(lambda: fit(tmp_path / "fresh", lambda: loaded))
+    assert fresh.trainer.global_step == BATCHES  # a new run from the loaded weights, all 11 batches
+    assert float(fresh.trainer.callback_metrics["train_sum"]) == pytest.approx(
+        sum(float(r["train_loss_step"]) for r in fresh.rows if "train_loss_step" in r)
+    )
+
+
+# --- tolerant loading ------------------------------------------------------------------------------
+
+
+def test_a_plain_lightning_checkpoint_resumes_with_one_warning(tmp_path: Path) -> None:
+    fit(tmp_path / "full", PlainResume, every=5)  # no adapter: a plain Lightning checkpoint
+    _, message = one_step_result_warning(
+        lambda: fit(tmp_path / "resumed", TypedResume, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    )
+    assert message == (
+        "TypedResume: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint without the running epoch state of lightning_step_types (saved by plain"
+        " Lightning, or with exact_resume=False): every value logged with on_epoch=True in training, and every"
+        " logged metric, starts fresh, so epoch 0's aggregates cover batch 5 onwards only\n"
+        "  expected: checkpoint['lightning_step_types'], which TypedLightningModule and StepResultAdapter() save"
+        " mid-epoch\n"
+        "  fix:      nothing to do for this run: checkpoints saved from now on resume exactly"
+    )
+
+
+def test_exact_resume_false_saves_and_restores_nothing(tmp_path: Path) -> None:
+    fit(tmp_path / "full", PlainResume, every=5, adapter=True, exact_resume=False)
+    checkpoint = torch.load(tmp_path / "full" / "ckpt" / "step=5.ckpt", weights_only=False)
+    assert CHECKPOINT_KEY not in checkpoint
+    plain = fit(tmp_path / "plain", PlainResume, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    switched_off = no_step_result_warnings(
+        lambda: fit(
+            tmp_path / "off", PlainResume, adapter=True, exact_resume=False,
+            ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt",
+        )
+    )
+    assert_same_metrics(switched_off.trainer.callback_metrics, plain.trainer.callback_metrics)
+
+
+def test_an_end_of_epoch_checkpoint_has_nothing_in_flight(tmp_path: Path) -> None:
+    """Saved in on_train_epoch_end: the next epoch starts fresh in both runs, so there is nothing to warn about."""
+    full = fit(tmp_path / "full", TypedResume, max_epochs=2, enable_checkpointing=True,
+               callbacks=[ModelCheckpoint(dirpath=tmp_path / "full" / "ckpt", save_top_k=-1, filename="{epoch}")])
+    checkpoint = torch.load(tmp_path / "full" / "ckpt" / "epoch=0.ckpt", weights_only=False)
+    assert checkpoint[CHECKPOINT_KEY]["epoch_state"]["in_flight"] is False
+    resumed = no_step_result_warnings(
+        lambda: fit(tmp_path / "resumed", TypedResume, max_epochs=2, ckpt_path=tmp_path / "full" / "ckpt" / "epoch=0.ckpt")
+    )
+    assert_same_run(resumed, full)
+
+
+def test_a_checkpoint_at_the_last_batch_names_the_epoch_lightning_does_not_end(tmp_path: Path) -> None:
+    """Lightning resumes a checkpoint from an epoch's last batch at the next epoch, without ending it.
+
+    With a plain DataLoader (a StatefulDataLoader saved at its end makes Lightning 2.6 skip the
+    next epoch's batches too): epoch 1 equals the uninterrupted run's; epoch 0's aggregates are lost.
+    """
+    full = fit(tmp_path / "full", TypedResume, every=BATCHES, max_epochs=2, loader=lambda: DataLoader(dataset(), batch_size=2))
+    resumed, message = one_step_result_warning(
+        lambda: fit(
+            tmp_path / "resumed", TypedResume, max_epochs=2, loader=lambda: DataLoader(dataset(), batch_size=2),
+            ckpt_path=tmp_path / "full" / "ckpt" / f"step={BATCHES}.ckpt",
+        )
+    )
+    assert_same_run(resumed, full)
+    assert message == (
+        "TypedResume: resuming epoch 1 at batch 0\n"
+        "  got:      a checkpoint from the last batch of epoch 0: Lightning resumes at the next epoch without ending"
+        " epoch 0, so its aggregates are not logged: 'train_loss' (training_step), 'train_sum' (training_step),"
+        " 'train_max' (training_step), 'train_min' (training_step), metric 'mae'\n"
+        "  expected: a checkpoint from before the last batch of an epoch, or from its end (on_train_epoch_end)\n"
+        "  fix:      save checkpoints at the end of the epoch (ModelCheckpoint's default) or at an"
+        " every_n_train_steps that is not a multiple of the epoch's length"
+    )
+
+
+class ChangedLogging(TypedResume):
+    """TypedResume after an edit: train_max is now a mean, train_min is gone, the metric renamed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.abs_error = self.mae
+        del self.mae
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, preds = self.loss_and_preds(batch)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        self.log("train_sum", loss, on_step=False, on_epoch=True, reduce_fx="sum")
+        self.log("train_max", loss, on_step=False, on_epoch=True)
+        self.abs_error(preds, batch[1])
+        self.log("train_mae", self.abs_error, on_step=False, on_epoch=True)
+        return TrainStepResult(loss=loss)
+
+
+def test_a_checkpoint_from_before_the_module_changed_restores_the_rest(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", TypedResume, every=5)
+    resumed, message = one_step_result_warning(
+        lambda: fit(tmp_path / "resumed", ChangedLogging, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    )
+    for unchanged in ("train_loss_epoch", "train_sum"):  # restored: equal to the uninterrupted run
+        assert torch.equal(resumed.trainer.callback_metrics[unchanged], full.trainer.callback_metrics[unchanged])
+    assert message == (
+        "ChangedLogging: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint from before the module changed what it logs or declares; these start fresh:"
+        " metric 'mae' (torchmetrics.regression.mae.MeanAbsoluteError), 'train_max' (training_step), now logged"
+        " differently, 'train_min' (training_step), not logged since the checkpoint\n"
+        "  expected: the values and metrics the module logged when the checkpoint was saved, logged the same way\n"
+        "  fix:      nothing to do for this run; to resume exactly, resume from a checkpoint saved by"
+        " TypedLightningModule or under StepResultAdapter() with the same module"
+    )
