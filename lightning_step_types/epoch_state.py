@@ -19,6 +19,7 @@ read in ``lightning_internals.py``. Whatever cannot be restored is named in one
 
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -189,6 +190,14 @@ def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> Non
         _warn(module, resume.where, *_format_problem(saved.get("format")))
         del _RESUMES[module]
         return
+    if saved["in_flight"] and saved["epoch"] == epoch and batch_idx < saved["next_batch"]:
+        # Lightning before 2.5 resumes a checkpoint saved in on_train_batch_end at that same batch again
+        _warn_unavailable(
+            f"Lightning {_version_of(trainer)} resumed epoch {epoch} at batch {batch_idx}, before the checkpoint's"
+            f" batch {saved['next_batch']}: it trains batches {batch_idx} to {saved['next_batch'] - 1} again"
+        )
+        del _RESUMES[module]
+        return
     if not saved["in_flight"] or (saved["epoch"], saved["next_batch"]) != (epoch, batch_idx):
         lost = saved["in_flight"] and (epoch, batch_idx) > (saved["epoch"], saved["next_batch"])
         if lost:  # Lightning resumed past the epoch it was in (a checkpoint at its last batch)
@@ -344,14 +353,20 @@ def _warn_unavailable(reason: str) -> None:
         StepResultWarning(
             format_problem(
                 "exact resume",
-                f"Lightning's logging internals differ from the ones lightning_step_types reads ({reason})",
-                "pytorch-lightning / lightning 2.1 to 2.6",
-                "nothing to do: checkpoints save and resume as in plain Lightning, with epoch aggregates that start"
-                " fresh after a mid-epoch resume",
+                f"{reason}: the running epoch aggregates cannot be restored exactly, so they start fresh",
+                "pytorch-lightning or lightning 2.5 to 2.6, which continue a mid-epoch resume at the next batch"
+                " and keep their logging state where lightning_step_types reads it",
+                "upgrade Lightning for exact epoch aggregates; until then runs resume as in plain Lightning",
             )
         ),
         stacklevel=2,
     )
+
+
+def _version_of(trainer: Any) -> str:
+    """The version of the Lightning package the Trainer comes from (either flavour)."""
+    package = sys.modules.get(type(trainer).__module__.split(".")[0])
+    return str(getattr(package, "__version__", "?"))
 
 
 def _type_name(value: object) -> str:

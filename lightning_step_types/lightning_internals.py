@@ -51,7 +51,8 @@ def trainer_is_running(module: Any) -> bool:
 # `trainer.fit_loop.epoch_loop._results`, a `_ResultCollection` (a dict: "<fx>.<name>[.<dataloader>]"
 # -> `_ResultMetric`), from `trainer/connectors/logger_connector/result.py`. Lightning 2.0 stopped
 # saving it (PR #16516), so `epoch_state.py` saves and restores it through the functions below.
-# Checked on pytorch-lightning / lightning 2.1.4 and 2.6.6; `epoch_results_mismatch` is the probe
+# Checked on pytorch-lightning 2.1.4, 2.4.0, 2.5.0 and 2.6.6 (before 2.5 a resume replays the
+# checkpoint's batch, see `epoch_state.restore_before_first_batch`); `epoch_results_mismatch` is the probe
 # that turns any other shape into a one-time warning instead of an exception or a wrong value.
 
 # `_Metadata` fields that identify what was logged and how it is reduced (all exist since 2.0).
@@ -84,22 +85,22 @@ def training_epoch_results(trainer: Any) -> Any:
 def epoch_results_mismatch(results: Any) -> str | None:
     """Why ``results`` is not the `_ResultCollection` this section reads, or None when it is."""
     if not isinstance(results, dict):
-        return "`trainer.fit_loop.epoch_loop._results` is not a dict of `_ResultMetric`"
+        return "this Lightning's `trainer.fit_loop.epoch_loop._results` is not a dict of `_ResultMetric`"
     collection = cast(Any, results)  # isinstance leaves the type arguments unknown
     kind: Any = collection.__class__
     if not callable(getattr(kind, "update_metrics", None)):
-        return "`_ResultCollection.update_metrics` is gone"
+        return "this Lightning's `_ResultCollection` has no `update_metrics`"
     items: Mapping[str, Any] = collection
     for key, item in items.items():
         meta: Any = getattr(item, "meta", None)
         missing = [field for field in _META_FIELDS if not hasattr(meta, field)]
         missing += [attr for attr in ("is_tensor", "has_reset", "value") if not hasattr(item, attr)]
         if missing:
-            return f"the `_ResultMetric` of {key!r} has no {', '.join(missing)}"
+            return f"this Lightning's `_ResultMetric` of {key!r} has no {', '.join(missing)}"
         if item.is_tensor and _reduction(meta) not in _REDUCTIONS:
-            return f"the `_ResultMetric` of {key!r} reduces with {meta.reduce_fx!r}"
+            return f"this Lightning's `_ResultMetric` of {key!r} reduces with {meta.reduce_fx!r}"
         if item.is_tensor and _reduction(meta) == "mean" and not hasattr(item, "cumulated_batch_size"):
-            return f"the `_ResultMetric` of {key!r} has no cumulated_batch_size"
+            return f"this Lightning's `_ResultMetric` of {key!r} has no cumulated_batch_size"
     return None
 
 
