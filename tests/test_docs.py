@@ -119,7 +119,10 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-NAV = ["Home", "Quick start", "Migration guide", "Error catalogue", "Typing guide", "Reliability", "Design notes", "API reference"]
+NAV = [
+    "Home", "Quick start", "Migration guide", "Error catalogue", "Typing guide", "Resuming a run", "Reliability",
+    "Design notes", "API reference",
+]
 PAGES = ["index.html", "quickstart", "migration", "errors", "typing", "reliability", "design", "api"]
 
 
@@ -472,6 +475,23 @@ def _set_item(target: Any, key: str, value: Any) -> None:
     target[key] = value
 
 
+def _resume_warning(case: str) -> str:
+    """A resume from a checkpoint the epoch state cannot fully continue (tests/test_resume.py's models)."""
+    import tempfile
+
+    import test_resume as resume
+
+    saved_by: Any = resume.PlainResume if case == "plain" else resume.TypedResume
+    resumed_as = type("MyModel", (resume.ChangedLogging if case == "changed" else resume.TypedResume,), {})
+    every = resume.BATCHES if case == "last batch" else 5
+    options: dict[str, Any] = {"max_epochs": 2, "loader": lambda: DataLoader(resume.dataset(), batch_size=2)}
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        resume.fit(root / "saved", saved_by, every=every, **options)
+        checkpoint = root / "saved" / "ckpt" / f"step={every}.ckpt"
+        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, **options))
+
+
 ONE = torch.tensor(1.0)
 NAN = float("nan")
 A = StepResultAdapter
@@ -532,6 +552,10 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "strict adapter dict": lambda: error_of(
         lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "preds": loss.detach()}), A(strict=True))
     ),
+    # resuming a run
+    "resume from a plain checkpoint": lambda: _resume_warning("plain"),
+    "resume after the module changed": lambda: _resume_warning("changed"),
+    "resume from an epoch's last batch": lambda: _resume_warning("last batch"),
     # settings
     "bad nonfinite_loss": lambda: error_of(lambda: A(nonfinite_loss=untyped("ignore")), ValueError),
     "bad log_loss": lambda: error_of(lambda: A(log_loss=untyped("yes")), ValueError),
