@@ -244,6 +244,23 @@ def test_mid_epoch_validation_with_two_loaders_resumes_exactly(tmp_path: Path) -
 
 
 @exact
+def test_a_checkpoint_saved_by_mid_epoch_validation_resumes_exactly(tmp_path: Path) -> None:
+    """ModelCheckpoint without every_n_train_steps saves after each validation: every 5 batches, so after batches 5 and 10 of 11."""
+    def val_loaders() -> list[DataLoader[Any]]:
+        return [DataLoader(dataset(1), batch_size=4), DataLoader(dataset(2), batch_size=4)]
+
+    overrides: dict[str, Any] = dict(val_check_interval=0.5, limit_val_batches=2)
+    saver = ModelCheckpoint(dirpath=tmp_path / "full" / "ckpt", save_top_k=-1, filename="{step}")
+    full = fit(tmp_path / "full", TypedResume, val_dataloaders=val_loaders(), callbacks=[saver], **overrides)
+    assert sorted(path.name for path in (tmp_path / "full" / "ckpt").glob("*.ckpt")) == ["step=10.ckpt", "step=5.ckpt"]
+    mid_epoch = tmp_path / "full" / "ckpt" / "step=5.ckpt"
+    resumed = no_step_result_warnings(
+        lambda: fit(tmp_path / "resumed", TypedResume, val_dataloaders=val_loaders(), ckpt_path=mid_epoch, **overrides)
+    )
+    assert_same_run(resumed, full)
+
+
+@exact
 def test_lightning_pytorch_flavour_resumes_exactly(tmp_path: Path) -> None:
     import lightning.pytorch as lp
 
