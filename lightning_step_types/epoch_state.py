@@ -94,8 +94,8 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
         return
     epoch, processed, epoch_ended = batch_position(trainer)
     in_flight = not epoch_ended and processed > 0
-    rank_state = _rank_state(module, results) if in_flight else None
-    ranks = _gathered(rank_state, trainer)
+    # in_flight is the same on every rank (the loops run in step), so all or none gather
+    ranks = _gathered(_rank_state(module, results), trainer) if in_flight else []
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
 
 
@@ -121,7 +121,7 @@ def _on_cpu(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().cpu().clone() for name, tensor in tensors.items()}
 
 
-def _gathered(rank_state: dict[str, Any] | None, trainer: Any) -> list[dict[str, Any] | None]:
+def _gathered(rank_state: dict[str, Any], trainer: Any) -> list[dict[str, Any]]:
     """Every process's state, in rank order (collective: every rank saves the same checkpoint)."""
     world_size = int(getattr(trainer, "world_size", 1))
     if world_size <= 1 or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
@@ -275,8 +275,6 @@ def _everything(ranks: list[Any]) -> list[str]:
     """Everything a checkpoint's epoch state holds, as the warnings name it."""
     names: dict[str, None] = {}
     for rank_state in ranks:
-        if rank_state is None:
-            continue
         names.update((saved["shown"], None) for saved in rank_state["logged"].values())
         names.update((f"metric {name!r}", None) for name in rank_state["logged_metrics"])
         names.update((f"metric {name!r}", None) for name in rank_state["declared_metrics"])

@@ -138,8 +138,11 @@ def fit(
     trainer = pl.Trainer(**kwargs)
     module = make_module()
     trainer.fit(module, loader(), val, ckpt_path=ckpt_path)
-    with open(Path(logger.log_dir) / "metrics.csv", newline="") as file:
-        rows = [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(file)]
+    rows: list[dict[str, str]] = []
+    metrics_file = Path(logger.log_dir) / "metrics.csv"
+    if metrics_file.exists():  # CSVLogger writes no file for a run that logs nothing
+        with open(metrics_file, newline="") as file:
+            rows = [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(file)]
     return Run(trainer, module, rows)
 
 
@@ -286,6 +289,31 @@ def test_lightning_pytorch_flavour_resumes_exactly(tmp_path: Path) -> None:
     resumed_trainer, resumed_module = run(tmp_path / "resumed", tmp_path / "full" / "step=5.ckpt")
     assert_same_params(resumed_module, full_module)
     assert_same_metrics(resumed_trainer.callback_metrics, full_trainer.callback_metrics)
+
+
+class DeclaredMetric(TypedResume):
+    """A metric updated every step but not logged: what a declared step metric is (the metrics issue)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.declared_mse = torchmetrics.MeanSquaredError()
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, preds = self.loss_and_preds(batch)
+        self.declared_mse(preds, batch[1])
+        return TrainStepResult(loss=loss)
+
+
+@exact
+def test_declared_metrics_resume_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # epoch_state._declared_metrics is where lightning_step_types.metrics plugs its declared metrics in
+    monkeypatch.setattr(epoch_state, "_declared_metrics", lambda module: {"train/mse": module.declared_mse})
+    full = fit(tmp_path / "full", DeclaredMetric, every=5)
+    resumed = fit(tmp_path / "resumed", DeclaredMetric, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    full_mse: Any = full.module.declared_mse
+    resumed_mse: Any = resumed.module.declared_mse
+    assert torch.equal(resumed_mse.compute(), full_mse.compute())
+    assert int(resumed_mse.total) == 21  # all 21 samples of the epoch, 10 of them from before the checkpoint
 
 
 # --- what a checkpoint carries -----------------------------------------------------------------------
