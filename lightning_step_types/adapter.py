@@ -48,7 +48,7 @@ class _ModuleState:
 
     def __init__(self) -> None:
         self.calls: dict[str, StepCall] = {}  # per hook, rebuilt when the module's policy changes
-        self.active = False  # inside an adapted step: nested calls (super().training_step) pass through
+        self.active: bool = False  # inside an adapted step: nested calls (super().training_step) pass through
         # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
         self.latest: dict[str, StepResult[Any]] = {}
 

@@ -25,7 +25,7 @@ from lightning_step_types.errors import (
     short_repr,
 )
 from lightning_step_types.lightning_internals import trainer_of
-from lightning_step_types.policy import StepPolicy
+from lightning_step_types.policy import NonFiniteLoss, StepPolicy
 from lightning_step_types.results import (
     FrozenMetadata,
     StepResult,
@@ -64,13 +64,13 @@ class StepCall:
     def __init__(
         self, module: torch.nn.Module, hook_name: str, policy: StepPolicy, source: tuple[str, int] | None = None
     ) -> None:
-        self.module = module
-        self.hook_name = hook_name
-        self.hook = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
-        self.policy = policy
-        self.strict = policy.strict
-        self.nonfinite_loss = policy.nonfinite_loss
-        self.source = source  # (file, line) of the user's step, where warnings point
+        self.module: torch.nn.Module = module
+        self.hook_name: str = hook_name
+        self.hook: str = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
+        self.policy: StepPolicy = policy
+        self.strict: bool = policy.strict
+        self.nonfinite_loss: NonFiniteLoss = policy.nonfinite_loss
+        self.source: tuple[str, int] | None = source  # (file, line) of the user's step, where warnings point
         self._warned: set[str] = set()
 
     @property
