@@ -409,6 +409,11 @@ def _no_grad_loss(model: Any, loss: torch.Tensor) -> TrainStepResult:
         return TrainStepResult(loss=F.mse_loss(model.net(LOADER_DATA[0]), LOADER_DATA[1]))
 
 
+def _logs_train_loss_itself(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    model.log("train_loss", loss)  # the step's own call, beside log_loss's of the same name
+    return TrainStepResult(loss=loss)
+
+
 def _subclass_with_a_field() -> None:
     # `class LogitsResult(TrainStepResult): logits: torch.Tensor`, named as at module level.
     type("LogitsResult", (TrainStepResult,), {"__annotations__": {"logits": "torch.Tensor"}, "__module__": __name__})
@@ -499,6 +504,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "strict tensor": lambda: error_of(lambda: fit(MyModel(lambda m, loss: loss))),
     "strict dict": lambda: error_of(lambda: fit(MyModel(lambda m, loss: {"loss": loss, "logits": loss}))),
     "strict tuple": lambda: error_of(lambda: fit(MyModel(lambda m, loss: (loss, loss)))),
+    "strict legacy log key": lambda: error_of(
+        lambda: fit(MyModel(lambda m, loss: {"loss": loss, "acc": loss.detach(), "log": {"train_loss": loss}}))
+    ),
     "strict validation dict": lambda: error_of(lambda: fit(MyModel(val_return=lambda m, loss: {"val_loss": loss}), validate=True)),
     "val result from training": lambda: error_of(lambda: fit(MyModel(lambda m, loss: ValStepResult(loss=loss)))),
     "train result from validation": lambda: error_of(
@@ -527,6 +535,18 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "lenient int key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, 0: loss}), A())),
     "lenient validation tuple": lambda: warning_of(
         lambda: fit(PlainMyModel(lambda m, loss: loss, lambda m, loss: (loss, loss)), A(), validate=True)
+    ),
+    "lenient leaf loss": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: torch.tensor(0.0, requires_grad=True)), A())
+    ),
+    "lenient per-sample validation loss": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: loss, lambda m, loss: {"loss": loss.repeat(4)}), A(), validate=True)
+    ),
+    "log_loss beside the step's own self.log": lambda: warning_of(
+        lambda: fit(MyModel(_logs_train_loss_itself, log_loss=True))
+    ),
+    "log_loss beside the step's own self.log, callback": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: _logs_train_loss_itself(m, loss).loss), A(log_loss=True))
     ),
     "adapter settings on a typed module": lambda: warning_of(lambda: fit(MyModel(), A(nonfinite_loss="warn"))),
     "strict adapter dict": lambda: error_of(
