@@ -20,7 +20,7 @@ PACKAGE = "lightning_step_types"
 
 class build_py(_build_py):  # noqa: N801 - setuptools' command name
     def _stub_mapping(self) -> dict[str, str]:
-        """build path -> source path for each stub file (and py.typed, which the runtime has too)."""
+        """build path -> source path of each stub (py.typed comes with the runtime package itself)."""
         target_dir = Path(self.build_lib, PACKAGE)
         return {
             str(target_dir / stub.name): str(stub.relative_to(STUBS.parents[1]))

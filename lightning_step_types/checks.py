@@ -219,14 +219,14 @@ def warn_loss_logged_by_the_step(call: StepCall, name: str, logging: LossLogging
         " and counts a second identical one twice",
         f"the step's own `self.log({name!r}, ...)` is kept and log_loss skips {name!r}; to silence this,"
         f" remove that call from the step, or turn this stage of log_loss off:"
-        f" `log_loss=LossLogging({stage}=None{_other_settings(logging)})`",
+        f" `log_loss=LossLogging({stage}=None{_other_settings(logging, stage)})`",
     )
 
 
-def _other_settings(logging: LossLogging) -> str:
-    """The LossLogging fields that differ from the defaults, as the user would write them."""
+def _other_settings(logging: LossLogging, stage: str) -> str:
+    """The LossLogging fields other than ``stage`` that differ from the defaults, as the user would write them."""
     default = LossLogging()
-    fields = ("train", "val", "test", "prog_bar", "sync_dist")
+    fields = [field for field in ("train", "val", "test", "prog_bar", "sync_dist") if field != stage]
     return "".join(
         f", {field}={getattr(logging, field)!r}" for field in fields if getattr(logging, field) != getattr(default, field)
     )
@@ -408,11 +408,12 @@ def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
         return f"wrap the loss: `return {name}(loss=loss)`"
     if isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
-        keys = list(output)
+        keys = [k for k in output]  # not list(): a mapping's __len__ may fail where iterating does not
         loss_key = _loss_key(output)
         # The 0.x keys are not metadata: their fix is the warning's (and the migration guide's).
         legacy = [LEGACY_KEYS[k][1] for k in keys if isinstance(k, str) and k in LEGACY_KEYS]
-        others = [k for k in keys if k != loss_key and not (isinstance(k, str) and k in LEGACY_KEYS)]
+        # Only str keys are compared: a user's key object may fail its __eq__.
+        others = [k for k in keys if not (isinstance(k, str) and (k == loss_key or k in LEGACY_KEYS))]
         metadata = ", ".join(f"{short_repr(k)}: ..." for k in others[:4]) + (", ..." if len(others) > 4 else "")
         result = f"{name}(loss=..., metadata={{{metadata}}})" if others else f"{name}(loss=...)"
         misspelt = f", with the {loss_key!r} value as the loss" if loss_key not in (None, "loss") else ""

@@ -544,14 +544,14 @@ class ExplicitOwnValLog(ExplicitLogging):
         return {"loss": loss}
 
 
-def clash_warning(cls: str, hook: str, name: str, stage: str) -> str:
+def clash_warning(cls: str, hook: str, name: str, stage: str, other_settings: str = "") -> str:
     return (
         f"{cls}.{hook}: log_loss\n"
         f"  got:      `self.log({name!r}, ...)` in {cls}.{hook}, and log_loss logging {name!r} as well\n"
         "  expected: one `self.log` per name and hook: Lightning raises on a second call with other arguments"
         " and counts a second identical one twice\n"
         f"  fix:      the step's own `self.log({name!r}, ...)` is kept and log_loss skips {name!r}; to silence this,"
-        f" remove that call from the step, or turn this stage of log_loss off: `log_loss=LossLogging({stage}=None)`"
+        f" remove that call from the step, or turn this stage of log_loss off: `log_loss=LossLogging({stage}=None{other_settings})`"
     )
 
 
@@ -583,6 +583,13 @@ def test_a_step_logging_log_losss_own_call_is_not_counted_twice(explicit_default
     assert_same_logging(run, explicit_default)
     # Its evaluation steps return dicts, whose losses log_loss does not log (legacy evaluation returns).
     assert log_loss_warnings(run) == [clash_warning("ExplicitLogging", "training_step", "train_loss", "train")]
+
+
+def test_the_fix_keeps_the_other_settings(tmp_path: Path) -> None:
+    run = Run(PlainOwnValLog(), tmp_path, [StepResultAdapter(log_loss=LossLogging(val="val_loss", prog_bar=False))])
+    assert log_loss_warnings(run) == [
+        clash_warning("PlainOwnValLog", "validation_step", "val_loss", "val", ", prog_bar=False")
+    ]
 
 
 def test_turning_the_stage_off_silences_the_warning(tmp_path: Path) -> None:
