@@ -121,8 +121,11 @@ class _StateWithoutWrappers:
         previous: Any = self._replaced["__getstate__"]
         if isinstance(previous, _StateWithoutWrappers):  # a second adapter: the first one knows the originals
             return previous()
-        own_getstate: Any = previous if previous is not _MISSING else module.__class__.__getstate__.__get__(module)
-        state: object = own_getstate()
+        if previous is not _MISSING:
+            state: object = previous()
+        else:  # the class's (Python 3.10's object has none: its default state is the __dict__)
+            class_getstate: Any = getattr(module.__class__, "__getstate__", None)
+            state = class_getstate(module) if class_getstate is not None else module.__dict__
         if not isinstance(state, dict):  # a class with its own kind of state keeps it
             return state
         # A copy: a __getstate__ may return the live __dict__, and the module keeps its wrappers.

@@ -105,7 +105,9 @@ class Install(NamedTuple):
 
 def _checkout_copy(destination: Path) -> Path:
     """The files of a fresh checkout (no build/, caches or installs of this one)."""
-    ignored = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".*", "site", "lightning_logs")
+    ignored = shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", "__pycache__", ".*", "site", "lightning_logs", "demo_outputs"
+    )
     shutil.copytree(ROOT, destination, ignore=ignored)
     return destination
 
