@@ -18,9 +18,14 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types.checks import StepCall, check_evaluation_return, check_training_return
+from lightning_step_types.checks import (
+    StepCall,
+    check_evaluation_return,
+    check_training_return,
+    warn_loss_logged_by_the_step,
+)
 from lightning_step_types.errors import StepResultError
-from lightning_step_types.lightning_internals import trainer_is_running
+from lightning_step_types.lightning_internals import logged_in_current_hook, trainer_is_running
 from lightning_step_types.policy import LossLogging, StepPolicy
 from lightning_step_types.results import StepResult
 
@@ -48,7 +53,7 @@ class _ModuleState:
 
     def __init__(self) -> None:
         self.calls: dict[str, StepCall] = {}  # per hook, rebuilt when the module's policy changes
-        self.active = False  # inside an adapted step: nested calls (super().training_step) pass through
+        self.active: bool = False  # inside an adapted step: nested calls (super().training_step) pass through
         # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
         self.latest: dict[str, StepResult[Any]] = {}
 
@@ -109,14 +114,19 @@ def run_step(
     else:
         state.latest[hook_name] = result
     if policy.log_loss is not None:
-        _log_loss(module, hook_name, policy.log_loss, lightning_output, result)
+        _log_loss(module, call, policy.log_loss, lightning_output, result)
     return lightning_output
 
 
 def _log_loss(
-    module: Any, hook_name: str, logging: LossLogging, lightning_output: Any, result: StepResult[Any] | None
+    module: Any, call: StepCall, logging: LossLogging, lightning_output: Any, result: StepResult[Any] | None
 ) -> None:
-    """The ``self.log`` call a user would write for this stage's loss (typed results, legacy training losses)."""
+    """The ``self.log`` call a user would write for this stage's loss (typed results, legacy training losses).
+
+    Where the step logs that name itself, its own call wins: a second ``self.log`` of one name in
+    one hook raises in Lightning (other arguments) or counts the value twice (the same ones).
+    """
+    hook_name = call.hook_name
     name = logging.name_for(hook_name)
     if name is None:
         return
@@ -130,6 +140,11 @@ def _log_loss(
             return
     else:
         return
+    if not call.loss_logged_by_adapter:  # once the adapter has logged the name, the key is its own
+        if logged_in_current_hook(module, name):
+            warn_loss_logged_by_the_step(call, name, logging)
+            return
+        call.loss_logged_by_adapter = True
     module.log(
         name,
         loss,

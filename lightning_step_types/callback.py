@@ -6,7 +6,8 @@ Mixed into each Lightning flavour's ``Callback`` as ``StepResultAdapter``.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+import weakref
+from typing import Any, cast
 
 import lightning_step_types.epoch_state as epoch_state
 from lightning_step_types.adapter import STEP_HOOKS
@@ -30,8 +31,10 @@ class StepResultAdapterMixin:
     ``nonfinite_loss``, ``log_loss`` and ``exact_resume`` work as on ``TypedLightningModule``.
 
     The module's step methods are wrapped on the instance from ``setup`` until ``teardown``
-    (or an exception); afterwards the module is exactly as it was. A ``TypedLightningModule``
-    adapts itself with its own settings, and the callback leaves it alone.
+    (or an exception); afterwards the module is exactly as it was. Pickled, saved with
+    ``torch.save`` or deep-copied during the run, the module is copied without the wrappers: the
+    copy is the plain module. A ``TypedLightningModule`` adapts itself with its own settings, and
+    the callback leaves it alone.
     """
 
     def __init__(
@@ -42,7 +45,7 @@ class StepResultAdapterMixin:
         exact_resume: bool = True,
     ) -> None:
         super().__init__()
-        self.policy = StepPolicy.of(strict, nonfinite_loss, log_loss)
+        self.policy: StepPolicy = StepPolicy.of(strict, nonfinite_loss, log_loss)
         self.exact_resume = exact_resume
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
@@ -67,6 +70,9 @@ class StepResultAdapterMixin:
             if _user_defines(pl_module, hook_name):
                 replaced[hook_name] = pl_module.__dict__.get(hook_name, _MISSING)
                 pl_module.__dict__[hook_name] = adapted_bound_step(pl_module, hook_name, self.policy)
+        if replaced:
+            replaced["__getstate__"] = pl_module.__dict__.get("__getstate__", _MISSING)
+            pl_module.__dict__["__getstate__"] = _StateWithoutWrappers(pl_module, replaced)
         self._replaced[id(pl_module)] = replaced
 
     def _warn_if_overridden(self, pl_module: TypedModuleMixin) -> None:
@@ -118,6 +124,45 @@ class StepResultAdapterMixin:
                 del pl_module.__dict__[hook_name]
             else:
                 pl_module.__dict__[hook_name] = previous
+
+
+class _StateWithoutWrappers:
+    """An adapted module's ``__getstate__`` for the run: its state as it would be without the adapter.
+
+    ``pickle``, ``torch.save`` and ``copy.deepcopy`` (and ``copy.copy``) all take an object's state
+    from ``obj.__getstate__()``, looked up on the instance first. Set in the instance ``__dict__``
+    beside the wrappers, this one calls the class's own ``__getstate__`` (``LightningModule``'s drops
+    the Trainer) and puts back what the wrappers replaced, so the copy is the plain module: the
+    wrappers, closures over this module, would otherwise fail to pickle and would tie a deep copy to
+    the original. The copy is never adapted; a later run with the adapter adapts it afresh.
+    """
+
+    __slots__ = ("_module", "_replaced")
+
+    def __init__(self, module: Any, replaced: dict[str, Any]) -> None:
+        self._module = weakref.ref(module)  # the module holds this object: no cycle to wait for the GC
+        self._replaced = replaced  # name -> what the instance __dict__ had before the adapter, or _MISSING
+
+    def __call__(self) -> object:
+        module: Any = self._module()
+        previous: Any = self._replaced["__getstate__"]
+        if isinstance(previous, _StateWithoutWrappers):  # a second adapter: the first one knows the originals
+            return previous()
+        if previous is not _MISSING:
+            state: object = previous()
+        else:  # the class's (Python 3.10's object has none: its default state is the __dict__)
+            class_getstate: Any = getattr(module.__class__, "__getstate__", None)
+            state = class_getstate(module) if class_getstate is not None else module.__dict__
+        if not isinstance(state, dict):  # a class with its own kind of state keeps it
+            return state
+        # A copy: a __getstate__ may return the live __dict__, and the module keeps its wrappers.
+        plain: dict[str, Any] = dict(cast("dict[str, Any]", state))
+        for name, before in self._replaced.items():
+            if before is _MISSING:
+                plain.pop(name, None)
+            else:
+                plain[name] = before
+        return plain
 
 
 def _shown(log_loss: LossLogging | None) -> str:

@@ -25,7 +25,7 @@ from lightning_step_types.errors import (
     short_repr,
 )
 from lightning_step_types.lightning_internals import trainer_of
-from lightning_step_types.policy import StepPolicy
+from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 from lightning_step_types.results import (
     FrozenMetadata,
     StepResult,
@@ -35,7 +35,7 @@ from lightning_step_types.results import (
     loss_error,
 )
 
-__all__ = ["StepCall", "check_evaluation_return", "check_training_return"]
+__all__ = ["StepCall", "check_evaluation_return", "check_training_return", "warn_loss_logged_by_the_step"]
 
 # Keys that Lightning 0.x read from a step's dict; Lightning 1.0+ keeps them as plain extras and
 # reads nothing from them. Key -> (what does that job now, the fix).
@@ -59,18 +59,30 @@ class StepCall:
     Built once per module and hook by the adapter; it reads the module's live state when asked.
     """
 
-    __slots__ = ("module", "hook", "hook_name", "policy", "strict", "nonfinite_loss", "source", "_warned")
+    __slots__ = (
+        "module",
+        "hook",
+        "hook_name",
+        "policy",
+        "strict",
+        "nonfinite_loss",
+        "source",
+        "loss_logged_by_adapter",
+        "_warned",
+    )
 
     def __init__(
         self, module: torch.nn.Module, hook_name: str, policy: StepPolicy, source: tuple[str, int] | None = None
     ) -> None:
-        self.module = module
-        self.hook_name = hook_name
-        self.hook = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
-        self.policy = policy
-        self.strict = policy.strict
-        self.nonfinite_loss = policy.nonfinite_loss
-        self.source = source  # (file, line) of the user's step, where warnings point
+        self.module: torch.nn.Module = module
+        self.hook_name: str = hook_name
+        self.hook: str = f"{type(module).__qualname__}.{hook_name}"  # "MyModel.training_step"
+        self.policy: StepPolicy = policy
+        self.strict: bool = policy.strict
+        self.nonfinite_loss: NonFiniteLoss = policy.nonfinite_loss
+        self.source: tuple[str, int] | None = source  # (file, line) of the user's step, where warnings point
+        # log_loss has logged this hook's loss name itself (so the name's key in Lightning's results is its own)
+        self.loss_logged_by_adapter: bool = False
         self._warned: set[str] = set()
 
     @property
@@ -160,8 +172,11 @@ def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepR
     if isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         _warn_about_keys(output, call)
-        if is_loss_tensor(output.get("loss")):
-            _skip_nonfinite(output["loss"], "return value['loss']", call)
+        if "loss" in output:
+            if is_loss_tensor(output["loss"]):
+                _skip_nonfinite(output["loss"], "return value['loss']", call)
+            else:
+                _warn_malformed_evaluation_loss(output["loss"], call)
     elif isinstance(output, torch.Tensor):
         if is_loss_tensor(output):
             _skip_nonfinite(output, "return value", call)
@@ -175,6 +190,46 @@ def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepR
             "return `ValStepResult(loss=loss, metadata={...})`, or a dict such as `{'preds': preds}`",
         )
     return output, None
+
+
+def _warn_malformed_evaluation_loss(loss: object, call: StepCall) -> None:
+    """An evaluation dict's 'loss' that is no loss: nothing in Lightning reads it, so it warns."""
+    error = loss_error("return value['loss']", loss)
+    fix = error.fix
+    if isinstance(loss, torch.Tensor) and loss.numel() > 1:
+        fix += "; or return the per-sample values under another key, e.g. `{'losses': losses}`"
+    call.warn(
+        "malformed loss",
+        error.where,
+        error.got,
+        f"{error.expected}: Lightning passes an evaluation step's 'loss' unchecked to"
+        f" `on_{_stage(call)}_batch_end`, where a callback reads it as the step's loss",
+        fix,
+    )
+
+
+def warn_loss_logged_by_the_step(call: StepCall, name: str, logging: LossLogging) -> None:
+    """log_loss beside the step's own ``self.log`` of the same name: the step's call wins."""
+    stage = {"training_step": "train", "validation_step": "val"}.get(call.hook_name, "test")
+    call.warn(
+        "log_loss clash",
+        "log_loss",
+        f"`self.log({name!r}, ...)` in {call.hook}, and log_loss logging {name!r} as well",
+        "one `self.log` per name and hook: Lightning raises on a second call with other arguments"
+        " and counts a second identical one twice",
+        f"the step's own `self.log({name!r}, ...)` is kept and log_loss skips {name!r}; to silence this,"
+        f" remove that call from the step, or turn this stage of log_loss off:"
+        f" `log_loss=LossLogging({stage}=None{_other_settings(logging, stage)})`",
+    )
+
+
+def _other_settings(logging: LossLogging, stage: str) -> str:
+    """The LossLogging fields other than ``stage`` that differ from the defaults, as the user would write them."""
+    default = LossLogging()
+    fields = [field for field in ("train", "val", "test", "prog_bar", "sync_dist") if field != stage]
+    return "".join(
+        f", {field}={getattr(logging, field)!r}" for field in fields if getattr(logging, field) != getattr(default, field)
+    )
 
 
 def _accept_training_result(
@@ -255,13 +310,24 @@ def _check_loss_graph(loss: torch.Tensor, where: str, call: StepCall) -> None:
             call.hook,
         )
     if loss.grad_fn is None and not isinstance(loss, torch.nn.Parameter):
-        raise StepResultError(
-            where,
-            f"{describe_tensor(loss)}: a leaf tensor, not computed from any parameter",
-            "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty",
+        got = f"{describe_tensor(loss)}: a leaf tensor, not computed from any parameter"
+        expected = "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty"
+        fix = (
             "compute the loss from the model's output, e.g. `loss = F.mse_loss(self(x), y)`, instead of"
-            " creating it with `torch.tensor(..., requires_grad=True)` or `.requires_grad_()`",
-            call.hook,
+            " creating it with `torch.tensor(..., requires_grad=True)` or `.requires_grad_()`"
+        )
+        if call.strict:
+            raise StepResultError(where, got, expected, fix, call.hook)
+        # Backward on a leaf runs and trains nothing, as in plain Lightning: a no-op some steps mean
+        # (an I/O benchmark), so the lenient adapter warns.
+        call.warn(
+            "leaf loss",
+            where,
+            got,
+            expected + ", so the step trains nothing",
+            fix + "; if training nothing is intended (an I/O benchmark, say), set"
+            " `self.automatic_optimization = False` in `__init__`: Lightning then calls no backward and"
+            " this check is off",
         )
 
 
@@ -342,10 +408,16 @@ def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
         return f"wrap the loss: `return {name}(loss=loss)`"
     if isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
-        others = [k for k in output if not (isinstance(k, str) and k == "loss")]
+        keys = [k for k in output]  # not list(): a mapping's __len__ may fail where iterating does not
+        loss_key = _loss_key(output)
+        # The 0.x keys are not metadata: their fix is the warning's (and the migration guide's).
+        legacy = [LEGACY_KEYS[k][1] for k in keys if isinstance(k, str) and k in LEGACY_KEYS]
+        # Only str keys are compared: a user's key object may fail its __eq__.
+        others = [k for k in keys if not (isinstance(k, str) and (k == loss_key or k in LEGACY_KEYS))]
         metadata = ", ".join(f"{short_repr(k)}: ..." for k in others[:4]) + (", ..." if len(others) > 4 else "")
-        loss = "out['loss']" if "loss" in output else "loss"
-        return f"return `{name}(loss={loss}, metadata={{{metadata}}})`"
+        result = f"{name}(loss=..., metadata={{{metadata}}})" if others else f"{name}(loss=...)"
+        misspelt = f", with the {loss_key!r} value as the loss" if loss_key not in (None, "loss") else ""
+        return "; ".join([*legacy, f"return `{result}`{misspelt}"])
     if isinstance(output, (tuple, list)):
         return f"name the parts: `return {name}(loss=loss, metadata={{'logits': logits}})`"
     if isinstance(output, (float, int)):
@@ -353,12 +425,26 @@ def _rewrite_hint(output: object, expected: type[StepResult[Any]]) -> str:
     return f"return `{name}(loss=loss, metadata={{...}})` with `loss` a tensor computed from the model's output"
 
 
-def _missing_loss_fix(output: Mapping[Any, Any]) -> str:
+def _loss_key(output: Mapping[Any, Any]) -> str | None:
+    """The key a dict holds its loss under: 'loss', a misspelling of it, or the one key ending in
+    'loss' ('val_loss'); None where there is none, and the fix's `loss=...` is the step's loss."""
+    if "loss" in output:
+        return "loss"
+    suffixed = [k for k in output if isinstance(k, str) and k.endswith("loss")]
+    return _misspelt_loss_key(output) or (suffixed[0] if len(suffixed) == 1 else None)
+
+
+def _misspelt_loss_key(output: Mapping[Any, Any]) -> str | None:
     names = [k for k in output if isinstance(k, str)]
     # 0.7: catches "Loss", "losss", "los" but not "logits" (0.6)
     close = [k for k in names if k.lower() == "loss"] or difflib.get_close_matches("loss", names, n=1, cutoff=0.7)
-    if close:
-        return f"rename the key {close[0]!r} to 'loss' (keys are case-sensitive), or return TrainStepResult(loss=...)"
+    return close[0] if close else None
+
+
+def _missing_loss_fix(output: Mapping[Any, Any]) -> str:
+    close = _misspelt_loss_key(output)
+    if close is not None:
+        return f"rename the key {close!r} to 'loss' (keys are case-sensitive), or return TrainStepResult(loss=...)"
     return "add the loss under 'loss', or return `TrainStepResult(loss=loss, metadata={...})`"
 
 

@@ -59,7 +59,7 @@ class MoonsClassifier(TypedLightningModule):
         super().__init__()
         self.save_hyperparameters()  # so that load_from_checkpoint needs no arguments
         self.lr = lr
-        self.net = torch.nn.Sequential(
+        self.net: torch.nn.Sequential = torch.nn.Sequential(
             torch.nn.Linear(2, hidden),
             torch.nn.ReLU(),
             torch.nn.Linear(hidden, hidden),
@@ -101,7 +101,7 @@ class ConfusionMatrix(TypedCallback):
     """Counts test predictions per (true class, predicted class) from each ``ValStepResult``."""
 
     def __init__(self, num_classes: int = 2) -> None:
-        self.counts = torch.zeros(num_classes, num_classes, dtype=torch.long)
+        self.counts: torch.Tensor = torch.zeros(num_classes, num_classes, dtype=torch.long)
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.counts.zero_()

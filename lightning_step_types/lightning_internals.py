@@ -19,6 +19,7 @@ __all__ = [
     "epoch_results_mismatch",
     "load_metric_states",
     "logged_entries",
+    "logged_in_current_hook",
     "metric_states",
     "stop_calling_before_updates",
     "trainer_is_running",
@@ -217,3 +218,32 @@ def _copied(value: Any, device: Any = None) -> Any:
         items: list[Any] = cast(Any, value)  # isinstance leaves the item type unknown
         return [_copied(item, device) for item in items]
     return value
+
+
+# --- logging from the running hook ---
+
+
+def logged_in_current_hook(module: Any, name: str) -> bool:
+    """Whether ``self.log(name, ...)`` has been called from the hook that is running now.
+
+    Relies on three private names of Lightning 2.x: ``LightningModule._current_fx_name`` (the hook
+    the Trainer is calling, set around every hook in ``trainer/call.py``), ``Trainer._results`` (the
+    active loop's ``_ResultCollection``) and the collection's keys, which ``_ResultCollection.log``
+    builds as ``"<hook>.<name>"``, plus ``".<dataloader_idx>"`` when the loop runs several
+    dataloaders and ``add_dataloader_idx`` is left on. A key stays registered for the loop's
+    lifetime and its value is reset at each epoch's end (``has_reset``): so this is "logged from
+    this hook since the epoch began", which is every step for a call the hook makes on every step.
+    """
+    trainer = trainer_of(module)
+    fx = module.__dict__.get("_current_fx_name")
+    if trainer is None or fx is None:
+        return False
+    results = trainer._results  # None outside a loop
+    if results is None:
+        return False
+    key = f"{fx}.{name}"
+    for candidate in (key, f"{key}.{results.dataloader_idx}") if results.dataloader_idx is not None else (key,):
+        metric = results.get(candidate)
+        if metric is not None and not metric.has_reset:
+            return True
+    return False

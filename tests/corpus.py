@@ -103,8 +103,8 @@ def error(where: str, got: str, expected: str, fix: str) -> Outcome:
     return Outcome("error", where, got, expected, fix)
 
 
-def warning(where: str, got: str, expected: str, fix: str) -> Outcome:
-    return Outcome("warning", where, got, expected, fix)
+def warning(where: str, got: str, expected: str, fix: str, params_change: bool = True) -> Outcome:
+    return Outcome("warning", where, got, expected, fix, params_change)
 
 
 # The namespace a case's expression is evaluated in.
@@ -163,6 +163,24 @@ DIVERGES_FIX = "find where training diverges: lower the learning rate, clip grad
 NEEDS_LOSS_KEY = "a 'loss' key: automatic optimization calls backward on it"
 LEGACY_EXPECTED = "metrics logged with `self.log` / `self.log_dict`"
 STR_KEYS = "str keys: Lightning and loggers address outputs by name"
+LEAF_GOT = f"{T_GRAD}: a leaf tensor, not computed from any parameter"
+LEAF_EXPECTED = "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty"
+LEAF_FIX = "compute the loss from the model's output, e.g. `loss = F.mse_loss(self(x), y)`"
+LEAF_NO_OP_FIX = (
+    "if training nothing is intended (an I/O benchmark, say), set `self.automatic_optimization = False`"
+    " in `__init__`: Lightning then calls no backward and this check is off"
+)
+T_PER_SAMPLE_NO_GRAD = "Tensor(shape=(3,), dtype=float32, requires_grad=False)"
+
+
+def _eval_loss(stage: str) -> str:
+    return (
+        f"{LOSS_TENSOR}: Lightning passes an evaluation step's 'loss' unchecked to `on_{stage}_batch_end`,"
+        " where a callback reads it as the step's loss"
+    )
+
+
+PER_SAMPLE_KEY_FIX = "; or return the per-sample values under another key, e.g. `{'losses': losses}`"
 
 
 def _malformed(stage: str) -> str:
@@ -216,7 +234,7 @@ CASES: tuple[Case, ...] = (
         AUTO,
         '{"loss": s.loss, "preds": s.preds}',
         strict=_strict_train(
-            "dict with keys ['loss', 'preds']", "return `TrainStepResult(loss=out['loss'], metadata={'preds': ...})`"
+            "dict with keys ['loss', 'preds']", "return `TrainStepResult(loss=..., metadata={'preds': ...})`"
         ),
         lenient=ACCEPTED,
     ),
@@ -242,7 +260,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"loss": 1.0}',
-        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=out['loss'], metadata={})`"),
+        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=...)`"),
         lenient=error("return value['loss']", "float 1.0", LOSS_TENSOR, ITEM_FIX),
     ),
     Case(
@@ -305,7 +323,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"loss": [s.loss]}',
-        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=out['loss'], metadata={})`"),
+        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=...)`"),
         lenient=error(
             "return value['loss']",
             f"list of 1: ({T_GRAD})",
@@ -405,7 +423,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"loss": s.loss.detach()}',
-        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=out['loss'], metadata={})`"),
+        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=...)`"),
         lenient=error("return value['loss']", f"{T_NO_GRAD}: {CUT_FROM_GRAPH}", NEEDS_GRAPH, KEEP_GRAPH_FIX),
     ),
     Case(
@@ -413,14 +431,17 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         "TrainStepResult(loss=torch.tensor(0.25, requires_grad=True))",
-        **_both(
-            error(
-                "return value.loss",
-                f"{T_GRAD}: a leaf tensor, not computed from any parameter",
-                "a loss computed from the model's parameters: backward on a leaf leaves every gradient empty",
-                "compute the loss from the model's output, e.g. `loss = F.mse_loss(self(x), y)`",
-            )
-        ),
+        strict=error("return value.loss", LEAF_GOT, LEAF_EXPECTED, LEAF_FIX),
+        lenient=warning("return value.loss", LEAF_GOT, LEAF_EXPECTED + ", so the step trains nothing", LEAF_NO_OP_FIX, False),
+    ),
+    Case(
+        "leaf tensor returned on purpose (an I/O benchmark)",
+        TRAIN,
+        AUTO,
+        "torch.tensor(0.0, requires_grad=True)",
+        strict=_strict_train(T_GRAD, WRAP_TRAIN),
+        lenient=warning("return value", LEAF_GOT, LEAF_EXPECTED + ", so the step trains nothing", LEAF_NO_OP_FIX, False),
+        note="plain Lightning runs it: backward on a leaf changes no parameter",
     ),
     Case(
         "loss computed from inputs only",
@@ -451,7 +472,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"loss": s.loss * -float("inf")}',
-        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=out['loss'], metadata={})`"),
+        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=...)`"),
         lenient=error("return value['loss']", f"{T_GRAD} with value -inf", FINITE, DIVERGES_FIX),
     ),
     # keys
@@ -460,7 +481,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"Loss": s.loss}',
-        strict=_strict_train("dict with keys ['Loss']", "return `TrainStepResult(loss=loss, metadata={'Loss': ...})`"),
+        strict=_strict_train("dict with keys ['Loss']", "return `TrainStepResult(loss=...)`, with the 'Loss' value as the loss"),
         lenient=error(
             "return value",
             "dict with keys ['Loss']",
@@ -473,7 +494,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"los": s.loss}',
-        strict=_strict_train("dict with keys ['los']", "return `TrainStepResult(loss=loss, metadata={'los': ...})`"),
+        strict=_strict_train("dict with keys ['los']", "return `TrainStepResult(loss=...)`, with the 'los' value as the loss"),
         lenient=error("return value", "dict with keys ['los']", NEEDS_LOSS_KEY, "rename the key 'los' to 'loss'"),
     ),
     Case(
@@ -481,7 +502,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"preds": s.preds}',
-        strict=_strict_train("dict with keys ['preds']", "return `TrainStepResult(loss=loss, metadata={'preds': ...})`"),
+        strict=_strict_train("dict with keys ['preds']", "return `TrainStepResult(loss=..., metadata={'preds': ...})`"),
         lenient=error("return value", "dict with keys ['preds']", NEEDS_LOSS_KEY, "add the loss under 'loss'"),
     ),
     Case(
@@ -490,7 +511,9 @@ CASES: tuple[Case, ...] = (
         AUTO,
         '{"loss": s.loss, "log": {"train_loss": s.loss}}',
         strict=_strict_train(
-            "dict with keys ['loss', 'log']", "return `TrainStepResult(loss=out['loss'], metadata={'log': ...})`"
+            "dict with keys ['loss', 'log']",
+            "log them with `self.log_dict(...)` inside the step and drop the 'log' key;"
+            " return `TrainStepResult(loss=...)`",
         ),
         lenient=warning(
             "return value['log']",
@@ -506,7 +529,8 @@ CASES: tuple[Case, ...] = (
         '{"loss": s.loss, "progress_bar": {"loss": s.loss}}',
         strict=_strict_train(
             "dict with keys ['loss', 'progress_bar']",
-            "return `TrainStepResult(loss=out['loss'], metadata={'progress_bar': ...})`",
+            "log them with `self.log_dict(..., prog_bar=True)` inside the step and drop the 'progress_bar' key;"
+            " return `TrainStepResult(loss=...)`",
         ),
         lenient=warning(
             "return value['progress_bar']",
@@ -521,7 +545,9 @@ CASES: tuple[Case, ...] = (
         AUTO,
         '{"loss": s.loss, "hiddens": s.preds.detach()}',
         strict=_strict_train(
-            "dict with keys ['loss', 'hiddens']", "return `TrainStepResult(loss=out['loss'], metadata={'hiddens': ...})`"
+            "dict with keys ['loss', 'hiddens']",
+            "keep hidden state on the module (e.g. `self.hiddens = ...`) and drop the 'hiddens' key;"
+            " return `TrainStepResult(loss=...)`",
         ),
         lenient=warning(
             "return value['hiddens']",
@@ -535,7 +561,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"loss": s.loss, 0: s.preds}',
-        strict=_strict_train("dict with keys ['loss', 0]", "return `TrainStepResult(loss=out['loss'], metadata={0: ...})`"),
+        strict=_strict_train("dict with keys ['loss', 0]", "return `TrainStepResult(loss=..., metadata={0: ...})`"),
         lenient=warning("return value", "key int 0 in dict with keys ['loss', 0]", STR_KEYS, "use a string key, e.g. '0'"),
     ),
     Case(
@@ -622,7 +648,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         MANUAL,
         '{"preds": s.preds}',
-        strict=_strict_train("dict with keys ['preds']", "return `TrainStepResult(loss=loss, metadata={'preds': ...})`"),
+        strict=_strict_train("dict with keys ['preds']", "return `TrainStepResult(loss=..., metadata={'preds': ...})`"),
         lenient=ACCEPTED,
     ),
     Case(
@@ -638,7 +664,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         MANUAL,
         '{"loss": 1.0}',
-        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=out['loss'], metadata={})`"),
+        strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=...)`"),
         lenient=error("return value['loss']", "float 1.0", LOSS_TENSOR, ITEM_FIX),
     ),
     Case(
@@ -678,7 +704,7 @@ CASES: tuple[Case, ...] = (
         VAL,
         "-",
         '{"val_loss": s.loss}',
-        strict=_strict_val("dict with keys ['val_loss']", "return `ValStepResult(loss=loss, metadata={'val_loss': ...})`"),
+        strict=_strict_val("dict with keys ['val_loss']", "return `ValStepResult(loss=...)`, with the 'val_loss' value as the loss"),
         lenient=ACCEPTED,
     ),
     Case(
@@ -723,7 +749,8 @@ CASES: tuple[Case, ...] = (
         '{"val_loss": s.loss, "log": {"val_loss": s.loss}}',
         strict=_strict_val(
             "dict with keys ['val_loss', 'log']",
-            "return `ValStepResult(loss=loss, metadata={'val_loss': ..., 'log': ...})`",
+            "log them with `self.log_dict(...)` inside the step and drop the 'log' key;"
+            " return `ValStepResult(loss=...)`, with the 'val_loss' value as the loss",
         ),
         lenient=warning(
             "return value['log']",
@@ -737,8 +764,36 @@ CASES: tuple[Case, ...] = (
         VAL,
         "-",
         "{0: s.preds}",
-        strict=_strict_val("dict with keys [0]", "return `ValStepResult(loss=loss, metadata={0: ...})`"),
+        strict=_strict_val("dict with keys [0]", "return `ValStepResult(loss=..., metadata={0: ...})`"),
         lenient=warning("return value", "key int 0 in dict with keys [0]", STR_KEYS, "use a string key, e.g. '0'"),
+    ),
+    Case(
+        "per-sample loss in a dict",
+        VAL,
+        "-",
+        '{"loss": s.losses}',
+        strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
+        lenient=warning(
+            "return value['loss']", T_PER_SAMPLE_NO_GRAD, _eval_loss("validation"), PER_SAMPLE_KEY_FIX
+        ),
+    ),
+    Case(
+        "loss.item() in a dict",
+        VAL,
+        "-",
+        '{"loss": s.loss.item(), "preds": s.preds}',
+        strict=_strict_val("dict with keys ['loss', 'preds']", "return `ValStepResult(loss=..., metadata={'preds': ...})`"),
+        lenient=warning("return value['loss']", "float 0.25", _eval_loss("validation"), ITEM_FIX),
+    ),
+    Case(
+        "None as the loss in a dict",
+        VAL,
+        "-",
+        '{"loss": None}',
+        strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
+        lenient=warning(
+            "return value['loss']", "None", _eval_loss("validation"), "compute the loss as a tensor, e.g. `loss = F.mse_loss(self(x), y)`"
+        ),
     ),
     Case(
         "TrainStepResult from validation_step",
@@ -759,7 +814,7 @@ CASES: tuple[Case, ...] = (
         VAL,
         "-",
         '{"loss": s.loss * float("inf")}',
-        strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=out['loss'], metadata={})`"),
+        strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
         lenient=error("return value['loss']", f"{T_NO_GRAD} with value inf", FINITE, DIVERGES_FIX),
     ),
     Case(
@@ -809,6 +864,39 @@ CASES: tuple[Case, ...] = (
         lenient=warning("return value", "bytes b'garbage'", MALFORMED_TEST, EVAL_FIX),
     ),
     Case(
+        "per-sample loss in a dict",
+        TEST,
+        "-",
+        '{"loss": s.losses, "preds": s.preds}',
+        strict=_strict_val("dict with keys ['loss', 'preds']", "return `ValStepResult(loss=..., metadata={'preds': ...})`"),
+        lenient=warning("return value['loss']", T_PER_SAMPLE_NO_GRAD, _eval_loss("test"), PER_SAMPLE_KEY_FIX),
+    ),
+    Case(
+        "numpy loss in a dict",
+        TEST,
+        "-",
+        '{"loss": s.loss.numpy()}',
+        strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
+        lenient=warning(
+            "return value['loss']",
+            "numpy.ndarray",
+            _eval_loss("test"),
+            "compute the loss with torch operations on the model's output so it keeps its graph",
+        ),
+    ),
+    Case(
+        "non-string key",
+        TEST,
+        "-",
+        '{"loss": s.loss, ("logits", 0): s.preds}',
+        strict=_strict_val(
+            "dict with keys ['loss', ('logits', 0)]", "return `ValStepResult(loss=..., metadata={('logits', 0): ...})`"
+        ),
+        lenient=warning(
+            "return value", "key tuple of 2: (str 'logits', int 0) in dict with keys ['loss', ('logits', 0)]", STR_KEYS, "use a string key"
+        ),
+    ),
+    Case(
         "TrainStepResult from test_step",
         TEST,
         "-",
@@ -829,7 +917,8 @@ CASES: tuple[Case, ...] = (
         '{"test_loss": s.loss, "progress_bar": {"test_loss": s.loss}}',
         strict=_strict_val(
             "dict with keys ['test_loss', 'progress_bar']",
-            "return `ValStepResult(loss=loss, metadata={'test_loss': ..., 'progress_bar': ...})`",
+            "log them with `self.log_dict(..., prog_bar=True)` inside the step and drop the 'progress_bar' key;"
+            " return `ValStepResult(loss=...)`, with the 'test_loss' value as the loss",
         ),
         lenient=warning(
             "return value['progress_bar']",

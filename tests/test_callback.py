@@ -386,7 +386,7 @@ def test_each_kind_of_problem_warns_once_per_hook(tmp_path: Path) -> None:
         (
             dict_return,
             "dict with keys ['loss', 'preds']",
-            "return `TrainStepResult(loss=out['loss'], metadata={'preds': ...})`",
+            "return `TrainStepResult(loss=..., metadata={'preds': ...})`",
         ),
         (tensor_return, "Tensor(shape=(), dtype=float32, requires_grad=True)", "wrap the loss: `return TrainStepResult(loss=loss)`"),
     ],

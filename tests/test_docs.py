@@ -412,6 +412,11 @@ def _no_grad_loss(model: Any, loss: torch.Tensor) -> TrainStepResult:
         return TrainStepResult(loss=F.mse_loss(model.net(LOADER_DATA[0]), LOADER_DATA[1]))
 
 
+def _logs_train_loss_itself(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    model.log("train_loss", loss)  # the step's own call, beside log_loss's of the same name
+    return TrainStepResult(loss=loss)
+
+
 def _subclass_with_a_field() -> None:
     # `class LogitsResult(TrainStepResult): logits: torch.Tensor`, named as at module level.
     type("LogitsResult", (TrainStepResult,), {"__annotations__": {"logits": "torch.Tensor"}, "__module__": __name__})
@@ -519,6 +524,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "strict tensor": lambda: error_of(lambda: fit(MyModel(lambda m, loss: loss))),
     "strict dict": lambda: error_of(lambda: fit(MyModel(lambda m, loss: {"loss": loss, "logits": loss}))),
     "strict tuple": lambda: error_of(lambda: fit(MyModel(lambda m, loss: (loss, loss)))),
+    "strict legacy log key": lambda: error_of(
+        lambda: fit(MyModel(lambda m, loss: {"loss": loss, "acc": loss.detach(), "log": {"train_loss": loss}}))
+    ),
     "strict validation dict": lambda: error_of(lambda: fit(MyModel(val_return=lambda m, loss: {"val_loss": loss}), validate=True)),
     "val result from training": lambda: error_of(lambda: fit(MyModel(lambda m, loss: ValStepResult(loss=loss)))),
     "train result from validation": lambda: error_of(
@@ -547,6 +555,18 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "lenient int key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, 0: loss}), A())),
     "lenient validation tuple": lambda: warning_of(
         lambda: fit(PlainMyModel(lambda m, loss: loss, lambda m, loss: (loss, loss)), A(), validate=True)
+    ),
+    "lenient leaf loss": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: torch.tensor(0.0, requires_grad=True)), A())
+    ),
+    "lenient per-sample validation loss": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: loss, lambda m, loss: {"loss": loss.repeat(4)}), A(), validate=True)
+    ),
+    "log_loss beside the step's own self.log": lambda: warning_of(
+        lambda: fit(MyModel(_logs_train_loss_itself, log_loss=True))
+    ),
+    "log_loss beside the step's own self.log, callback": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: _logs_train_loss_itself(m, loss).loss), A(log_loss=True))
     ),
     "adapter settings on a typed module": lambda: warning_of(lambda: fit(MyModel(), A(nonfinite_loss="warn"))),
     "strict adapter dict": lambda: error_of(
@@ -626,13 +646,23 @@ def test_readme_error_catalogue_quotes_the_checked_catalogue() -> None:
     assert [block for block in blocks if block not in errors_page] == []
 
 
-def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_second() -> None:
+def readme_commands() -> list[str]:
+    """The commands of the README's first bash block (its two setup commands)."""
     readme = (REPO / "README.md").read_text().splitlines()
     first_block = readme[readme.index("```bash") + 1 : readme.index("```", readme.index("```bash") + 1)]
-    commands = [line for line in first_block if not line.startswith("#")]
+    return [line for line in first_block if not line.startswith("#")]
+
+
+# The editable install in strict mode lays the package out as links, stubs included, that mypy and
+# pyright follow; the default mode's import hook hides the package from them (tests/test_wheel.py).
+EDITABLE = "--config-settings editable_mode=strict"
+
+
+def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_second() -> None:
+    commands = readme_commands()
     assert commands == [
-        "pip install torch==2.13.0 && pip install -e . && python -m lightning_step_types.demo",
-        'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest',
+        f"pip install torch==2.13.0 && pip install -e . {EDITABLE} && python -m lightning_step_types.demo",
+        f'pip install torch==2.13.0 && pip install -e ".[test]" {EDITABLE} && python -m pytest',
     ]
     ci_script = (REPO / ".ci" / "run").read_text().splitlines()
     assert commands[1] in ci_script

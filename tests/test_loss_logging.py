@@ -513,3 +513,121 @@ def test_bad_batch_size_in_a_step_names_the_step(
     )
     assert trainer.callback_metrics == {}  # raised before anything was logged
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+# --- log_loss beside the step's own self.log of the same name --------------------------------------
+
+
+class OwnValLog:
+    """A validation step that logs ``val_loss`` itself, with Lightning's defaults (not log_loss's arguments)."""
+
+    def validation_step(self: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> ValStepResult:
+        loss, batch_size = self.loss_and_size(batch)
+        self.log("val_loss", loss, batch_size=batch_size)
+        return ValStepResult(loss=loss, batch_size=batch_size)
+
+
+class TypedOwnValLog(OwnValLog, TypedLogsOnClass):
+    pass
+
+
+class PlainOwnValLog(OwnValLog, PlainTypedSteps):
+    pass
+
+
+class ExplicitOwnValLog(ExplicitLogging):
+    """The reference: log_loss's calls for training and test, the step's own one for validation."""
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, torch.Tensor]:
+        loss, batch_size = self.loss_and_size(batch)
+        self.log("val_loss", loss, batch_size=batch_size)
+        return {"loss": loss}
+
+
+def clash_warning(cls: str, hook: str, name: str, stage: str, other_settings: str = "") -> str:
+    return (
+        f"{cls}.{hook}: log_loss\n"
+        f"  got:      `self.log({name!r}, ...)` in {cls}.{hook}, and log_loss logging {name!r} as well\n"
+        "  expected: one `self.log` per name and hook: Lightning raises on a second call with other arguments"
+        " and counts a second identical one twice\n"
+        f"  fix:      the step's own `self.log({name!r}, ...)` is kept and log_loss skips {name!r}; to silence this,"
+        f" remove that call from the step, or turn this stage of log_loss off: `log_loss=LossLogging({stage}=None{other_settings})`"
+    )
+
+
+def log_loss_warnings(run: Run) -> list[str]:
+    return [text for text in run.warnings if text.split("\n")[0].endswith(": log_loss")]
+
+
+@pytest.mark.parametrize(
+    "make_run",
+    [
+        pytest.param(lambda root: Run(TypedOwnValLog(), root), id="typed module"),
+        pytest.param(lambda root: Run(PlainOwnValLog(), root, [StepResultAdapter(log_loss=True)]), id="adapter"),
+    ],
+)
+def test_the_steps_own_self_log_wins_over_log_loss(make_run: Any, tmp_path: Path) -> None:
+    """Without the check, Lightning raises MisconfigurationException ('twice ... with different arguments')."""
+    run = make_run(tmp_path / "clash")
+    reference = Run(ExplicitOwnValLog(), tmp_path / "reference")
+
+    assert_same_logging(run, reference)
+    cls = type(run.trainer.lightning_module).__qualname__
+    assert log_loss_warnings(run) == [clash_warning(cls, "validation_step", "val_loss", "val")]
+
+
+def test_a_step_logging_log_losss_own_call_is_not_counted_twice(explicit_default: Run, tmp_path: Path) -> None:
+    """The same arguments: Lightning would silently add every value twice into the epoch mean."""
+    run = Run(ExplicitLogging(DEFAULT_NAMES), tmp_path, [StepResultAdapter(log_loss=True)])
+
+    assert_same_logging(run, explicit_default)
+    # Its evaluation steps return dicts, whose losses log_loss does not log (legacy evaluation returns).
+    assert log_loss_warnings(run) == [clash_warning("ExplicitLogging", "training_step", "train_loss", "train")]
+
+
+def test_the_fix_keeps_the_other_settings(tmp_path: Path) -> None:
+    run = Run(PlainOwnValLog(), tmp_path, [StepResultAdapter(log_loss=LossLogging(val="val_loss", prog_bar=False))])
+    assert log_loss_warnings(run) == [
+        clash_warning("PlainOwnValLog", "validation_step", "val_loss", "val", ", prog_bar=False")
+    ]
+
+
+def test_turning_the_stage_off_silences_the_warning(tmp_path: Path) -> None:
+    run = Run(PlainOwnValLog(), tmp_path / "off", [StepResultAdapter(log_loss=LossLogging(val=None))])
+    reference = Run(ExplicitOwnValLog(), tmp_path / "reference")
+
+    assert_same_logging(run, reference)
+    assert log_loss_warnings(run) == []
+
+
+def test_logged_in_current_hook_sees_only_the_running_hooks_calls(tmp_path: Path) -> None:
+    from lightning_step_types.lightning_internals import logged_in_current_hook
+
+    seen: list[tuple[str, int, bool, bool, bool]] = []
+
+    class Probe(PlainTypedSteps):
+        def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+            before = logged_in_current_hook(self, "probe")
+            self.log("probe", float(batch_idx))
+            seen.append(("training_step", batch_idx, before, logged_in_current_hook(self, "probe"), logged_in_current_hook(self, "other")))
+            return super().training_step(batch, batch_idx)
+
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> ValStepResult:
+            # "probe" was logged from training_step, not from this hook
+            seen.append(("validation_step", dataloader_idx, logged_in_current_hook(self, "probe"), False, False))
+            self.log("probe", 1.0)
+            seen.append(("validation_step", dataloader_idx, logged_in_current_hook(self, "probe"), False, False))
+            return super().validation_step(batch, batch_idx, dataloader_idx)
+
+    model = Probe()
+    assert logged_in_current_hook(model, "probe") is False  # no Trainer
+    trainer = pl.Trainer(**trainer_kwargs(tmp_path, limit_train_batches=2, limit_val_batches=1))
+    trainer.fit(model, uneven_loader(), val_loaders())
+    assert seen == [
+        ("training_step", 0, False, True, False),
+        ("training_step", 1, True, True, False),
+        ("validation_step", 0, False, False, False),
+        ("validation_step", 0, True, False, False),
+        ("validation_step", 1, False, False, False),  # the second dataloader's key is its own
+        ("validation_step", 1, True, False, False),
+    ]

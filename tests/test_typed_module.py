@@ -336,7 +336,7 @@ STRICT_TRAINING_ERRORS = [
         "return value",
         "dict with keys ['loss', 'acc']",
         NOT_A_RESULT,
-        "return `TrainStepResult(loss=out['loss'], metadata={'acc': ...})`",
+        "return `TrainStepResult(loss=..., metadata={'acc': ...})`",
         id="dict",
     ),
     pytest.param(
@@ -437,7 +437,7 @@ def test_dict_from_test_step(tmp_path: Path) -> None:
         "return value",
         "dict with keys ['loss', 'preds']",
         "ValStepResult (or None to skip the batch)",
-        "return `ValStepResult(loss=out['loss'], metadata={'preds': ...})`",
+        "return `ValStepResult(loss=..., metadata={'preds': ...})`",
     )
 
 
@@ -572,7 +572,7 @@ def test_super_training_step_nests(tmp_path: Path) -> None:
         "return value",
         "dict with keys ['loss', 'preds']",
         NOT_A_RESULT,
-        "return `TrainStepResult(loss=out['loss'], metadata={'preds': ...})`",
+        "return `TrainStepResult(loss=..., metadata={'preds': ...})`",
     )
 
 

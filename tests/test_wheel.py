@@ -1,26 +1,35 @@
-"""The built wheel gives an installed user's mypy and pyright the typed contract, with no configuration.
+"""Every install gives a user's mypy and pyright the typed contract, with no configuration.
 
-Builds the wheel, installs it into a fresh virtual environment (no system site-packages: the
-only copy of the package there is the wheel's) together with ``torch==2.13.0`` (the CPU build
-this machine's pip resolves it to), pytorch-lightning, and the same mypy and pyright versions as
-the test environment; then runs both checkers, from a directory holding nothing but user files,
-on a selection of the typing cases. Their verdicts must be the ones the markers state, as in
-tests/test_static_typing.py (each selected case uses only codes that the checkers' default
-settings report: no --strict, no strict mode).
+Two installs, each into a fresh virtual environment that reuses this interpreter's site-packages
+(torch, Lightning, mypy and pyright are not reinstalled; the environment's own copy of
+``lightning_step_types`` comes first on its path):
+
+- the built wheel (``pip install <wheel>``);
+- the README's editable install (``pip install -e . --config-settings editable_mode=strict``) of a
+  copy of the checkout, so that its link tree is the copy's and not this checkout's ``build/``.
+
+Then both checkers run from a directory holding nothing but user files, on a selection of the
+typing cases. Their verdicts must be the ones the markers state, as in tests/test_static_typing.py
+(each selected case uses only codes that the checkers' default settings report: no --strict, no
+strict mode). Both read the stubs from the installed package (they ship inline, next to their
+modules), and ``pyright --verifytypes`` scores that package at 100%.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from test_docs import readme_commands
 from test_static_typing import CASES_DIR, ROOT, expected_diagnostics, parse_mypy, parse_pyright
 
 pytestmark = pytest.mark.slow
@@ -49,11 +58,11 @@ from lightning_step_types import TypedLightningModule
 
 reveal_type(TypedLightningModule.on_train_batch_end)
 """
+INSTALLS = ["wheel", "editable"]
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
-    return result
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
 
 
 @pytest.fixture(scope="module")
@@ -67,38 +76,80 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_wheel_ships_runtime_and_stubs(wheel: Path) -> None:
+def test_wheel_ships_runtime_with_inline_stubs(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         for stub in sorted(STUBS.iterdir()):
-            shipped = f"lightning_step_types-stubs/{stub.name}"
+            shipped = f"lightning_step_types/{stub.name}"
             assert shipped in names, f"{shipped} missing from {wheel.name}"
             assert archive.read(shipped) == stub.read_bytes(), f"{shipped} differs from {stub}"
-        assert "lightning_step_types/py.typed" in names
-    # Every runtime package (the migrate subpackage too) is in the wheel.
-    for init in (ROOT / "lightning_step_types").rglob("__init__.py"):
-        assert init.relative_to(ROOT).as_posix() in names
+        # One package: a `-stubs` package beside it would hide the inline types from --verifytypes.
+        assert sorted({name.split("/")[0] for name in names if not name.startswith("lightning_step_types-0")}) == [
+            "lightning_step_types"
+        ]
+    # Every runtime module (the migrate subpackage too) is in the wheel.
+    for module in (ROOT / "lightning_step_types").rglob("*.py"):
+        assert module.relative_to(ROOT).as_posix() in names
 
 
-@pytest.fixture(scope="module")
-def user_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A fresh venv with the wheel installed, and the environment of a shell that activated it."""
-    venv = tmp_path_factory.mktemp("user") / "venv"
-    created = _run([sys.executable, "-m", "venv", str(venv)], ROOT)
-    assert created.returncode == 0, created.stderr
-    python = venv / "bin" / "python"
-    pins = [f"{name}=={importlib.metadata.version(name)}" for name in ("mypy", "pyright")]
-    # torch pinned in the same resolve: this machine's pip then takes the local CPU wheel.
-    installed = _run([str(python), "-m", "pip", "install", "torch==2.13.0", str(wheel), *pins], ROOT)
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+def test_source_package_has_no_stubs() -> None:
+    """mypy.ini checks the runtime .py files: a .pyi beside one would be checked in its place."""
+    assert sorted(p.name for p in (ROOT / "lightning_step_types").rglob("*.pyi")) == []
+
+
+class Install(NamedTuple):
+    venv: Path
+    env: dict[str, str]
+    package_dir: Path  # the installed lightning_step_types directory the checkers must read
+
+
+def _checkout_copy(destination: Path) -> Path:
+    """The files of a fresh checkout (no build/, caches or installs of this one)."""
+    ignored = shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", "__pycache__", ".*", "site", "lightning_logs", "demo_outputs"
+    )
+    shutil.copytree(ROOT, destination, ignore=ignored)
+    return destination
+
+
+def _editable_install_args() -> list[str]:
+    """The README's install command for the checkout, as pip arguments after `pip install`."""
+    command = readme_commands()[0]
+    (install,) = [part.strip() for part in command.split("&&") if part.strip().startswith("pip install -e")]
+    args = install.split()[2:]
+    assert args[:2] == ["-e", "."], install
+    return args[2:]
+
+
+@pytest.fixture(scope="module", params=INSTALLS)
+def install(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Install:
+    """A fresh venv with the package installed one way, and the environment of a shell that activated it."""
+    kind: str = request.param
+    base = tmp_path_factory.mktemp(kind)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH", "VIRTUAL_ENV")}
-    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
-    env["VIRTUAL_ENV"] = str(venv)
-    return venv, env
+    env["PATH"] = os.pathsep.join([str(base / "venv" / "bin"), env.get("PATH", "")])
+    env["VIRTUAL_ENV"] = str(base / "venv")
+    venv = base / "venv"
+    # No pip of its own: this interpreter's pip and setuptools (from the reused site-packages) install into it.
+    created = _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], ROOT)
+    assert created.returncode == 0, created.stderr
+    python = str(venv / "bin" / "python")
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], base, env)
+    site_packages = Path(purelib.stdout.strip())
+    pip = [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation"]
+    if kind == "wheel":
+        installed = _run([*pip, str(wheel)], base, env)
+        package_dir = site_packages / "lightning_step_types"
+    else:
+        checkout = _checkout_copy(base / "checkout")
+        installed = _run([*pip, "-e", ".", *_editable_install_args()], checkout, env)
+        (package_dir,) = (checkout / "build").glob("__editable__.*/lightning_step_types")
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    return Install(venv, env, package_dir)
 
 
 @pytest.fixture(scope="module")
-def project(user_env: tuple[Path, dict[str, str]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def project(install: Install, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's project: the selected cases and the probe, and no configuration file."""
     directory = tmp_path_factory.mktemp("project")
     for name in WHEEL_CASES:
@@ -108,30 +159,44 @@ def project(user_env: tuple[Path, dict[str, str]], tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture(scope="module")
-def verdicts(user_env: tuple[Path, dict[str, str]], project: Path) -> dict[str, subprocess.CompletedProcess[str]]:
-    venv, env = user_env
+def verdicts(install: Install, project: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    python = str(install.venv / "bin" / "python")
     files = [*WHEEL_CASES, "probe.py"]
     return {
-        "mypy": _run([str(venv / "bin" / "mypy"), "--output", "json", *files], project, env),
-        "pyright": _run([str(venv / "bin" / "pyright"), "--outputjson", *files], project, env),
+        # -v logs the file each module is parsed from; --no-incremental so that it parses them all.
+        "mypy": _run([python, "-m", "mypy", "-v", "--no-incremental", "--output", "json", *files], project, install.env),
+        "pyright": _run([python, "-m", "pyright", "--outputjson", *files], project, install.env),
     }
 
 
-def test_runtime_comes_from_the_wheel(user_env: tuple[Path, dict[str, str]], project: Path) -> None:
-    venv, env = user_env
-    where = _run([str(venv / "bin" / "python"), "-c", "import lightning_step_types as p; print(p.__file__)"], project, env)
+def test_runtime_comes_from_the_install(install: Install, project: Path) -> None:
+    where = _run(
+        [str(install.venv / "bin" / "python"), "-c", "import lightning_step_types as p; print(p.__file__)"],
+        project,
+        install.env,
+    )
     assert where.returncode == 0, where.stderr
-    assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
+    assert Path(where.stdout.strip()) == install.package_dir / "__init__.py", where.stdout
+
+
+def test_installed_package_holds_the_stubs(install: Install) -> None:
+    for stub in sorted(STUBS.glob("*.pyi")):
+        assert (install.package_dir / stub.name).read_bytes() == stub.read_bytes()
 
 
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
-def test_checkers_read_the_installed_stubs(verdicts: dict[str, subprocess.CompletedProcess[str]], checker: str) -> None:
+def test_checkers_read_the_installed_stubs(
+    verdicts: dict[str, subprocess.CompletedProcess[str]], install: Install, checker: str
+) -> None:
     output = verdicts[checker].stdout
     hook_type = {
         "mypy": "outputs: lightning_step_types.results.TrainStepResult[Any] | None",
         "pyright": "outputs: TrainStepResult[Any] | None",
     }[checker]
     assert "probe.py" in output and hook_type in output, output[-3000:]
+    if checker == "mypy":
+        parsed = re.findall(r"Parsing (\S+) \(lightning_step_types\)", verdicts["mypy"].stderr)
+        assert parsed == [str(install.package_dir / "__init__.pyi")], verdicts["mypy"].stderr[-3000:]
 
 
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
@@ -140,10 +205,22 @@ def test_installed_verdicts(
     verdicts: dict[str, subprocess.CompletedProcess[str]], project: Path, name: str, checker: str
 ) -> None:
     run = verdicts[checker]
-    diagnostics = parse_mypy(run.stdout, project) if checker == "mypy" else parse_pyright(run.stdout)
+    output = run.stdout
+    diagnostics = parse_mypy(output, project) if checker == "mypy" else parse_pyright(output)
     got: dict[int, set[str]] = defaultdict(set)
     for diagnostic in diagnostics:
         if diagnostic.file == (project / name).resolve():
             got[diagnostic.line].add(diagnostic.code)
     want = {line: set(item.codes) for line, item in expected_diagnostics(CASES_DIR / name)[checker].items()}
-    assert dict(got) == want, f"{checker} on installed {name}:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
+    assert dict(got) == want, f"{checker} on installed {name}:\n{output[-4000:]}\n{run.stderr[-2000:]}"
+
+
+def test_verifytypes_scores_the_installed_package(install: Install, project: Path) -> None:
+    python = str(install.venv / "bin" / "python")
+    command = [python, "-m", "pyright", "--outputjson", "--verifytypes", "lightning_step_types", "--ignoreexternal"]
+    run = _run(command, project, install.env)
+    report = json.loads(run.stdout)["typeCompleteness"]
+    assert Path(report["packageRootDirectory"]) == install.package_dir, report["packageRootDirectory"]
+    problems = [symbol["name"] for symbol in report["symbols"] if not symbol["isTypeKnown"]]
+    assert (report["completenessScore"], problems) == (1.0, []), run.stdout[-4000:]
+    assert report["exportedSymbolCounts"]["withKnownType"] > 400

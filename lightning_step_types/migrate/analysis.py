@@ -35,12 +35,12 @@ class Analyzer:
         self.module = module
         self.positions = positions
         self.base_class = base_class
-        self.imports = ImportTable(module)
-        self.classes = find_lightning_classes(module, self.imports)
-        self.facts = FileFacts(module, positions)
+        self.imports: ImportTable = ImportTable(module)
+        self.classes: list[ClassInfo] = find_lightning_classes(module, self.imports)
+        self.facts: FileFacts = FileFacts(module, positions)
         module.visit(FactCollector(self.facts, {id(c.node): c for c in self.classes}))
-        self.losses = LossRules(positions)
-        self.dicts = DictRules(positions, self.facts, self.imports, self.losses)
+        self.losses: LossRules = LossRules(positions)
+        self.dicts: DictRules = DictRules(positions, self.facts, self.imports, self.losses)
         self.delegate_calls: set[int] = set()  # id() of calls a step returns as its own result
         self.findings: list[Finding] = []
         self.base_switches: dict[cst.Arg, str] = {}  # base argument -> module to import TypedLightningModule from

@@ -32,7 +32,7 @@ LIGHTNING_BASES = {
 }
 RESULT_MODULES = (PACKAGE, f"{PACKAGE}.results")
 # Lightning package -> the modules TypedLightningModule of that flavour is imported from (the first is used).
-TYPED_BASE_MODULES = {
+TYPED_BASE_MODULES: dict[str, tuple[str, ...]] = {
     "pytorch_lightning": (PACKAGE, f"{PACKAGE}.pytorch_lightning"),
     "lightning": (f"{PACKAGE}.lightning_pytorch",),
 }
