@@ -38,6 +38,11 @@ class StepResultAdapterMixin:
     ) -> None:
         super().__init__()
         self.policy = StepPolicy.of(strict, nonfinite_loss, log_loss)
+        # Lightning reads `state_key` on every call of every callback hook (it names the profiler
+        # action), six times per training step: built once, it costs what Callback's own does.
+        self._state_key = (
+            f"{type(self).__qualname__}{{'strict': {self.policy.strict}, 'nonfinite_loss': {self.policy.nonfinite_loss!r}}}"
+        )
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
 
@@ -47,8 +52,7 @@ class StepResultAdapterMixin:
 
     @property
     def state_key(self) -> str:
-        policy = self.policy
-        return f"{type(self).__qualname__}{{'strict': {policy.strict}, 'nonfinite_loss': {policy.nonfinite_loss!r}}}"
+        return self._state_key
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if isinstance(pl_module, TypedModuleMixin):
