@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
@@ -27,7 +27,6 @@ from lightning_step_types.errors import (
 from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import (
-    _EMPTY_METADATA,  # pyright: ignore[reportPrivateUsage]  # the shared default: a result without metadata is this object
     FrozenMetadata,
     StepResult,
     TrainStepResult,
@@ -195,9 +194,8 @@ def _accept_training_result(
     if call.nonfinite_loss is not None and _skip_nonfinite(loss, "return value.loss", call):
         return None, None
     # Without metadata Lightning's loops make of a bare loss exactly what they make of {"loss": loss}.
-    if output.metadata is _EMPTY_METADATA or not output.metadata:
-        return loss, output
-    return _as_lightning_dict(output), output
+    has_metadata = bool(cast(FrozenMetadata, output.metadata)._data)
+    return (_as_lightning_dict(output) if has_metadata else loss), output
 
 
 def _as_lightning_dict(result: StepResult[Any]) -> dict[str, Any]:

@@ -32,4 +32,5 @@ def trainer_is_running(module: Any) -> bool:
         return False
     # TrainerStatus is a str enum in both Lightning flavours; comparing its member value (`_value_`,
     # Enum's documented value attribute) skips the enum's case-folding __eq__.
-    return trainer.state.status._value_ == "running"
+    status: str = trainer.state.status._value_
+    return status == "running"
