@@ -40,9 +40,8 @@ class StepResultAdapterMixin:
         self.policy = StepPolicy.of(strict, nonfinite_loss, log_loss)
         # Lightning reads `state_key` on every call of every callback hook (it names the profiler
         # action), six times per training step: built once, it costs what Callback's own does.
-        self._state_key = (
-            f"{type(self).__qualname__}{{'strict': {self.policy.strict}, 'nonfinite_loss': {self.policy.nonfinite_loss!r}}}"
-        )
+        settings = f"{{'strict': {self.policy.strict}, 'nonfinite_loss': {self.policy.nonfinite_loss!r}}}"
+        self._state_key = type(self).__qualname__ + settings
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
 

@@ -191,7 +191,9 @@ def _accept_training_result(
     loss = output.loss
     if loss.is_leaf:  # usually it has a grad_fn (is_leaf is the cheaper read): only then look closer
         _check_loss_graph(loss, "return value.loss", call)
-    if call.nonfinite_loss is not None and _skip_nonfinite(loss, "return value.loss", call):
+    # A finite loss is told apart here, without calling _skip_nonfinite: this runs on every step.
+    nonfinite = call.nonfinite_loss is not None and not math.isfinite(loss.item())  # .item(): the one host sync
+    if nonfinite and _skip_nonfinite(loss, "return value.loss", call):
         return None, None
     # Without metadata Lightning's loops make of a bare loss exactly what they make of {"loss": loss}.
     has_metadata = bool(cast(FrozenMetadata, output.metadata)._data)
@@ -207,13 +209,16 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
     """Lightning's own returns (a Tensor, or a Mapping with 'loss'): checked, passed on unchanged."""
     if isinstance(output, torch.Tensor):
         _check_returned_loss(output, "return value", call)
-        return None if _skip_nonfinite(output, "return value", call) else output
+        nonfinite = call.nonfinite_loss is not None and not math.isfinite(output.item())  # see _accept_training_result
+        return None if nonfinite and _skip_nonfinite(output, "return value", call) else output
     if type(output) is dict or isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         _warn_about_keys(output, call)
         if "loss" in output:
-            _check_returned_loss(output["loss"], "return value['loss']", call)
-            if _skip_nonfinite(output["loss"], "return value['loss']", call):
+            loss = output["loss"]
+            _check_returned_loss(loss, "return value['loss']", call)
+            nonfinite = call.nonfinite_loss is not None and not math.isfinite(loss.item())  # see _accept_training_result
+            if nonfinite and _skip_nonfinite(loss, "return value['loss']", call):
                 return None
         elif call.automatic_optimization:
             raise StepResultError(
