@@ -18,6 +18,9 @@ Three measurements, all in one process on one CPU thread:
 3. The adapter's own cost: a step called through the adapter (check, convert, record) against
    the same step function called directly (``__wrapped__``), in a tight loop inside a running
    Trainer. End-to-end ratios move with machine noise; this difference hardly does.
+4. The step call inside a real fit: the median time of the Trainer's ``strategy.training_step``
+   call per variant, fit after fit in turns. The model's own work is the same in a variant and
+   its baseline, so the difference is the adapter's work as it runs in training, with cold caches.
 
 Run from the repository root after ``pip install -e .``::
 
@@ -382,6 +385,45 @@ def adapter_cost(number: int, repeat: int) -> dict[str, tuple[float, float]]:
     return costs
 
 
+# --- 4. the step call inside a real fit: the adapter's work with Lightning's code around it ---
+
+
+def step_call_ns(variant: Variant, steps: int, skip: int) -> float:
+    """The median time of the Trainer's ``strategy.training_step`` calls in one fit of ``variant``.
+
+    That call runs the module's step: for the typed and adapted variants, with the adapter's work
+    around it (policy, state, checks, conversion, recording the result), building the result
+    included. Timed inside a real fit, the code runs as cold as in training, unlike part 3.
+    """
+    trainer = _trainer(steps, variant.callbacks())
+    strategy = trainer.strategy
+    training_step = strategy.training_step
+    times: list[int] = []
+
+    def timed_training_step(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        output = training_step(*args, **kwargs)
+        times.append(time.perf_counter_ns() - start)
+        return output
+
+    strategy.training_step = timed_training_step  # type: ignore[method-assign]
+    trainer.fit(variant.make(), train_dataloaders=_loader(steps))
+    return statistics.median(times[skip:])
+
+
+def step_call_cost(steps: int, rounds: int) -> dict[str, float]:
+    """Median over ``rounds`` of each variant's median step call (µs); one fit per variant per round,
+    in a new random order each round, so machine load falls on every variant alike."""
+    variants = [v for v in VARIANTS if "A/A" not in v.name]
+    medians: dict[str, list[float]] = {v.name: [] for v in variants}
+    order = random.Random(1)
+    for _ in range(rounds):
+        order.shuffle(variants)
+        for variant in variants:
+            medians[variant.name].append(step_call_ns(variant, steps, skip=steps // 10) / 1e3)
+    return {name: statistics.median(values) for name, values in medians.items()}
+
+
 # --- report ------------------------------------------------------------------------------------
 
 
@@ -400,6 +442,7 @@ def main() -> None:
     # steps per variant, untimed warm-up steps, steps per turn
     steps, warmup, segment = (1_200, 200, 20) if args.quick else (10_200, 200, 20)
     number, repeat = (5_000, 3) if args.quick else (20_000, 7)
+    call_steps, call_rounds = (300, 3) if args.quick else (500, 9)  # part 4: steps per fit, fits per variant
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
@@ -459,6 +502,21 @@ def main() -> None:
             name, f"{adapted_us:.2f}", f"{direct_us:.2f}", f"{overhead:.2f}", f"{overhead / plain_step_us:.2%}"
         ))
     print(_table(("step called", "adapted µs", "direct µs", "overhead µs", "of a plain step"), cost_rows))
+
+    print(f"\n4. The step call inside a real fit ({call_rounds} fits of {call_steps} steps per variant, taking turns;")
+    print("   median over fits of each fit's median `strategy.training_step` call)\n")
+    step_calls = step_call_cost(call_steps, call_rounds)
+    call_rows = []
+    for variant in VARIANTS:
+        if variant.name not in step_calls:
+            continue
+        us = step_calls[variant.name]
+        if variant.baseline is None:
+            call_rows.append((variant.name, f"{us:.2f}", "", ""))
+        else:
+            extra = us - step_calls[variant.baseline]
+            call_rows.append((variant.name, f"{us:.2f}", f"{extra:+.2f}", f"{extra / plain_step_us:+.2%}"))
+    print(_table(("variant", "step call µs", "vs its baseline µs", "of a plain step"), call_rows))
 
 
 if __name__ == "__main__":
