@@ -24,8 +24,8 @@ Three measurements, all in one process on one CPU thread:
 
 Run from the repository root after ``pip install -e .``::
 
-    python benchmarks/step_overhead.py          # about a minute on 2 idle cores
-    python benchmarks/step_overhead.py --quick  # about 15 seconds, noisier
+    python benchmarks/step_overhead.py          # about 1.5 minutes on 2 idle cores
+    python benchmarks/step_overhead.py --quick  # about 25 seconds, noisier
 """
 
 from __future__ import annotations
