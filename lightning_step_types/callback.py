@@ -46,6 +46,10 @@ class StepResultAdapterMixin:
     ) -> None:
         super().__init__()
         self.policy: StepPolicy = StepPolicy.of(strict, nonfinite_loss, log_loss)
+        # Lightning reads `state_key` on every call of every callback hook (it names the profiler
+        # action), six times per training step: built once, it costs what Callback's own does.
+        settings = f"{{'strict': {self.policy.strict}, 'nonfinite_loss': {self.policy.nonfinite_loss!r}}}"
+        self._state_key = type(self).__qualname__ + settings
         self.exact_resume = exact_resume
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
@@ -56,8 +60,7 @@ class StepResultAdapterMixin:
 
     @property
     def state_key(self) -> str:
-        policy = self.policy
-        return f"{type(self).__qualname__}{{'strict': {policy.strict}, 'nonfinite_loss': {policy.nonfinite_loss!r}}}"
+        return self._state_key
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if isinstance(pl_module, TypedModuleMixin):

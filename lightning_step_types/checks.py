@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
@@ -109,30 +109,38 @@ def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResu
     """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None)."""
     if type(output) is TrainStepResult:  # the path of every typed step, kept short: it runs per batch
         return _accept_training_result(output, call)
-    return _guarded(_check_training_return, output, call)
+    try:  # only StepResultError leaves a check, whatever the returned object does when inspected
+        return _check_training_return(output, call)
+    except StepResultError:
+        raise
+    except Exception as error:
+        raise _uninspectable(output, error, call) from error
 
 
 def check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     """Check a ``validation_step``/``test_step`` return; give back (what Lightning receives, the typed result)."""
-    return _guarded(_check_evaluation_return, output, call)
-
-
-def _guarded(
-    check: Callable[[object, StepCall], tuple[Any, StepResult[Any] | None]], output: object, call: StepCall
-) -> tuple[Any, StepResult[Any] | None]:
-    """Run a check so that only StepResultError leaves it, whatever the returned object does when inspected."""
-    try:
-        return check(output, call)
+    try:  # as above; written out in both rather than in a shared helper, which would cost a call per step
+        return _check_evaluation_return(output, call)
     except StepResultError:
         raise
-    except Exception as error:  # a hostile __len__/__eq__/__iter__/__repr__ in what the step returned
-        raise StepResultError(
-            "return value",
-            f"{describe(output)}, which raised {type(error).__name__}: {error} when inspected",
-            "TrainStepResult / ValStepResult, a Tensor, a dict, or None",
-            "return a plain dict or a typed result instead of this object",
-            call.hook,
-        ) from error
+    except Exception as error:
+        raise _uninspectable(output, error, call) from error
+
+
+def _uninspectable(output: object, error: Exception, call: StepCall) -> StepResultError:
+    """A hostile ``__len__``/``__eq__``/``__iter__``/``__repr__`` in what the step returned raised while it was checked."""
+    return StepResultError(
+        "return value",
+        f"{describe(output)}, which raised {type(error).__name__}: {error} when inspected",
+        "TrainStepResult / ValStepResult, a Tensor, a dict, or None",
+        "return a plain dict or a typed result instead of this object",
+        call.hook,
+    )
+
+
+# What Lightning's own steps return, tested by exact type before any isinstance against the
+# Mapping ABC (StepResult is one): an ABC check costs a Python-level call on every step.
+_PLAIN_RETURN_TYPES = (dict, torch.Tensor)
 
 
 def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
@@ -148,7 +156,7 @@ def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepRes
                 call.hook,
             )
         return None, None
-    if isinstance(output, StepResult):
+    if type(output) not in _PLAIN_RETURN_TYPES and isinstance(output, StepResult):
         output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
@@ -236,9 +244,11 @@ def _accept_training_result(
     output: StepResult[Any], call: StepCall
 ) -> tuple[torch.Tensor | dict[str, Any] | None, StepResult[Any] | None]:
     loss = output.loss
-    if loss.grad_fn is None:  # usually it has one: only then look closer
+    if loss.is_leaf:  # usually it has a grad_fn (is_leaf is the cheaper read): only then look closer
         _check_loss_graph(loss, "return value.loss", call)
-    if call.nonfinite_loss is not None and _skip_nonfinite(loss, "return value.loss", call):
+    # A finite loss is told apart here, without calling _skip_nonfinite: this runs on every step.
+    nonfinite = call.nonfinite_loss is not None and not math.isfinite(loss.item())  # .item(): the one host sync
+    if nonfinite and _skip_nonfinite(loss, "return value.loss", call):
         return None, None
     # Without metadata Lightning's loops make of a bare loss exactly what they make of {"loss": loss}.
     has_metadata = bool(cast(FrozenMetadata, output.metadata)._data)
@@ -254,13 +264,16 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
     """Lightning's own returns (a Tensor, or a Mapping with 'loss'): checked, passed on unchanged."""
     if isinstance(output, torch.Tensor):
         _check_returned_loss(output, "return value", call)
-        return None if _skip_nonfinite(output, "return value", call) else output
-    if isinstance(output, Mapping):
+        nonfinite = call.nonfinite_loss is not None and not math.isfinite(output.item())  # see _accept_training_result
+        return None if nonfinite and _skip_nonfinite(output, "return value", call) else output
+    if type(output) is dict or isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
         _warn_about_keys(output, call)
         if "loss" in output:
-            _check_returned_loss(output["loss"], "return value['loss']", call)
-            if _skip_nonfinite(output["loss"], "return value['loss']", call):
+            loss = output["loss"]
+            _check_returned_loss(loss, "return value['loss']", call)
+            nonfinite = call.nonfinite_loss is not None and not math.isfinite(loss.item())  # see _accept_training_result
+            if nonfinite and _skip_nonfinite(loss, "return value['loss']", call):
                 return None
         elif call.automatic_optimization:
             raise StepResultError(
@@ -270,7 +283,7 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
                 _missing_loss_fix(output),
                 call.hook,
             )
-        if not call.automatic_optimization and not isinstance(output, dict):
+        if not isinstance(output, dict) and not call.automatic_optimization:
             return dict(output)  # Lightning's manual loop calls `.copy()`, which a Mapping need not have
         return output
     raise StepResultError(
@@ -287,7 +300,8 @@ def _check_returned_loss(loss: object, where: str, call: StepCall) -> None:
         error = loss_error(where, loss)
         error.hook = call.hook
         raise error
-    _check_loss_graph(loss, where, call)
+    if loss.is_leaf:  # usually it has a grad_fn: only then look closer
+        _check_loss_graph(loss, where, call)
 
 
 def _check_loss_graph(loss: torch.Tensor, where: str, call: StepCall) -> None:

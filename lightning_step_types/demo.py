@@ -5,7 +5,8 @@ It trains a small classifier on a synthetic "two moons" problem (made with a see
 ``TrainStepResult`` / ``ValStepResult``, with the usual Lightning parts around it: the default
 progress bar, a ``CSVLogger``, a ``ModelCheckpoint`` on ``val_loss``, validation every epoch,
 and a final ``trainer.test`` on the best checkpoint. A ``TypedCallback`` reads the test
-predictions from each ``ValStepResult``'s metadata to build a confusion matrix.
+predictions from each ``ValStepResult``'s metadata (its ``on_test_batch_result`` hook) to build
+a confusion matrix.
 
 It runs on CPU in well under a minute and prints where its outputs are.
 """
@@ -18,7 +19,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 import pytorch_lightning as pl
 import torch
@@ -26,7 +27,6 @@ import torch.nn.functional as F
 from pytorch_lightning.callbacks import ModelCheckpoint, TQDMProgressBar
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
-from pytorch_lightning.utilities.types import STEP_OUTPUT
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_step_types import TrainStepResult, ValStepResult
@@ -40,6 +40,8 @@ LOG_EVERY_N_STEPS = 8  # divides the 32 training batches of an epoch: 4 step row
 DEFAULT_MAX_EPOCHS = 20
 DEFAULT_OUTPUT_DIR = Path("demo_outputs")
 SEED = 0
+# The demo's last printed line.
+NEXT_STEP = "Next: read this run's source, lightning_step_types/demo.py, then docs/quickstart.md to type your own module."
 
 
 def make_moons(size: int, generator: torch.Generator, noise: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,22 +108,21 @@ class ConfusionMatrix(TypedCallback):
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.counts.zero_()
 
-    def on_test_batch_end(
+    def on_test_batch_result(
         self,
         trainer: pl.Trainer,
         pl_module: pl.LightningModule,
-        outputs: STEP_OUTPUT,
+        result: ValStepResult | None,
         batch: Any,
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        # A TypedCallback receives the step's ValStepResult here (None if the step returned None),
-        # not Lightning's plain dict. The parameter keeps Lightning's `STEP_OUTPUT` annotation so
-        # that the override type-checks with or without this package's stubs; isinstance narrows it.
-        if not isinstance(outputs, ValStepResult):
+        # A TypedCallback's result hooks receive the step's ValStepResult (None if the step
+        # returned None), typed exactly: no isinstance, no cast. Lightning's dict stays with
+        # on_test_batch_end, which is left as it is.
+        if result is None:
             return
-        # isinstance leaves the type argument unknown to pyright
-        metadata = cast("ValStepResult[Mapping[str, Any]]", outputs).metadata
+        metadata = result.metadata
         target: torch.Tensor = metadata["target"]
         preds: torch.Tensor = metadata["preds"]
         num_classes = self.counts.shape[0]
@@ -261,6 +262,7 @@ def _report(result: DemoResult) -> None:
     print(f"  last validation:     {metrics(result['val_metrics'])}")
     print(f"  test (best ckpt):    {metrics(result['test_metrics'])}")
     print(f"  test confusion matrix (rows: true class, columns: predicted): {result['confusion_matrix']}")
+    print(NEXT_STEP)
 
 
 if __name__ == "__main__":

@@ -39,12 +39,18 @@ def trainer_of(module: Any) -> Any:
 
 
 def trainer_is_running(module: Any) -> bool:
-    """Whether ``module`` is inside ``fit``/``validate``/``test``/``predict`` right now."""
-    trainer = trainer_of(module)
+    """Whether ``module`` is inside ``fit``/``validate``/``test``/``predict`` right now.
+
+    Asked on every step, so it reads ``LightningModule._trainer`` (None until a Trainer attaches
+    it) directly rather than through ``trainer_of``'s instance-``__dict__`` lookup.
+    """
+    trainer = getattr(module, "_trainer", None)
     if trainer is None:
         return False
-    # TrainerStatus is a str enum in both Lightning flavours; str.__eq__ skips its case-folding __eq__.
-    return str.__eq__(trainer.state.status, "running") is True
+    # TrainerStatus is a str enum in both Lightning flavours; comparing its member value (`_value_`,
+    # Enum's documented value attribute) skips the enum's case-folding __eq__.
+    status: str = trainer.state.status._value_
+    return status == "running"
 
 
 # --- epoch state (exact resume) ---

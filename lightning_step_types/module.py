@@ -70,14 +70,17 @@ class TypedModuleMixin:
     # declares `outputs` as STEP_OUTPUT and mypy checks an override against every base, so only
     # hooks Lightning does not declare can be typed exactly. They run on every batch, so they type
     # the result only where someone reads it, and go on up the MRO only to user code (_batch_end_plan).
+    # The training one takes Lightning's exact parameters (always passed, by position), so no *args
+    # tuple or **kwargs dict is built per batch; the evaluation ones pass on `dataloader_idx` only
+    # when Lightning gives it (one dataloader: user hooks often leave it out).
     @converts_its_outputs
-    def on_train_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         plan = type(self)._batch_end_plan
         if "training_step" in plan.typed:
             outputs = typed_outputs(self, "training_step", outputs)
-            self.on_train_batch_result(outputs, *args, **kwargs)
+            self.on_train_batch_result(outputs, batch, batch_idx)
             if "training_step" in plan.continued:
-                cast(Any, super()).on_train_batch_end(outputs, *args, **kwargs)
+                cast(Any, super()).on_train_batch_end(outputs, batch, batch_idx)
 
     @converts_its_outputs
     def on_validation_batch_end(self, outputs: Any, *args: Any, **kwargs: Any) -> None:

@@ -550,3 +550,11 @@ def test_a_default_callback_on_a_typed_module_says_nothing(tmp_path: Path) -> No
         trainer = make_trainer(tmp_path, callbacks=[StepResultAdapter()])
         trainer.fit(TypedRegressor(), make_loader())
     assert trainer.global_step > 0
+
+
+def test_state_key_names_the_settings_and_is_built_once() -> None:
+    lenient, strict = StepResultAdapter(), StepResultAdapter(strict=True, nonfinite_loss=None)
+    assert lenient.state_key == "StepResultAdapter{'strict': False, 'nonfinite_loss': 'raise'}"
+    assert strict.state_key == "StepResultAdapter{'strict': True, 'nonfinite_loss': None}"
+    # Lightning reads it on every call of every callback hook: one string per callback, not one per read.
+    assert lenient.state_key is lenient.state_key

@@ -157,6 +157,12 @@ def test_printed_summary_names_the_outputs(demo_run: tuple[demo.DemoResult, str,
     assert lines[5] == (
         f"  test confusion matrix (rows: true class, columns: predicted): {result['confusion_matrix']}"
     )
+    # It ends with one line on what to read next, naming files that exist.
+    assert lines[6:] == [
+        "Next: read this run's source, lightning_step_types/demo.py, then docs/quickstart.md to type your own module."
+    ]
+    repo = Path(__file__).resolve().parents[1]
+    assert (repo / "lightning_step_types" / "demo.py").is_file() and (repo / "docs" / "quickstart.md").is_file()
 
 
 def test_a_second_run_writes_a_new_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
