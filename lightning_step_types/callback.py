@@ -6,9 +6,17 @@ Mixed into each Lightning flavour's ``Callback`` as ``StepResultAdapter``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from lightning_step_types.adapter import STEP_HOOKS
+from lightning_step_types.metrics import (
+    MetricSet,
+    StepMetric,
+    attach_metric_set,
+    build_metric_set,
+    detach_metric_set,
+)
 from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
@@ -28,18 +36,39 @@ class StepResultAdapterMixin:
     ignores. ``strict=True`` accepts only typed results, like ``TypedLightningModule``.
     ``nonfinite_loss`` and ``log_loss`` work as on ``TypedLightningModule``.
 
+    ``metrics={"acc": StepMetric(...)}`` declares metrics fed by each step's result, as
+    ``TypedLightningModule.configure_step_metrics`` does; for a legacy dict return, ``update``
+    gets a read-only view of that dict. Their copies live on the callback, not the module.
+
     The module's step methods are wrapped on the instance from ``setup`` until ``teardown``
     (or an exception); afterwards the module is exactly as it was. A ``TypedLightningModule``
-    adapts itself with its own settings, and the callback leaves it alone.
+    adapts itself with its own settings, and the callback leaves it alone (its ``metrics``
+    still apply).
     """
 
     def __init__(
-        self, strict: bool = False, nonfinite_loss: NonFiniteLoss = "raise", log_loss: bool | LossLogging = False
+        self,
+        strict: bool = False,
+        nonfinite_loss: NonFiniteLoss = "raise",
+        log_loss: bool | LossLogging = False,
+        metrics: Mapping[str, StepMetric[Any]] | None = None,
     ) -> None:
         super().__init__()
         self.policy = StepPolicy.of(strict, nonfinite_loss, log_loss)
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
+        self.metrics = metrics
+        if metrics is not None:  # a wrong declaration fails here, not at the first step
+            self._metric_set(self.policy)
+
+    def _metric_set(self, policy: StepPolicy) -> MetricSet:
+        taken: dict[str, str] = {}
+        if policy.log_loss is not None:
+            for hook_name in STEP_HOOKS:
+                name = policy.log_loss.name_for(hook_name)
+                if name is not None:
+                    taken[name] = "log_loss"
+        return build_metric_set(f"{type(self).__name__}(metrics=...)", self.metrics, taken)
 
     @property
     def strict(self) -> bool:
@@ -51,6 +80,8 @@ class StepResultAdapterMixin:
         return f"{type(self).__qualname__}{{'strict': {policy.strict}, 'nonfinite_loss': {policy.nonfinite_loss!r}}}"
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self.metrics is not None:
+            self._attach_metrics(pl_module)
         if isinstance(pl_module, TypedModuleMixin):
             self._warn_if_overridden(pl_module)
             return
@@ -79,6 +110,12 @@ class StepResultAdapterMixin:
             stacklevel=2,
         )
 
+    def _attach_metrics(self, pl_module: Any) -> None:
+        """Fresh copies for this run, kept off the module (it pickles as it was); moved to its device."""
+        policy = module_policy(pl_module) if isinstance(pl_module, TypedModuleMixin) else self.policy
+        # A typed module's own declared metrics are checked against these when it attaches them.
+        attach_metric_set(pl_module, self, self._metric_set(policy))
+
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._restore(pl_module)
 
@@ -86,6 +123,7 @@ class StepResultAdapterMixin:
         self._restore(pl_module)
 
     def _restore(self, pl_module: Any) -> None:
+        detach_metric_set(pl_module, self)
         for hook_name, previous in self._replaced.pop(id(pl_module), {}).items():
             if previous is _MISSING:
                 del pl_module.__dict__[hook_name]

@@ -7,9 +7,17 @@ share these internals.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["trainer_is_running", "trainer_of"]
+__all__ = [
+    "current_dataloader_idx",
+    "log_clash_name",
+    "logged_in_current_hook",
+    "metric_logged_in_current_hook",
+    "trainer_is_running",
+    "trainer_of",
+]
 
 
 def trainer_of(module: Any) -> Any:
@@ -28,3 +36,71 @@ def trainer_is_running(module: Any) -> bool:
         return False
     # TrainerStatus is a str enum in both Lightning flavours; str.__eq__ skips its case-folding __eq__.
     return str.__eq__(trainer.state.status, "running") is True
+
+
+# --- metrics ---
+
+
+def _active_results(module: Any) -> Any:
+    """The trainer's active ``_ResultCollection`` (``Trainer._results``: the running loop's), or None."""
+    trainer = trainer_of(module)
+    return trainer._results if trainer is not None else None
+
+
+def current_dataloader_idx(module: Any) -> int | None:
+    """The dataloader the running evaluation step belongs to, as Lightning names logged values.
+
+    Reads ``_ResultCollection.dataloader_idx``: set by the loops for each batch, None with one
+    loader; ``self.log`` adds ``/dataloader_idx_N`` exactly when it is not None.
+    """
+    results = _active_results(module)
+    return results.dataloader_idx if results is not None else None
+
+
+def _current_entry(module: Any, name: str) -> Any:
+    """The ``_ResultMetric`` that ``self.log(name, ...)`` from the running hook writes to, or None.
+
+    Relies on ``LightningModule._current_fx_name`` (the hook running now) and on the storage key
+    of ``_ResultCollection.log``: ``"{fx}.{name}"``, plus ``".{dataloader_idx}"`` when set.
+    """
+    results = _active_results(module)
+    fx = module._current_fx_name
+    if results is None or fx is None:
+        return None
+    idx = results.dataloader_idx
+    return results.get(f"{fx}.{name}" if idx is None else f"{fx}.{name}.{idx}")
+
+
+def logged_in_current_hook(module: Any, name: str) -> bool:
+    """Whether ``self.log(name, ...)`` has been called from the hook running now (this epoch).
+
+    An entry stays in the result collection across epochs; ``_ResultMetric.has_reset`` marks one
+    that was reset at an epoch's end and not logged since.
+    """
+    entry = _current_entry(module, name)
+    return entry is not None and not entry.has_reset
+
+
+def metric_logged_in_current_hook(module: Any, name: str) -> Any:
+    """The metric object that ``self.log(name, metric)`` from the running hook logged this epoch, or None.
+
+    For a logged ``torchmetrics.Metric``, ``_ResultMetric.value`` is that object (``is_tensor``
+    False); Lightning calls its ``compute()`` at the epoch's end and resets it.
+    """
+    entry = _current_entry(module, name)
+    if entry is None or entry.has_reset or entry.is_tensor:
+        return None
+    return entry.value
+
+
+# MisconfigurationException from `_ResultCollection.log` when one name is logged twice in a hook
+# with other arguments (Lightning 2.x message).
+_LOGGED_TWICE = re.compile(r"^You called `self\.log\((?P<name>.+?), \.\.\.\)` twice in `(?P<fx>[^`]+)` with different arguments")
+
+
+def log_clash_name(error: BaseException) -> str | None:
+    """The name in Lightning's "logged twice with different arguments" error, or None for other errors."""
+    if type(error).__name__ != "MisconfigurationException":
+        return None
+    match = _LOGGED_TWICE.match(str(error))
+    return match["name"] if match else None
