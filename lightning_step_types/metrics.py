@@ -132,16 +132,18 @@ class StepMetricCopies(torch.nn.ModuleDict):
 class _StageCopies:
     """One entry in one stage: its copy per dataloader, and the names they are logged under."""
 
-    __slots__ = ("entry", "stage", "binding", "hook", "names", "copies", "collection", "owner")
+    __slots__ = ("entry", "stage", "binding", "names", "first_name", "copies", "logged_first", "owner")
 
     def __init__(self, owner: MetricSet, entry: str, stage: str, binding: StepMetric[Any], first: Metric | MetricCollection) -> None:
         self.owner = owner
         self.entry = entry
         self.stage = stage
         self.binding = binding
-        self.collection = isinstance(first, MetricCollection)
         self.names = _log_names(entry, stage, binding)  # member key (or None) -> log name
+        self.first_name = next(iter(self.names.values()))
         self.copies: dict[int, Metric | MetricCollection] = {0: first}  # dataloader index -> copy
+        # dataloader index -> the object logged under first_name (the copy, or a collection's first member)
+        self.logged_first: dict[int, Metric] = {0: _first_logged(first)}
 
     def copy_for(self, dataloader_idx: int) -> Metric | MetricCollection:
         found = self.copies.get(dataloader_idx)
@@ -149,7 +151,11 @@ class _StageCopies:
             # Another loader of this stage: a fresh copy made like the first (device, dtype included).
             found = copy.deepcopy(self.copies[0])
             found.reset()
+            # Made mid-run, it is not among the modules whose train/eval mode Lightning records and
+            # restores around validation: give it the mode of those made at setup.
+            found.train()
             self.copies[dataloader_idx] = found
+            self.logged_first[dataloader_idx] = _first_logged(found)
             self.owner.register(self, dataloader_idx, found)
         return found
 
@@ -203,7 +209,7 @@ class MetricSet:
             _update_atomically(stage_copies, call, result, metric, arguments, on_step)
             if on_step:
                 _log(module, stage_copies, metric, idx, on_step=True)
-            elif metric_logged_in_current_hook(module, _first_name(stage_copies)) is not metric:
+            elif metric_logged_in_current_hook(module, stage_copies.first_name) is not stage_copies.logged_first[idx or 0]:
                 _check_no_clash(module, stage_copies, call)
                 _log(module, stage_copies, metric, idx, on_step=False)
 
@@ -406,8 +412,10 @@ def _log_names(entry: str, stage: str, binding: StepMetric[Any]) -> dict[str | N
     return {None: template.format(stage=stage, name=entry)}
 
 
-def _first_name(stage_copies: _StageCopies) -> str:
-    return next(iter(stage_copies.names.values()))
+def _first_logged(metric: Metric | MetricCollection) -> Metric:
+    if isinstance(metric, MetricCollection):
+        return cast(Metric, next(iter(metric.values(copy_state=False))))
+    return metric
 
 
 def _container_key(stage_copies: _StageCopies, dataloader_idx: int) -> str:
