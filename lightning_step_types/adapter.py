@@ -137,15 +137,15 @@ def run_step(
     return lightning_output
 
 
-def _legacy_view(output: Any) -> Any:
+def _legacy_view(output: object) -> object:
     """What a declared metric's ``update`` gets for a legacy return: a read-only view of the dict
     (a bare loss tensor as ``{"loss": loss}``)."""
     if isinstance(output, torch.Tensor):
         return types.MappingProxyType({"loss": output})
     if isinstance(output, dict):
-        return types.MappingProxyType(cast("dict[Any, Any]", output))
+        return types.MappingProxyType(cast("dict[object, object]", output))  # isinstance leaves the type arguments unknown
     if isinstance(output, Mapping):
-        return types.MappingProxyType(dict(cast("Mapping[Any, Any]", output)))
+        return types.MappingProxyType(dict(cast("Mapping[object, object]", output)))
     return output
 
 

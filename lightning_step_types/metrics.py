@@ -23,10 +23,11 @@ import difflib
 import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, cast
 
 import torch
 from torchmetrics import Metric, MetricCollection
+from typing_extensions import TypeVar
 
 from lightning_step_types.adapter import STEP_HOOKS, module_state
 from lightning_step_types.checks import StepCall
@@ -39,19 +40,10 @@ from lightning_step_types.lightning_internals import (
 )
 from lightning_step_types.results import StepResult
 
-__all__ = [
-    "STAGES",
-    "MetricSet",
-    "StepMetric",
-    "StepMetricCopies",
-    "attach_metric_set",
-    "build_metric_set",
-    "detach_metric_set",
-    "step_metric_objects",
-]
+__all__ = ["StepMetric", "step_metric_objects"]
 
-STAGES = ("train", "val", "test")
-_STAGE_OF_HOOK = dict(zip(STEP_HOOKS, STAGES))  # training_step -> train, ...
+STAGES: tuple[Literal["train"], Literal["val"], Literal["test"]] = ("train", "val", "test")
+_STAGE_OF_HOOK: dict[str, str] = dict(zip(STEP_HOOKS, STAGES))  # training_step -> train, ...
 # Words users write for a stage -> the stage.
 _STAGE_ALIASES = {
     "training": "train",
@@ -63,7 +55,7 @@ _STAGE_ALIASES = {
 }
 DEFAULT_LOG_NAME = "{stage}_{name}"
 
-ResultT = TypeVar("ResultT")
+ResultT = TypeVar("ResultT", contravariant=True, default=Any)  # what `update` reads (see the stubs)
 
 
 class StepMetric(Generic[ResultT]):
@@ -122,8 +114,8 @@ class StepMetricCopies(torch.nn.ModuleDict):
     their running state is saved by the exact-resume machinery instead)."""
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        destination = kwargs.get("destination", args[0] if args else None)
-        return destination if destination is not None else OrderedDict()
+        destination: Any = kwargs.get("destination", args[0] if args else None)
+        return destination if destination is not None else OrderedDict[str, Any]()
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         pass  # nothing was saved
@@ -189,7 +181,7 @@ class MetricSet:
                 key = f"{sc.stage}/{sc.entry}" + (f"/dataloader_idx_{idx}" if idx else "")
                 if isinstance(metric, MetricCollection):
                     for member, member_metric in metric.items(keep_base=True, copy_state=False):
-                        found[f"{key}/{member}"] = cast(Metric, member_metric)
+                        found[f"{key}/{member}"] = member_metric
                 else:
                     found[key] = metric
         return found
@@ -294,13 +286,17 @@ def taken_log_names(module: Any, besides: object) -> dict[str, str]:
     """Log names the module's other metric sets use, -> who declared them."""
     taken: dict[str, str] = {}
     for owner, metric_set in module_state(module).metric_sets.items():
-        if owner is not besides:
+        if owner is not besides and isinstance(metric_set, MetricSet):
             for name, entry in metric_set.log_names().items():
                 taken[name] = f"{metric_set.declared_by}[{entry!r}]"
     return taken
 
 
 CONTAINER_ATTRIBUTE = "_step_metric_copies"
+
+
+def metric_sets_of(module: Any) -> list[MetricSet]:
+    return [s for s in module_state(module).metric_sets.values() if isinstance(s, MetricSet)]
 
 
 def step_metric_objects(module: Any) -> dict[str, Metric]:
@@ -315,7 +311,7 @@ def step_metric_objects(module: Any) -> dict[str, Metric]:
     first step.
     """
     found: dict[str, Metric] = {}
-    for metric_set in module_state(module).metric_sets.values():
+    for metric_set in metric_sets_of(module):
         found.update(metric_set.objects())
     return found
 
@@ -344,7 +340,7 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
             ),
             declared_by,
         )
-    typed = cast("StepMetric[Any]", binding)
+    typed: StepMetric[Any] = binding  # pyright: ignore[reportUnknownVariableType]  # isinstance leaves the type argument unknown
     if not isinstance(typed.metric, (Metric, MetricCollection)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise StepResultError(
             f"{where}.metric",
@@ -414,7 +410,8 @@ def _log_names(entry: str, stage: str, binding: StepMetric[Any]) -> dict[str | N
 
 def _first_logged(metric: Metric | MetricCollection) -> Metric:
     if isinstance(metric, MetricCollection):
-        return cast(Metric, next(iter(metric.values(copy_state=False))))
+        first: Metric = next(iter(metric.values(copy_state=False)))
+        return first
     return metric
 
 
@@ -443,7 +440,7 @@ def _arguments(
     except Exception as error:
         raise _binding_error(stage_copies, call, result, batch, error) from error
     if type(arguments) is tuple:
-        return cast("tuple[Any, ...]", arguments)
+        return arguments
     if isinstance(arguments, list):
         return tuple(cast("list[Any]", arguments))
     raise StepResultError(
@@ -470,16 +467,22 @@ def _update_atomically(
         if on_step:
             metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
         else:
-            metric.update(*arguments)
+            _update_method(metric)(*arguments)
     except Exception as error:
         for member, state in zip(members, saved):
             _restore(member, state)
         raise _update_error(stage_copies, call, result, metric, arguments, error) from error
 
 
+def _update_method(metric: Metric | MetricCollection) -> Callable[..., Any]:
+    # torchmetrics wraps `update` per instance (typed as a bare Callable); its signature stays visible.
+    update: Callable[..., Any] = metric.update  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return update
+
+
 def _members(metric: Metric | MetricCollection) -> list[Metric]:
     if isinstance(metric, MetricCollection):
-        return [cast(Metric, m) for m in metric.values(copy_state=False)]
+        return list(metric.values(copy_state=False))
     return [metric]
 
 
@@ -574,11 +577,15 @@ def _binding_error(
                 fix,
                 call.hook,
             )
+    fix = "read only what the result and the batch hold (shown above)"
+    name = getattr(error, "name", None)
+    if isinstance(error, AttributeError) and isinstance(name, str) and name in _result_keys(result):
+        fix = f"read metadata by key: `result.metadata[{name!r}]`"
     return StepResultError(
         where,
         f"{type(error).__name__}: {error}; the result holds {holds}, the batch is {describe(batch)}",
         "a function of the result and the batch that returns the arguments of metric.update",
-        "read only what the result and the batch hold (see above)",
+        fix,
         call.hook,
     )
 
@@ -616,7 +623,7 @@ def _update_error(
 def _arity_problem(metric: Metric | MetricCollection, arguments: tuple[Any, ...]) -> int | None:
     """The number of positional arguments ``metric.update`` takes, when ``arguments`` has another count."""
     try:
-        parameters = inspect.signature(metric.update).parameters.values()
+        parameters = inspect.signature(_update_method(metric)).parameters.values()
     except (TypeError, ValueError):
         return None
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
@@ -644,10 +651,10 @@ def _shape_fix(arguments: tuple[Any, ...]) -> str | None:
 def _signature(metric: Metric | MetricCollection) -> str:
     name = type(metric).__name__
     try:
-        parameters = inspect.signature(metric.update).parameters.values()
+        parameters = inspect.signature(_update_method(metric)).parameters.values()
     except (TypeError, ValueError):
         return f"{name}.update"
-    shown = []
+    shown: list[str] = []
     for p in parameters:
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             shown.append(f"*{p.name}")
@@ -662,12 +669,12 @@ def describe_arguments(arguments: tuple[Any, ...]) -> str:
     return f"a tuple of {len(arguments)}: ({', '.join(describe(a) for a in arguments)})"
 
 
-def describe_result(result: Any) -> str:
+def describe_result(result: object) -> str:
     """What a step's result holds, for messages: its class, and each value (tensors with shape and dtype)."""
     if isinstance(result, StepResult):
-        typed = cast("StepResult[Mapping[str, Any]]", result)
+        typed = cast("StepResult[Mapping[str, Any]]", result)  # isinstance leaves the type argument unknown
         items = ", ".join(f"{k!r}: {describe(v)}" for k, v in typed.metadata.items())
-        return f"{type(result).__name__}(loss {describe_tensor(typed.loss)}, metadata {{{items}}})"
+        return f"{type(typed).__name__}(loss {describe_tensor(typed.loss)}, metadata {{{items}}})"
     if isinstance(result, Mapping):
         mapping = cast("Mapping[object, Any]", result)
         items = ", ".join(f"{short_repr(k)}: {describe(v)}" for k, v in mapping.items())
@@ -700,7 +707,7 @@ def stage_of(hook_name: str) -> str:
 
 def iter_stage_copies(module: Any) -> Iterator[tuple[str, str, int, Metric | MetricCollection]]:
     """(stage, entry, dataloader index, copy) for each copy of the module's declared metrics."""
-    for metric_set in module_state(module).metric_sets.values():
+    for metric_set in metric_sets_of(module):
         for sc in metric_set.stage_copies:
             for idx, metric in sc.copies.items():
                 yield sc.stage, sc.entry, idx, metric

@@ -154,7 +154,7 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
 _NO_METRICS: Callable[..., Any] = TypedModuleMixin.configure_step_metrics
 
 
-def attach_declared_metrics(module: Any) -> None:
+def attach_declared_metrics(module: TypedModuleMixin) -> None:
     """Call ``configure_step_metrics`` (once per run), check it, and hand its copies to the adapter."""
     if type(module).configure_step_metrics is _NO_METRICS:
         return  # declares none: nothing to pay per step
