@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import difflib
 import inspect
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Literal, cast
@@ -250,8 +251,7 @@ def build_metric_set(
                         f"[{entry!r}]",
                         f"log name {name!r} for stage {stage!r}, which {taken[name]} logs already",
                         "each declared metric logged under its own name",
-                        f"give one of them another name, e.g. `StepMetric(..., log_name='{{stage}}_{entry}_2')`"
-                        " or another key",
+                        _rename_fix(entry, binding, name),
                         declared_by,
                     )
                 taken[name] = f"[{entry!r}]"
@@ -344,7 +344,7 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
     if not isinstance(typed.metric, (Metric, MetricCollection)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise StepResultError(
             f"{where}.metric",
-            describe(typed.metric),
+            _describe_callable(typed.metric),
             "a torchmetrics.Metric or MetricCollection: Lightning computes, syncs and resets those",
             "use a torchmetrics metric, e.g. `torchmetrics.MeanMetric()`, or write one by subclassing"
             " `torchmetrics.Metric`",
@@ -386,6 +386,13 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
         )
 
 
+def _rename_fix(entry: str, binding: StepMetric[Any], clashing: str) -> str:
+    own = "{stage}_" + entry + ("_{name}" if isinstance(binding.metric, MetricCollection) else "")
+    if own != binding.log_name and clashing not in _log_names(entry, "train", binding, own).values():
+        return f"give {entry!r} a name of its own: `StepMetric(..., log_name={own!r})`, or another key"
+    return f"rename the entry, e.g. to '{entry}_metric'"
+
+
 def _stage_fix(stage: object, stages: tuple[object, ...]) -> str:
     close = _STAGE_ALIASES.get(stage) if isinstance(stage, str) else None
     if close is None and isinstance(stage, str):
@@ -397,9 +404,9 @@ def _stage_fix(stage: object, stages: tuple[object, ...]) -> str:
     return f"write {close!r} for {stage!r}: `stages={fixed!r}`"
 
 
-def _log_names(entry: str, stage: str, binding: StepMetric[Any]) -> dict[str | None, str]:
+def _log_names(entry: str, stage: str, binding: StepMetric[Any], template: str | None = None) -> dict[str | None, str]:
     metric = binding.metric
-    template = binding.log_name
+    template = binding.log_name if template is None else template
     if isinstance(metric, MetricCollection):
         return {
             str(member): template.format(stage=stage, name=member)
@@ -462,7 +469,7 @@ def _update_atomically(
 ) -> None:
     """Update the copy; if its update raises, put its state back as it was and say what went wrong."""
     members = _members(metric)
-    saved = [_snapshot(member) for member in members]
+    saved = [_snapshot(member, clone=not (on_step and _forward_resets_first(member))) for member in members]
     try:
         if on_step:
             metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
@@ -489,10 +496,20 @@ def _members(metric: Metric | MetricCollection) -> list[Metric]:
 _Snapshot = tuple[int, Any, dict[str, Any]]
 
 
-def _snapshot(metric: Metric) -> _Snapshot:
-    # torchmetrics updates states in place (`self.tp += tp`) as well as by assignment: clone them.
+def _forward_resets_first(metric: Metric) -> bool:
+    # torchmetrics' Metric.forward: this is the condition under which it takes `_forward_reduce_state_update`.
+    return metric.full_state_update is False and not metric.dist_sync_on_step
+
+
+def _snapshot(metric: Metric, clone: bool = True) -> _Snapshot:
+    """The metric's states, to put back if an update fails.
+
+    ``update`` changes states in place (``self.tp += tp``) as well as by assignment: the tensors
+    are cloned. ``forward`` of a metric without ``full_state_update`` first resets the metric to
+    fresh tensors and only then updates, so the current tensors stay untouched: references do.
+    """
     states = {
-        name: value.clone() if isinstance(value, torch.Tensor) else list(value)
+        name: (value.clone() if clone else value) if isinstance(value, torch.Tensor) else list(value)
         for name, value in metric.metric_state.items()
     }
     return (metric.update_count, metric._computed, states)  # pyright: ignore[reportPrivateUsage]
@@ -688,6 +705,13 @@ def _result_keys(result: Any) -> list[Any]:
     if isinstance(result, Mapping):
         return list(cast("Mapping[object, Any]", result))
     return []
+
+
+def _describe_callable(value: object) -> str:
+    """Like ``describe``, without the memory address a function's repr shows."""
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return f"function {_callable_name(value)}"
+    return describe(value)
 
 
 def _callable_name(function: object) -> str:

@@ -410,17 +410,26 @@ def test_an_update_that_returns_a_tensor_is_refused(tmp_path: Path) -> None:
     assert info.value.expected == "a tuple of the positional arguments of MulticlassAccuracy.update(preds, target)"
 
 
-def test_a_collection_member_failing_leaves_every_member_unchanged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("on_step", [False, True])
+def test_a_collection_member_failing_leaves_every_member_unchanged(on_step: bool, tmp_path: Path) -> None:
+    """The mean squared error takes the update, its sibling refuses it: both are as before the step.
+
+    With step values the collection's forward runs: MeanSquaredError's resets before it updates,
+    the other's (``full_state_update`` unset) updates its own state first.
+    """
     collection = MetricCollection({"mse": MeanSquaredError(), "refuses": FailsOnItsThirdUpdate()})
-    metric = StepMetric(collection, update=lambda r, b: (r.metadata["logits"][:, 0], b[1].float()), stages=("train",))
-    model = MetricsModel({"reg": metric}, lambda logits, i: {"logits": logits})
-    error, keeper = fit_failing_at_batch_2(model, tmp_path)
-    assert error.got.endswith("which MetricCollection.update refused: ValueError: refused on purpose")
+    update = lambda r, b: (r.metadata["logits"][:, 0], b[1].float())  # noqa: E731
+    model = MetricsModel({"reg": StepMetric(collection, update=update, stages=("train",), on_step=on_step)}, lambda logits, i: {"logits": logits})
+    failing_batch = 1 if on_step else 2  # a full-state forward calls update twice
+    keeper = StateBeforeBatch(failing_batch)
+    with pytest.raises(StepResultError) as info:
+        make_trainer(tmp_path, max_epochs=1, callbacks=[keeper]).fit(model, train_loader())
+    assert info.value.got.endswith("which MetricCollection.update refused: ValueError: refused on purpose")
     objects = step_metric_objects(model)
     assert sorted(keeper.saved) == ["train/reg/mse", "train/reg/refuses"]
     for key, saved in keeper.saved.items():
         assert_states_equal(clone_state(objects[key]), saved)
-    assert keeper.saved["train/reg/mse"]["update_count"] == 2
+    assert keeper.saved["train/reg/mse"]["update_count"] == failing_batch
 
 
 SETUP_ERRORS: dict[str, tuple[Callable[[], Any], str, str]] = {
