@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch
+import lightning.pytorch.cli
 import pytest
 import pytorch_lightning as pl
+import pytorch_lightning.cli
 import torch
 import torch.nn.functional as F
 from metric_models import (
@@ -574,3 +576,72 @@ def test_metric_arguments_helper_matches_declared() -> None:
         ours = declared(kind, False)[kind].update(result, (None, target))
         theirs = metric_arguments(kind, logits, target)
         assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+# --- the docs page's example, LightningCLI, DDP --------------------------------------------------
+
+
+def test_metrics_page_example_logs_train_and_val_accuracy(tmp_path: Path) -> None:
+    from test_docs import DOCS, fenced_blocks
+
+    example = next(block for block in fenced_blocks(DOCS / "metrics.md") if block.runnable)
+    namespace: dict[str, Any] = {"__name__": "metrics_page"}
+    exec(compile(example.code, str(DOCS / "metrics.md"), "exec"), namespace)
+    trainer = make_trainer(tmp_path, max_epochs=1)
+    trainer.fit(namespace["Classifier"](), train_loader(), val_loaders()[0])
+    assert sorted(trainer.callback_metrics) == ["train_acc", "val_acc"]
+    assert sorted(trainer.progress_bar_metrics) == ["train_acc", "val_acc"]
+
+
+CLI_CONFIG = """\
+model:
+  class_path: metric_models.{model}
+  init_args:
+    kind: mse
+trainer:
+  max_epochs: 1
+  logger: false
+  enable_checkpointing: false
+  enable_progress_bar: false
+  enable_model_summary: false
+"""
+
+
+@pytest.mark.parametrize("flavour", list(FLAVOUR_PACKAGES))
+def test_lightning_cli_with_a_module_that_declares_metrics(flavour: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli_class = pl.cli.LightningCLI if flavour == "pytorch_lightning" else lightning.pytorch.cli.LightningCLI
+    config = tmp_path / "metrics.yaml"
+    config.write_text(CLI_CONFIG.format(model=_name(flavour, "Typed")))
+    monkeypatch.setattr("sys.argv", ["train.py"])
+    cli = cli_class(args=["--config", str(config), f"--trainer.default_root_dir={tmp_path / 'run'}"], run=False, subclass_mode_model=True)
+    assert type(cli.model).__name__ == _name(flavour, "Typed") and cli.model.kind == "mse"
+    cli.trainer.fit(cli.model, train_loader(), val_loaders())
+    assert sorted(cli.trainer.callback_metrics) == ["train_mse", "val_mse/dataloader_idx_0", "val_mse/dataloader_idx_1"]
+
+
+class RecordMetrics(pl.Callback):
+    """Every rank writes what it logged (synced epoch values are the same on every rank)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        torch.save(floats(trainer.callback_metrics), self.root / f"rank{trainer.global_rank}.pt")
+
+
+def fit_under_ddp(model: pl.LightningModule, root: Path) -> list[dict[str, float]]:
+    root.mkdir(parents=True)
+    trainer = make_trainer(root, devices=2, strategy="ddp_spawn", max_epochs=2, callbacks=[RecordMetrics(root)])
+    trainer.fit(model, train_loader(), val_loaders())
+    return [torch.load(root / f"rank{rank}.pt") for rank in (0, 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["acc", "scores"])
+def test_synced_values_under_ddp_equal_the_hand_written_ddp_run(kind: str, tmp_path: Path) -> None:
+    classes = CLASSES_BY_FLAVOUR["pytorch_lightning"]
+    declared_ranks = fit_under_ddp(classes["Typed"](kind=kind), tmp_path / "typed")
+    hand_ranks = fit_under_ddp(classes["Hand"](kind=kind), tmp_path / "hand")
+    assert declared_ranks == hand_ranks
+    assert declared_ranks[0] == declared_ranks[1]  # synced: every rank logged the value over all samples
+    assert len(declared_ranks[0]) == (3 if kind == "acc" else 6)
