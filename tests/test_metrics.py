@@ -645,3 +645,17 @@ def test_synced_values_under_ddp_equal_the_hand_written_ddp_run(kind: str, tmp_p
     assert declared_ranks == hand_ranks
     assert declared_ranks[0] == declared_ranks[1]  # synced: every rank logged the value over all samples
     assert len(declared_ranks[0]) == (3 if kind == "acc" else 6)
+
+
+def test_a_precision_plugin_converts_the_copies_as_it_converts_a_metric_attribute(tmp_path: Path) -> None:
+    classes = CLASSES_BY_FLAVOUR["pytorch_lightning"]
+    typed, hand = classes["Typed"](kind="mse"), classes["Hand"](kind="mse")
+    logged = []
+    for model in (typed, hand):
+        trainer = make_trainer(tmp_path, precision="bf16-true")
+        trainer.fit(model, train_loader(), val_loaders())
+        logged.append(floats(trainer.callback_metrics))
+    assert logged[0] == logged[1] and len(logged[0]) == 3
+    dtypes = {key: metric.metric_state["sum_squared_error"].dtype for key, metric in step_metric_objects(typed).items()}
+    assert dtypes == dict.fromkeys(["train/mse", "val/mse", "val/mse/dataloader_idx_1", "test/mse"], torch.bfloat16)
+    assert hand.train_metric.metric_state["sum_squared_error"].dtype == torch.bfloat16
