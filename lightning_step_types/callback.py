@@ -81,7 +81,7 @@ class StepResultAdapterMixin:
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self.metrics is not None:
-            self._attach_metrics(pl_module)
+            self._attach_metrics(trainer, pl_module)
         if isinstance(pl_module, TypedModuleMixin):
             self._warn_if_overridden(pl_module)
             return
@@ -110,11 +110,11 @@ class StepResultAdapterMixin:
             stacklevel=2,
         )
 
-    def _attach_metrics(self, pl_module: Any) -> None:
-        """Fresh copies for this run, kept off the module (it pickles as it was); moved to its device."""
+    def _attach_metrics(self, trainer: Any, pl_module: Any) -> None:
+        """Fresh copies for this run, kept off the module (it pickles as it was), on the device it will run on."""
         policy = module_policy(pl_module) if isinstance(pl_module, TypedModuleMixin) else self.policy
         # A typed module's own declared metrics are checked against these when it attaches them.
-        attach_metric_set(pl_module, self, self._metric_set(policy))
+        attach_metric_set(pl_module, self, self._metric_set(policy), device=trainer.strategy.root_device)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._restore(pl_module)

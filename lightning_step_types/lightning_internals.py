@@ -11,10 +11,11 @@ import re
 from typing import Any
 
 __all__ = [
-    "current_dataloader_idx",
+    "LoggingContext",
     "log_clash_name",
     "logged_in_current_hook",
-    "metric_logged_in_current_hook",
+    "logged_metric",
+    "logging_context",
     "trainer_is_running",
     "trainer_of",
 ]
@@ -40,34 +41,29 @@ def trainer_is_running(module: Any) -> bool:
 
 # --- metrics ---
 
+# Where a `self.log` call from the running step goes: (the trainer's active `_ResultCollection`
+# or None, `LightningModule._current_fx_name`, `_ResultCollection.dataloader_idx`).
+LoggingContext = tuple[Any, "str | None", "int | None"]
 
-def _active_results(module: Any) -> Any:
-    """The trainer's active ``_ResultCollection`` (``Trainer._results``: the running loop's), or None."""
+
+def logging_context(module: Any) -> LoggingContext:
+    """Read once per step: ``Trainer._results`` (the running loop's result collection) costs a
+    few property lookups. ``dataloader_idx`` is set by the loops for each batch, None with one
+    loader; ``self.log`` adds ``/dataloader_idx_N`` exactly when it is not None."""
     trainer = trainer_of(module)
-    return trainer._results if trainer is not None else None
+    results = trainer._results if trainer is not None else None
+    return results, module._current_fx_name, results.dataloader_idx if results is not None else None
 
 
-def current_dataloader_idx(module: Any) -> int | None:
-    """The dataloader the running evaluation step belongs to, as Lightning names logged values.
-
-    Reads ``_ResultCollection.dataloader_idx``: set by the loops for each batch, None with one
-    loader; ``self.log`` adds ``/dataloader_idx_N`` exactly when it is not None.
-    """
-    results = _active_results(module)
-    return results.dataloader_idx if results is not None else None
-
-
-def _current_entry(module: Any, name: str) -> Any:
+def _entry(context: LoggingContext, name: str) -> Any:
     """The ``_ResultMetric`` that ``self.log(name, ...)`` from the running hook writes to, or None.
 
-    Relies on ``LightningModule._current_fx_name`` (the hook running now) and on the storage key
-    of ``_ResultCollection.log``: ``"{fx}.{name}"``, plus ``".{dataloader_idx}"`` when set.
+    Relies on the storage key of ``_ResultCollection.log``: ``"{fx}.{name}"``, plus
+    ``".{dataloader_idx}"`` when set.
     """
-    results = _active_results(module)
-    fx = module._current_fx_name
+    results, fx, idx = context
     if results is None or fx is None:
         return None
-    idx = results.dataloader_idx
     return results.get(f"{fx}.{name}" if idx is None else f"{fx}.{name}.{idx}")
 
 
@@ -77,17 +73,17 @@ def logged_in_current_hook(module: Any, name: str) -> bool:
     An entry stays in the result collection across epochs; ``_ResultMetric.has_reset`` marks one
     that was reset at an epoch's end and not logged since.
     """
-    entry = _current_entry(module, name)
+    entry = _entry(logging_context(module), name)
     return entry is not None and not entry.has_reset
 
 
-def metric_logged_in_current_hook(module: Any, name: str) -> Any:
+def logged_metric(context: LoggingContext, name: str) -> Any:
     """The metric object that ``self.log(name, metric)`` from the running hook logged this epoch, or None.
 
     For a logged ``torchmetrics.Metric``, ``_ResultMetric.value`` is that object (``is_tensor``
     False); Lightning calls its ``compute()`` at the epoch's end and resets it.
     """
-    entry = _current_entry(module, name)
+    entry = _entry(context, name)
     if entry is None or entry.has_reset or entry.is_tensor:
         return None
     return entry.value

@@ -34,10 +34,10 @@ from lightning_step_types.adapter import STEP_HOOKS, module_state
 from lightning_step_types.checks import StepCall
 from lightning_step_types.errors import StepResultError, describe, describe_tensor, short_repr
 from lightning_step_types.lightning_internals import (
-    current_dataloader_idx,
     log_clash_name,
     logged_in_current_hook,
-    metric_logged_in_current_hook,
+    logged_metric,
+    logging_context,
 )
 from lightning_step_types.results import StepResult
 
@@ -194,17 +194,19 @@ class MetricSet:
         declared = self.by_hook.get(call.hook_name)
         if not declared:
             return
-        idx = current_dataloader_idx(module)
+        context = logging_context(module)
+        idx = context[2] or 0
         for stage_copies in declared:
-            metric = stage_copies.copy_for(idx or 0)
+            metric = stage_copies.copy_for(idx)
             arguments = _arguments(stage_copies, call, result, batch, metric)
             on_step = stage_copies.binding.on_step and stage_copies.stage == "train"
             _update_atomically(stage_copies, call, result, metric, arguments, on_step)
             if on_step:
-                _log(module, stage_copies, metric, idx, on_step=True)
-            elif metric_logged_in_current_hook(module, stage_copies.first_name) is not stage_copies.logged_first[idx or 0]:
+                _log(module, stage_copies, metric, on_step=True)
+            elif logged_metric(context, stage_copies.first_name) is not stage_copies.logged_first[idx]:
+                # The copy's first update in this epoch (in this process): Lightning does not hold it yet.
                 _check_no_clash(module, stage_copies, call)
-                _log(module, stage_copies, metric, idx, on_step=False)
+                _log(module, stage_copies, metric, on_step=False)
 
     def explain(self, error: BaseException, call: StepCall) -> StepResultError | None:
         """Lightning's raw error when the step itself logs a declared name: the clear version."""
@@ -260,20 +262,21 @@ def build_metric_set(
     return metric_set
 
 
-def attach_metric_set(module: Any, owner: object, metric_set: MetricSet) -> None:
-    """Make the adapter's per-step path update ``metric_set`` for ``module`` (replacing ``owner``'s previous set)."""
+def attach_metric_set(module: Any, owner: object, metric_set: MetricSet, device: torch.device | None = None) -> None:
+    """Make the adapter's per-step path update ``metric_set`` for ``module`` (replacing ``owner``'s previous set).
+
+    Copies held by the module move with it; others are moved to ``device`` (where the module will run).
+    """
     state = module_state(module)
     sets = {key: value for key, value in state.metric_sets.items() if key is not owner}
     sets[owner] = metric_set
     state.metric_sets = sets
     if metric_set.container is not None:
-        # A child module: it moves with the module; the name is the library's, not the user's.
+        # A child module: the strategy moves (and the precision plugin converts) it with the module.
         setattr(module, CONTAINER_ATTRIBUTE, metric_set.container)
-    else:
-        device = _module_device(module)
-        if device is not None:
-            for sc in metric_set.stage_copies:
-                sc.copies[0].to(device)
+    elif device is not None:
+        for sc in metric_set.stage_copies:
+            sc.copies[0].to(device)  # the copies of further dataloaders are made from these
 
 
 def detach_metric_set(module: Any, owner: object) -> None:
@@ -428,11 +431,6 @@ def _container_key(stage_copies: _StageCopies, dataloader_idx: int) -> str:
     return key.replace(".", "_")
 
 
-def _module_device(module: Any) -> torch.device | None:
-    device = getattr(module, "device", None)
-    return device if isinstance(device, torch.device) else None
-
-
 # --- per step: arguments, atomic update, logging --------------------------------------------------
 
 
@@ -523,7 +521,7 @@ def _restore(metric: Metric, saved: _Snapshot) -> None:
     metric._computed = computed  # pyright: ignore[reportPrivateUsage]
 
 
-def _log(module: Any, stage_copies: _StageCopies, metric: Metric | MetricCollection, idx: int | None, on_step: bool) -> None:
+def _log(module: Any, stage_copies: _StageCopies, metric: Metric | MetricCollection, on_step: bool) -> None:
     binding = stage_copies.binding
     attribute = f"{CONTAINER_ATTRIBUTE}.{stage_copies.stage}__{stage_copies.entry}"
     if isinstance(metric, MetricCollection):
