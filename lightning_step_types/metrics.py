@@ -34,6 +34,7 @@ from lightning_step_types.adapter import STEP_HOOKS, module_state
 from lightning_step_types.checks import StepCall
 from lightning_step_types.errors import StepResultError, describe, describe_tensor, short_repr
 from lightning_step_types.lightning_internals import (
+    LoggingContext,
     log_clash_name,
     logged_in_current_hook,
     logged_metric,
@@ -125,13 +126,14 @@ class StepMetricCopies(torch.nn.ModuleDict):
 class _StageCopies:
     """One entry in one stage: its copy per dataloader, and the names they are logged under."""
 
-    __slots__ = ("entry", "stage", "binding", "names", "first_name", "copies", "logged_first", "owner")
+    __slots__ = ("entry", "stage", "binding", "names", "first_name", "copies", "logged_first", "owner", "step_values")
 
     def __init__(self, owner: MetricSet, entry: str, stage: str, binding: StepMetric[Any], first: Metric | MetricCollection) -> None:
         self.owner = owner
         self.entry = entry
         self.stage = stage
         self.binding = binding
+        self.step_values = bool(binding.on_step) and stage == "train"  # `on_step` applies to training
         self.names = _log_names(entry, stage, binding)  # member key (or None) -> log name
         self.first_name = next(iter(self.names.values()))
         self.copies: dict[int, Metric | MetricCollection] = {0: first}  # dataloader index -> copy
@@ -194,16 +196,19 @@ class MetricSet:
         declared = self.by_hook.get(call.hook_name)
         if not declared:
             return
-        context = logging_context(module)
-        idx = context[2] or 0
+        context: LoggingContext | None = None
         for stage_copies in declared:
-            metric = stage_copies.copy_for(idx)
-            arguments = _arguments(stage_copies, call, result, batch, metric)
-            on_step = stage_copies.binding.on_step and stage_copies.stage == "train"
-            _update_atomically(stage_copies, call, result, metric, arguments, on_step)
-            if on_step:
+            if stage_copies.step_values:  # training: one loader; the batch value is logged every step
+                metric = stage_copies.copies[0]
+                _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), True)
                 _log(module, stage_copies, metric, on_step=True)
-            elif logged_metric(context, stage_copies.first_name) is not stage_copies.logged_first[idx]:
+                continue
+            if context is None:
+                context = logging_context(module)
+            idx = context[2] or 0
+            metric = stage_copies.copy_for(idx)
+            _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), False)
+            if logged_metric(context, stage_copies.first_name) is not stage_copies.logged_first[idx]:
                 # The copy's first update in this epoch (in this process): Lightning does not hold it yet.
                 _check_no_clash(module, stage_copies, call)
                 _log(module, stage_copies, metric, on_step=False)

@@ -613,7 +613,7 @@ def test_lightning_cli_with_a_module_that_declares_metrics(flavour: str, tmp_pat
     config = tmp_path / "metrics.yaml"
     config.write_text(CLI_CONFIG.format(model=_name(flavour, "Typed")))
     monkeypatch.setattr("sys.argv", ["train.py"])
-    cli = cli_class(args=["--config", str(config), f"--trainer.default_root_dir={tmp_path / 'run'}"], run=False, subclass_mode_model=True)
+    cli = cli_class(args=["--config", str(config), "--seed_everything=0", f"--trainer.default_root_dir={tmp_path / 'run'}"], run=False, subclass_mode_model=True)
     assert type(cli.model).__name__ == _name(flavour, "Typed") and cli.model.kind == "mse"
     cli.trainer.fit(cli.model, train_loader(), val_loaders())
     assert sorted(cli.trainer.callback_metrics) == ["train_mse", "val_mse/dataloader_idx_0", "val_mse/dataloader_idx_1"]
