@@ -16,6 +16,7 @@ from lightning_step_types.metrics import (
     attach_metric_set,
     build_metric_set,
     detach_metric_set,
+    loss_log_names,
 )
 from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
@@ -62,13 +63,7 @@ class StepResultAdapterMixin:
             self._metric_set(self.policy)
 
     def _metric_set(self, policy: StepPolicy) -> MetricSet:
-        taken: dict[str, str] = {}
-        if policy.log_loss is not None:
-            for hook_name in STEP_HOOKS:
-                name = policy.log_loss.name_for(hook_name)
-                if name is not None:
-                    taken[name] = "log_loss"
-        return build_metric_set(f"{type(self).__name__}(metrics=...)", self.metrics, taken)
+        return build_metric_set(f"{type(self).__name__}(metrics=...)", self.metrics, loss_log_names(policy))
 
     @property
     def strict(self) -> bool:

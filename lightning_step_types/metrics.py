@@ -40,6 +40,7 @@ from lightning_step_types.lightning_internals import (
     logged_metric,
     logging_context,
 )
+from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import StepResult
 
 __all__ = ["StepMetric", "step_metric_objects"]
@@ -288,6 +289,17 @@ def detach_metric_set(module: Any, owner: object) -> None:
     state = module_state(module)
     if owner in state.metric_sets:
         state.metric_sets = {key: value for key, value in state.metric_sets.items() if key is not owner}
+
+
+def loss_log_names(policy: StepPolicy) -> dict[str, str]:
+    """The names ``log_loss`` logs under, -> "log_loss" (declared metrics may not take them)."""
+    names: dict[str, str] = {}
+    if policy.log_loss is not None:
+        for hook_name in STEP_HOOKS:
+            name = policy.log_loss.name_for(hook_name)
+            if name is not None:
+                names[name] = "log_loss"
+    return names
 
 
 def taken_log_names(module: Any, besides: object) -> dict[str, str]:

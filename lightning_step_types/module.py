@@ -7,12 +7,17 @@ that mixes this in: see ``lightning_step_types.pytorch_lightning`` and ``.lightn
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, cast
 
 from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, module_state, typed_outputs
-from lightning_step_types.metrics import StepMetric, attach_metric_set, build_metric_set, taken_log_names
+from lightning_step_types.metrics import (
+    StepMetric,
+    attach_metric_set,
+    build_metric_set,
+    loss_log_names,
+    taken_log_names,
+)
 from lightning_step_types.wrapping import (
     BatchEndPlan,
     adapt_batch_end_function,
@@ -159,13 +164,7 @@ def attach_declared_metrics(module: TypedModuleMixin) -> None:
     if type(module).configure_step_metrics is _NO_METRICS:
         return  # declares none: nothing to pay per step
     declared_by = f"{type(module).__qualname__}.configure_step_metrics"
-    policy = module_policy(module)
-    taken = taken_log_names(module, TypedModuleMixin)
-    if policy.log_loss is not None:
-        for hook_name in STEP_HOOKS:
-            name = policy.log_loss.name_for(hook_name)
-            if name is not None:
-                taken[name] = "log_loss"
+    taken = {**taken_log_names(module, TypedModuleMixin), **loss_log_names(module_policy(module))}
     metric_set = build_metric_set(declared_by, module.configure_step_metrics(), taken, container=True)
     attach_metric_set(module, TypedModuleMixin, metric_set)
 
