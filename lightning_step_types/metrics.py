@@ -484,7 +484,7 @@ def _update_atomically(
 ) -> None:
     """Update the copy; if its update raises, put its state back as it was and say what went wrong."""
     members = _members(metric)
-    saved = [_snapshot(member, clone=not (on_step and _forward_resets_first(member))) for member in members]
+    saved = [_snapshot(member, forward=on_step) for member in members]
     try:
         if on_step:
             metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
@@ -516,23 +516,41 @@ def _forward_resets_first(metric: Metric) -> bool:
     return metric.full_state_update is False and not metric.dist_sync_on_step
 
 
-def _snapshot(metric: Metric, clone: bool = True) -> _Snapshot:
+class _ListLength:
+    """A list state as it was: ``update`` only appends to list states, so its length suffices."""
+
+    __slots__ = ("items", "length")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.length = len(items)
+
+
+def _snapshot(metric: Metric, forward: bool) -> _Snapshot:
     """The metric's states, to put back if an update fails.
 
-    ``update`` changes states in place (``self.tp += tp``) as well as by assignment: the tensors
-    are cloned. ``forward`` of a metric without ``full_state_update`` first resets the metric to
-    fresh tensors and only then updates, so the current tensors stay untouched: references do.
+    ``update`` changes tensor states in place (``self.tp += tp``) as well as by assignment, so
+    they are cloned; it only appends to list states, so their lengths do (no copy that grows with
+    the epoch). ``forward`` resets the metric in between, which clears list states in place, so
+    they are copied; and for a metric without ``full_state_update`` it resets before it updates,
+    onto fresh tensors, so the current tensors stay untouched and references do.
     """
-    states = {
-        name: (value.clone() if clone else value) if isinstance(value, torch.Tensor) else list(value)
-        for name, value in metric.metric_state.items()
-    }
+    clone = not (forward and _forward_resets_first(metric))
+    states: dict[str, Any] = {}
+    for name, value in metric.metric_state.items():
+        if isinstance(value, torch.Tensor):
+            states[name] = value.clone() if clone else value
+        else:
+            states[name] = list(value) if forward else _ListLength(value)
     return (metric.update_count, metric._computed, states)  # pyright: ignore[reportPrivateUsage]
 
 
 def _restore(metric: Metric, saved: _Snapshot) -> None:
     update_count, computed, states = saved
     for name, value in states.items():
+        if isinstance(value, _ListLength):
+            del value.items[value.length :]
+            value = value.items
         setattr(metric, name, value)
     metric._update_count = update_count  # pyright: ignore[reportPrivateUsage]
     metric._computed = computed  # pyright: ignore[reportPrivateUsage]

@@ -344,6 +344,43 @@ class FailsOnItsThirdUpdate(Metric):
         return self.total
 
 
+class AppendsThenRefuses(Metric):
+    """A list state and a tensor state, changed in place before its third update raises: the worst case."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("seen", [], dist_reduce_fx="cat")
+        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+        self.calls = 0
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+        self.calls += 1
+        self.seen.append(preds)
+        self.total += preds.sum()
+        if self.calls == 3:
+            raise ValueError("refused after changing its state")
+
+    def compute(self) -> torch.Tensor:
+        return self.total
+
+
+@pytest.mark.parametrize("on_step", [False, True])
+def test_a_metric_that_changes_its_state_before_failing_is_put_back(on_step: bool, tmp_path: Path) -> None:
+    update = lambda r, b: (r.metadata["logits"][:, 0], b[1].float())  # noqa: E731
+    binding = StepMetric(AppendsThenRefuses(), update=update, stages=("train",), on_step=on_step)
+    model = MetricsModel({"odd": binding}, lambda logits, i: {"logits": logits})
+    failing_batch = 1 if on_step else 2  # a full-state forward calls update twice
+    keeper = StateBeforeBatch(failing_batch)
+    with pytest.raises(StepResultError) as info:
+        make_trainer(tmp_path, max_epochs=1, callbacks=[keeper]).fit(model, train_loader())
+    assert info.value.got.endswith("which AppendsThenRefuses.update refused: ValueError: refused after changing its state")
+    restored = step_metric_objects(model)["train/odd"]
+    saved = keeper.saved["train/odd"]
+    assert len(restored.seen) == len(saved["seen"]) == failing_batch
+    assert all(torch.equal(a, b) for a, b in zip(restored.seen, saved["seen"], strict=True))
+    assert torch.equal(restored.total, saved["total"]) and restored.update_count == saved["update_count"]
+
+
 class MetricsModel(lst_pytorch_lightning.TypedLightningModule):
     def __init__(self, metrics: dict[str, Any], metadata: Callable[[torch.Tensor, int], dict[str, Any]]) -> None:
         super().__init__()
