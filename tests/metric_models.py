@@ -67,7 +67,7 @@ def val_loaders() -> list[DataLoader[Any]]:
 
 
 def final_loader() -> DataLoader[Any]:
-    return loader(3, 9, 4)
+    return loader(5, 9, 4)
 
 
 class Parts:
