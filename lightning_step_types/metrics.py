@@ -384,7 +384,7 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
             f"{where}.stages",
             describe(stages),
             "a non-empty tuple of stages: 'train', 'val', 'test'",
-            "pass e.g. `stages=('val', 'test')`",
+            f"pass a tuple: `stages=({stages!r},)`" if isinstance(stages, str) else "pass e.g. `stages=('val', 'test')`",
             declared_by,
         )
     for stage in cast("tuple[object, ...]", stages):

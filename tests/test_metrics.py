@@ -505,6 +505,13 @@ def test_unknown_stage_suggests_the_stage(tmp_path: Path) -> None:
     assert info.value.fix == "write 'val' for 'validation': `stages=('train', 'val')`"
 
 
+def test_a_single_stage_given_as_a_string_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StepResultError) as info:
+        fit_typed(lambda: {"acc": accuracy(stages="val")}, tmp_path)
+    assert (info.value.where, info.value.got) == ("['acc'].stages", "str 'val'")
+    assert info.value.fix == "pass a tuple: `stages=('val',)`"
+
+
 def test_a_declared_name_taken_by_loss_logging_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StepResultError) as info:
         fit_typed(lambda: {"loss": accuracy()}, tmp_path, log_loss=True)
