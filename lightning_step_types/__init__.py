@@ -21,12 +21,14 @@ from lightning_step_types.policy import LossLogging, NonFiniteLoss
 from lightning_step_types.results import FrozenMetadata, StepResult, TrainStepResult, ValStepResult
 
 if TYPE_CHECKING:  # checkers see the lazily imported names (as the stubs declare them)
+    from lightning_step_types.metrics import StepMetric
     from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedCallback, TypedLightningModule
 
 __all__ = [
     "FrozenMetadata",
     "LossLogging",
     "NonFiniteLoss",
+    "StepMetric",
     "StepResult",
     "StepResultAdapter",
     "StepResultError",
@@ -42,7 +44,11 @@ _FLAVOURED = ("StepResultAdapter", "TypedCallback", "TypedLightningModule")
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that importing the results does not require a particular Lightning package.
+    # Lazy, so that importing the results does not require a particular Lightning package (or torchmetrics).
+    if name == "StepMetric":
+        value = importlib.import_module("lightning_step_types.metrics").StepMetric
+        globals()[name] = value
+        return value
     if name not in _FLAVOURED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(_flavour(name), name)

@@ -12,9 +12,10 @@ wraps one module's methods on the instance for one run (``wrapping.py``). Both c
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import torch
 
@@ -46,16 +47,27 @@ BATCH_END_HOOKS = {
 }
 
 
+class MetricUpdates(Protocol):
+    """Declared metrics, as the per-step path sees them (``metrics.MetricSet``)."""
+
+    def update(self, module: Any, call: StepCall, result: Any, batch: Any) -> None: ...
+
+    def explain(self, error: BaseException, call: StepCall) -> StepResultError | None: ...
+
+
 class _ModuleState:
     """Per-module runtime state, kept off the module so that it pickles and copies as it was."""
 
-    __slots__ = ("calls", "active", "latest", "__weakref__")
+    __slots__ = ("calls", "active", "latest", "metric_sets", "in_setup", "__weakref__")
 
     def __init__(self) -> None:
         self.calls: dict[str, StepCall] = {}  # per hook, rebuilt when the module's policy changes
         self.active: bool = False  # inside an adapted step: nested calls (super().training_step) pass through
         # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
         self.latest: dict[str, StepResult[Any]] = {}
+        # Declared metrics for the current run, by who declared them (the module, a StepResultAdapter).
+        self.metric_sets: dict[object, MetricUpdates] = {}
+        self.in_setup = False  # inside the typed module's wrapped `setup` (super().setup() calls nest)
 
 
 _STATES: weakref.WeakKeyDictionary[torch.nn.Module, _ModuleState] = weakref.WeakKeyDictionary()
@@ -105,6 +117,13 @@ def run_step(
         if error.hook is None:  # a result built inside the step failed its own checks
             error.hook = call.hook
         raise
+    except Exception as error:
+        # The step logged a declared metric's name itself: say so instead of Lightning's raw error.
+        for metric_set in state.metric_sets.values():
+            explained = metric_set.explain(error, call)
+            if explained is not None:
+                raise explained from error
+        raise
     finally:
         state.active = False
     training = hook_name == "training_step"
@@ -115,7 +134,31 @@ def run_step(
         state.latest[hook_name] = result
     if policy.log_loss is not None:
         _log_loss(module, call, policy.log_loss, lightning_output, result)
+    if state.metric_sets and lightning_output is not None:  # a skipped batch updates no metric
+        seen = result if result is not None else _legacy_view(lightning_output)
+        batch = _batch_of(module, args, kwargs)
+        for metric_set in state.metric_sets.values():
+            metric_set.update(module, call, seen, batch)
     return lightning_output
+
+
+def _legacy_view(output: object) -> object:
+    """What a declared metric's ``update`` gets for a legacy return: a read-only view of the dict
+    (a bare loss tensor as ``{"loss": loss}``)."""
+    if isinstance(output, torch.Tensor):
+        return types.MappingProxyType({"loss": output})
+    if isinstance(output, dict):
+        return types.MappingProxyType(cast("dict[object, object]", output))  # isinstance leaves the type arguments unknown
+    if isinstance(output, Mapping):
+        return types.MappingProxyType(dict(cast("Mapping[object, object]", output)))
+    return output
+
+
+def _batch_of(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The step's batch: its first argument (after ``self`` for a method wrapped on the class)."""
+    if args and args[0] is module:
+        args = args[1:]
+    return args[0] if args else kwargs.get("batch")
 
 
 def _log_loss(

@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections.abc import Mapping
 from typing import Any, cast
 
 import lightning_step_types.epoch_state as epoch_state
 from lightning_step_types.adapter import STEP_HOOKS
+from lightning_step_types.metrics import (
+    MetricSet,
+    StepMetric,
+    attach_metric_set,
+    build_metric_set,
+    detach_metric_set,
+    loss_log_names,
+)
 from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
@@ -30,11 +39,15 @@ class StepResultAdapterMixin:
     ignores. ``strict=True`` accepts only typed results, like ``TypedLightningModule``.
     ``nonfinite_loss``, ``log_loss`` and ``exact_resume`` work as on ``TypedLightningModule``.
 
+    ``metrics={"acc": StepMetric(...)}`` declares metrics fed by each step's result, as
+    ``TypedLightningModule.configure_step_metrics`` does; for a legacy dict return, ``update``
+    gets a read-only view of that dict. Their copies live on the callback, not the module.
+
     The module's step methods are wrapped on the instance from ``setup`` until ``teardown``
     (or an exception); afterwards the module is exactly as it was. Pickled, saved with
     ``torch.save`` or deep-copied during the run, the module is copied without the wrappers: the
     copy is the plain module. A ``TypedLightningModule`` adapts itself with its own settings, and
-    the callback leaves it alone.
+    the callback leaves it alone (its ``metrics`` still apply).
     """
 
     def __init__(
@@ -43,6 +56,7 @@ class StepResultAdapterMixin:
         nonfinite_loss: NonFiniteLoss = "raise",
         log_loss: bool | LossLogging = False,
         exact_resume: bool = True,
+        metrics: Mapping[str, StepMetric[Any]] | None = None,
     ) -> None:
         super().__init__()
         self.policy: StepPolicy = StepPolicy.of(strict, nonfinite_loss, log_loss)
@@ -53,6 +67,12 @@ class StepResultAdapterMixin:
         self.exact_resume = exact_resume
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
+        self.metrics = metrics
+        if metrics is not None:  # a wrong declaration fails here, not at the first step
+            self._metric_set(self.policy)
+
+    def _metric_set(self, policy: StepPolicy) -> MetricSet:
+        return build_metric_set(f"{type(self).__name__}(metrics=...)", self.metrics, loss_log_names(policy))
 
     @property
     def strict(self) -> bool:
@@ -63,6 +83,8 @@ class StepResultAdapterMixin:
         return self._state_key
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self.metrics is not None:
+            self._attach_metrics(trainer, pl_module)
         if isinstance(pl_module, TypedModuleMixin):
             self._warn_if_overridden(pl_module)
             return
@@ -94,6 +116,12 @@ class StepResultAdapterMixin:
             stacklevel=2,
         )
 
+    def _attach_metrics(self, trainer: Any, pl_module: Any) -> None:
+        """Fresh copies for this run, kept off the module (it pickles as it was), on the device it will run on."""
+        policy = module_policy(pl_module) if isinstance(pl_module, TypedModuleMixin) else self.policy
+        # A typed module's own declared metrics are checked against these when it attaches them.
+        attach_metric_set(pl_module, self, self._metric_set(policy), device=trainer.strategy.root_device)
+
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._restore(pl_module)
 
@@ -122,6 +150,7 @@ class StepResultAdapterMixin:
         return self.exact_resume and not isinstance(pl_module, TypedModuleMixin)
 
     def _restore(self, pl_module: Any) -> None:
+        detach_metric_set(pl_module, self)
         for hook_name, previous in self._replaced.pop(id(pl_module), {}).items():
             if previous is _MISSING:
                 del pl_module.__dict__[hook_name]

@@ -28,8 +28,9 @@ from pytorch_lightning.callbacks import ModelCheckpoint, TQDMProgressBar
 from pytorch_lightning.loggers import CSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from torch.utils.data import DataLoader, TensorDataset
+from torchmetrics.classification import MulticlassAccuracy
 
-from lightning_step_types import TrainStepResult, ValStepResult
+from lightning_step_types import StepMetric, TrainStepResult, ValStepResult
 from lightning_step_types.pytorch_lightning import TypedCallback, TypedLightningModule
 
 __all__ = ["ConfusionMatrix", "DemoResult", "MoonsClassifier", "main", "make_moons", "train_and_test"]
@@ -90,10 +91,20 @@ class MoonsClassifier(TypedLightningModule):
         points, labels = batch
         logits = self(points)
         loss = F.cross_entropy(logits, labels)
-        preds = logits.argmax(dim=1)
-        accuracy = (preds == labels).float().mean()
-        self.log_dict({f"{stage}_loss": loss, f"{stage}_acc": accuracy}, prog_bar=True)
-        return ValStepResult(loss=loss, metadata={"preds": preds, "target": labels})
+        self.log(f"{stage}_loss", loss, prog_bar=True)
+        return ValStepResult(loss=loss, metadata={"preds": logits.argmax(dim=1), "target": labels})
+
+    def configure_step_metrics(self) -> dict[str, StepMetric[ValStepResult]]:
+        # `val_acc` / `test_acc`: the accuracy over each epoch's samples, fed by every ValStepResult.
+        accuracy = MulticlassAccuracy(num_classes=2, average="micro")
+        return {
+            "acc": StepMetric(
+                accuracy,
+                update=lambda result, batch: (result.metadata["preds"], batch[1]),
+                stages=("val", "test"),
+                prog_bar=True,
+            )
+        }
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.lr)

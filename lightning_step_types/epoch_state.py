@@ -28,6 +28,7 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types.errors import StepResultWarning, format_problem
+from lightning_step_types.metrics import step_metric_objects
 from lightning_step_types.lightning_internals import (
     LoggedEntry,
     batch_position,
@@ -63,12 +64,12 @@ def exact_resume_enabled(owner: Any) -> bool:
 
 
 def _declared_metrics(module: Any) -> dict[str, Any]:
-    """The declared step metrics' live objects, keyed like ``"train/acc"``.
+    """The declared training metrics' live copies, keyed like ``"train/acc"``.
 
-    Wired at merge to ``lightning_step_types.metrics.step_metric_objects(module)`` (the metrics
-    issue); until then a module declares none.
+    Only the training stage is in flight mid-epoch: a checkpoint is saved between training batches,
+    and validation/test copies are computed and reset at the end of their own loops.
     """
-    return {}
+    return {name: metric for name, metric in step_metric_objects(module).items() if name.startswith("train/")}
 
 
 def _logged_metric_objects(module: Any, entries: list[LoggedEntry]) -> dict[str, Any]:

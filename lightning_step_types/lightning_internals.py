@@ -7,6 +7,7 @@ share these internals.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -14,12 +15,16 @@ import torch
 
 __all__ = [
     "LoggedEntry",
+    "LoggingContext",
     "batch_position",
     "call_before_updates",
     "epoch_results_mismatch",
     "load_metric_states",
+    "log_clash_name",
     "logged_entries",
     "logged_in_current_hook",
+    "logged_metric",
+    "logging_context",
     "metric_states",
     "stop_calling_before_updates",
     "trainer_is_running",
@@ -226,30 +231,70 @@ def _copied(value: Any, device: Any = None) -> Any:
     return value
 
 
-# --- logging from the running hook ---
+# --- metrics ---
+
+# Where a `self.log` call from the running step goes: (the trainer's active `_ResultCollection`
+# or None, `LightningModule._current_fx_name`, `_ResultCollection.dataloader_idx`).
+LoggingContext = tuple[Any, "str | None", "int | None"]
+
+
+def logging_context(module: Any) -> LoggingContext:
+    """Read once per step: ``Trainer._results`` (the running loop's result collection) costs a
+    few property lookups. ``dataloader_idx`` is set by the loops for each batch, None with one
+    loader; ``self.log`` adds ``/dataloader_idx_N`` exactly when it is not None."""
+    trainer = trainer_of(module)
+    results = trainer._results if trainer is not None else None
+    return results, module._current_fx_name, results.dataloader_idx if results is not None else None
+
+
+def _logged_entry(context: LoggingContext, name: str) -> Any:
+    """The ``_ResultMetric`` that ``self.log(name, ...)`` from the running hook writes to, or None.
+
+    Relies on the storage key of ``_ResultCollection.log``: ``"{fx}.{name}"``, plus
+    ``".{dataloader_idx}"`` when set.
+    """
+    results, fx, idx = context
+    if results is None or fx is None:
+        return None
+    return results.get(f"{fx}.{name}" if idx is None else f"{fx}.{name}.{idx}")
 
 
 def logged_in_current_hook(module: Any, name: str) -> bool:
-    """Whether ``self.log(name, ...)`` has been called from the hook that is running now.
+    """Whether ``self.log(name, ...)`` has been called from the hook running now (this epoch).
 
-    Relies on three private names of Lightning 2.x: ``LightningModule._current_fx_name`` (the hook
-    the Trainer is calling, set around every hook in ``trainer/call.py``), ``Trainer._results`` (the
-    active loop's ``_ResultCollection``) and the collection's keys, which ``_ResultCollection.log``
-    builds as ``"<hook>.<name>"``, plus ``".<dataloader_idx>"`` when the loop runs several
-    dataloaders and ``add_dataloader_idx`` is left on. A key stays registered for the loop's
-    lifetime and its value is reset at each epoch's end (``has_reset``): so this is "logged from
-    this hook since the epoch began", which is every step for a call the hook makes on every step.
+    Relies on ``LightningModule._current_fx_name`` (set around every hook in ``trainer/call.py``),
+    ``Trainer._results`` and the collection's keys (``_logged_entry``). A user's call may pass
+    ``add_dataloader_idx=False``, so the key without the loader index counts too. An entry stays in
+    the result collection across epochs; ``_ResultMetric.has_reset`` marks one that was reset at an
+    epoch's end and not logged since.
     """
-    trainer = trainer_of(module)
-    fx = module.__dict__.get("_current_fx_name")
-    if trainer is None or fx is None:
-        return False
-    results = trainer._results  # None outside a loop
-    if results is None:
-        return False
-    key = f"{fx}.{name}"
-    for candidate in (key, f"{key}.{results.dataloader_idx}") if results.dataloader_idx is not None else (key,):
-        metric = results.get(candidate)
-        if metric is not None and not metric.has_reset:
-            return True
-    return False
+    context = logging_context(module)
+    entry = _logged_entry(context, name)
+    if entry is None and context[2] is not None:
+        entry = _logged_entry((context[0], context[1], None), name)
+    return entry is not None and not entry.has_reset
+
+
+def logged_metric(context: LoggingContext, name: str) -> Any:
+    """The metric object that ``self.log(name, metric)`` from the running hook logged this epoch, or None.
+
+    For a logged ``torchmetrics.Metric``, ``_ResultMetric.value`` is that object (``is_tensor``
+    False); Lightning calls its ``compute()`` at the epoch's end and resets it.
+    """
+    entry = _logged_entry(context, name)
+    if entry is None or entry.has_reset or entry.is_tensor:
+        return None
+    return entry.value
+
+
+# MisconfigurationException from `_ResultCollection.log` when one name is logged twice in a hook
+# with other arguments (Lightning 2.x message).
+_LOGGED_TWICE = re.compile(r"^You called `self\.log\((?P<name>.+?), \.\.\.\)` twice in `(?P<fx>[^`]+)` with different arguments")
+
+
+def log_clash_name(error: BaseException) -> str | None:
+    """The name in Lightning's "logged twice with different arguments" error, or None for other errors."""
+    if type(error).__name__ != "MisconfigurationException":
+        return None
+    match = _LOGGED_TWICE.match(str(error))
+    return match["name"] if match else None

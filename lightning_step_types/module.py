@@ -6,12 +6,20 @@ that mixes this in: see ``lightning_step_types.pytorch_lightning`` and ``.lightn
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, cast
 
 import lightning_step_types.epoch_state as epoch_state
-from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, typed_outputs
+from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, module_state, typed_outputs
 from lightning_step_types.lightning_internals import trainer_of
+from lightning_step_types.metrics import (
+    StepMetric,
+    attach_metric_set,
+    build_metric_set,
+    loss_log_names,
+    taken_log_names,
+)
 from lightning_step_types.wrapping import (
     BatchEndPlan,
     adapt_batch_end_function,
@@ -49,6 +57,9 @@ class TypedModuleMixin:
     - ``exact_resume``: ``True`` (default) or ``False``: a checkpoint saved mid-epoch carries the
       running epoch aggregates (``self.log(..., on_epoch=True)`` values, logged torchmetrics
       objects), restored on resume so that every epoch value equals the uninterrupted run's.
+
+    Metrics: override ``configure_step_metrics`` to declare torchmetrics metrics fed by each
+    step's result and logged as ``train_<name>`` / ``val_<name>`` / ``test_<name>``.
     """
 
     nonfinite_loss: NonFiniteLoss = "raise"
@@ -62,6 +73,7 @@ class TypedModuleMixin:
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _EPOCH_STATE_HOOKS}, _with_epoch_state)
+        wrap_inherited_hooks(cls, {"setup": "setup"}, _adapt_setup)
         plan = batch_end_plan(cls, TypedModuleMixin)
         if plan != cls._batch_end_plan:  # the flavour classes add nothing of their own
             cls._batch_end_plan = plan
@@ -121,6 +133,22 @@ class TypedModuleMixin:
     def on_train_epoch_end(self) -> None:
         _finish_resumed_epoch(self)
         cast(Any, super()).on_train_epoch_end()
+    def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
+        """Declare metrics fed by each step's result, e.g.
+        ``{"acc": StepMetric(Accuracy(task="multiclass", num_classes=3), update=lambda result, batch:
+        (result.metadata["logits"], batch[1]))}``.
+
+        Called once per run (``fit``, ``validate``, ``test``) at setup, after the module's own
+        ``setup``. Each metric is deep-copied per stage and per validation/test dataloader, updated
+        after every step from the checked result, and logged with ``self.log`` as
+        ``{stage}_{name}`` (``val_acc``; ``val_acc/dataloader_idx_1`` for a second loader), so
+        Lightning computes, syncs and resets it at each epoch's end. The default declares none.
+        """
+        return {}
+
+    @converts_its_outputs
+    def setup(self, stage: str) -> None:
+        _setup_then_metrics(self, cast(Any, super()).setup, (stage,), {})
 
     def on_train_batch_result(self, result: Any, batch: Any, batch_idx: int) -> None:
         """Called after each training step with its ``TrainStepResult`` (loss detached), or None."""
@@ -134,6 +162,43 @@ class TypedModuleMixin:
 
 def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
     return adapt_step_function(func, hook_name, module_policy)
+
+
+def _adapt_setup(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
+    """A user's ``setup`` runs first; the declared metrics are made after it (it may build what they need)."""
+
+    @functools.wraps(func)
+    def setup_then_metrics(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _setup_then_metrics(self, functools.partial(func, self), args, kwargs)
+
+    return converts_its_outputs(setup_then_metrics)
+
+
+def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run the module's setup chain, then (once, at the outermost call) make its declared metrics."""
+    state = module_state(module)
+    if state.in_setup:  # super().setup() from inside a setup: the outermost call attaches
+        return setup(*args, **kwargs)
+    state.in_setup = True
+    try:
+        result = setup(*args, **kwargs)
+    finally:
+        state.in_setup = False
+    attach_declared_metrics(module)
+    return result
+
+
+_NO_METRICS: Callable[..., Any] = TypedModuleMixin.configure_step_metrics
+
+
+def attach_declared_metrics(module: TypedModuleMixin) -> None:
+    """Call ``configure_step_metrics`` (once per run), check it, and hand its copies to the adapter."""
+    if type(module).configure_step_metrics is _NO_METRICS:
+        return  # declares none: nothing to pay per step
+    declared_by = f"{type(module).__qualname__}.configure_step_metrics"
+    taken = {**taken_log_names(module, TypedModuleMixin), **loss_log_names(module_policy(module))}
+    metric_set = build_metric_set(declared_by, module.configure_step_metrics(), taken, container=True)
+    attach_metric_set(module, TypedModuleMixin, metric_set)
 
 
 def module_policy(module: TypedModuleMixin) -> StepPolicy:

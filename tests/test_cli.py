@@ -70,7 +70,8 @@ def test_print_config_shows_the_adapter_and_its_init_args(
     assert config["trainer"]["callbacks"] == [
         {
             "class_path": PACKAGES[package][2],
-            "init_args": {"strict": True, "nonfinite_loss": "warn", "log_loss": True, "exact_resume": True},
+            # metrics: declared metrics (StepMetric objects) are given in code, not in a config
+            "init_args": {"strict": True, "nonfinite_loss": "warn", "log_loss": True, "exact_resume": True, "metrics": None},
         }
     ]
 
@@ -88,8 +89,8 @@ def test_fit_from_the_config_trains_with_the_adapter(package: str, tmp_path: Pat
     # SaveConfigCallback wrote the resolved config, callback included, next to the run
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert saved["trainer"]["callbacks"][0]["init_args"] == {
-        "strict": True, "nonfinite_loss": "warn", "log_loss": True, "exact_resume": True,
-    }
+        "strict": True, "nonfinite_loss": "warn", "log_loss": True, "exact_resume": True, "metrics": None
+    }  # fmt: skip
 
 
 def test_log_loss_as_a_loss_logging_mapping(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,6 +101,7 @@ def test_log_loss_as_a_loss_logging_mapping(tmp_path: Path, capsys: pytest.Captu
         "nonfinite_loss": None,
         "log_loss": {"train": "loss", "val": None, "test": "test_loss", "prog_bar": False, "sync_dist": False},
         "exact_resume": True,
+        "metrics": None,
     }
 
     cli = run_cli("pytorch_lightning", args, tmp_path / "fit")

@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import lightning_step_types
 from lightning_step_types import (
     LossLogging,
+    StepMetric,
     StepResultError,
     StepResultWarning,
     TrainStepResult,
@@ -153,6 +154,7 @@ def test_api_page_documents_the_public_surface(built_site: Path) -> None:
         "FrozenMetadata",
         "LossLogging",
         "NonFiniteLoss",
+        "StepMetric",
         "StepResult",
         "StepResultAdapter",
         "StepResultError",
@@ -509,6 +511,44 @@ ONE = torch.tensor(1.0)
 NAN = float("nan")
 A = StepResultAdapter
 
+
+# --- declared metrics: MyModel with a configure_step_metrics, and a step whose metadata holds "preds" ---
+
+
+class _DeclaresMetrics(MyModel):
+    declared: Any = {}
+
+    def configure_step_metrics(self) -> Any:
+        return self.declared
+
+
+MetricsMyModel: type[_DeclaresMetrics] = type("MyModel", (_DeclaresMetrics,), {"__module__": __name__})
+
+
+def with_preds(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    return TrainStepResult(loss=loss, metadata={"preds": torch.zeros(2, 1)})
+
+
+def logs_train_mse(model: Any, loss: torch.Tensor) -> TrainStepResult:
+    model.log("train_mse", loss)
+    return with_preds(model, loss)
+
+
+def mse(update: Callable[[Any, Any], Any] = lambda r, b: (r.metadata["preds"], b[1]), **options: Any) -> StepMetric[Any]:
+    from torchmetrics import MeanSquaredError
+
+    return StepMetric(MeanSquaredError(), update=update, **options)
+
+
+def fit_metrics(declared: Any, train_return: Return = with_preds, **settings: Any) -> None:
+    fit(MetricsMyModel(train_return, declared=declared, **settings))
+
+
+def _metric_class() -> Any:
+    from torchmetrics import MeanSquaredError
+
+    return MeanSquaredError()
+
 # name -> how to produce the message; names only identify failures.
 TRIGGERS: dict[str, Callable[[], str]] = {
     # building a result
@@ -584,6 +624,20 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume from a plain checkpoint": lambda: _resume_warning("plain"),
     "resume after the module changed": lambda: _resume_warning("changed"),
     "resume from an epoch's last batch": lambda: _resume_warning("last batch"),
+    # declared metrics
+    "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
+    "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),
+    "metric wrong shape": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["preds"], b[1][:, 0]))})),
+    "metric wrong arity": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["preds"],))})),
+    "metric update not a tuple": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: r.metadata["preds"])})),
+    "metric the step logs too": lambda: error_of(lambda: fit_metrics({"mse": mse()}, logs_train_mse)),
+    "metric not a StepMetric": lambda: error_of(lambda: fit_metrics({"mse": _metric_class()})),
+    "metric not torchmetrics": lambda: error_of(
+        lambda: fit_metrics({"mse": StepMetric(untyped(F.mse_loss), update=lambda r, b: (r.metadata["preds"], b[1]))})
+    ),
+    "metric unknown stage": lambda: error_of(lambda: fit_metrics({"mse": mse(stages=untyped(("train", "validation")))})),
+    "metric name twice": lambda: error_of(lambda: fit_metrics({"mse": mse(), "error": mse(log_name="{stage}_mse")})),
+    "metric name of log_loss": lambda: error_of(lambda: fit_metrics({"loss": mse()}, log_loss=True)),
     # settings
     "bad nonfinite_loss": lambda: error_of(lambda: A(nonfinite_loss=untyped("ignore")), ValueError),
     "bad log_loss": lambda: error_of(lambda: A(log_loss=untyped("yes")), ValueError),

@@ -24,7 +24,14 @@ from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from lightning_step_types import LossLogging, StepResultAdapter, StepResultWarning, TrainStepResult, TypedLightningModule
+from lightning_step_types import (
+    LossLogging,
+    StepMetric,
+    StepResultAdapter,
+    StepResultWarning,
+    TrainStepResult,
+    TypedLightningModule,
+)
 import lightning_step_types.epoch_state as epoch_state
 from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
 from models import RegressorParts, assert_same_metrics, assert_same_params, make_dataset, trainer_kwargs
@@ -123,6 +130,7 @@ def fit(
     loader: Callable[[], Any] = stateful_loader,
     adapter: bool = False,
     exact_resume: bool = True,
+    adapter_metrics: dict[str, StepMetric[Any]] | None = None,
     **overrides: Any,
 ) -> Run:
     val = overrides.pop("val_dataloaders", None)
@@ -130,7 +138,7 @@ def fit(
     if every is not None:
         callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=every, save_top_k=-1, filename="{step}"))
     if adapter:
-        callbacks.append(StepResultAdapter(exact_resume=exact_resume))
+        callbacks.append(StepResultAdapter(exact_resume=exact_resume, metrics=adapter_metrics))
     logger = CSVLogger(root, name="csv", version=0)
     kwargs = trainer_kwargs(root, max_epochs=1, callbacks=callbacks, logger=logger, log_every_n_steps=1)
     kwargs["enable_checkpointing"] = every is not None or "val_check_interval" in overrides
@@ -291,29 +299,57 @@ def test_lightning_pytorch_flavour_resumes_exactly(tmp_path: Path) -> None:
     assert_same_metrics(resumed_trainer.callback_metrics, full_trainer.callback_metrics)
 
 
-class DeclaredMetric(TypedResume):
-    """A metric updated every step but not logged: what a declared step metric is (the metrics issue)."""
+def declared_mse() -> dict[str, StepMetric[Any]]:
+    # a result is the read-only mapping {"loss": ..., **metadata}, as the adapter's view of a dict return is
+    return {
+        "mse": StepMetric(
+            torchmetrics.MeanSquaredError(), update=lambda result, batch: (result["preds"], batch[1]), stages=("train",)
+        )
+    }
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.declared_mse = torchmetrics.MeanSquaredError()
+
+class DeclaredMetric(TypedResume):
+    """Declared step metrics (``configure_step_metrics``): their training copies resume with the epoch."""
 
     def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
         loss, preds = self.loss_and_preds(batch)
-        self.declared_mse(preds, batch[1])
-        return TrainStepResult(loss=loss)
+        return TrainStepResult(loss=loss, metadata={"preds": preds.detach()})
+
+    def configure_step_metrics(self) -> dict[str, StepMetric[Any]]:
+        return declared_mse()
+
+
+class DeclaredMetricNoResume(DeclaredMetric):
+    exact_resume = False
+
+
+class PlainWithPreds(PlainResume):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, preds = self.loss_and_preds(batch)
+        return {"loss": loss, "preds": preds.detach()}
 
 
 @exact
-def test_declared_metrics_resume_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # epoch_state._declared_metrics is where lightning_step_types.metrics plugs its declared metrics in
-    monkeypatch.setattr(epoch_state, "_declared_metrics", lambda module: {"train/mse": module.declared_mse})
+def test_declared_metrics_resume_exactly(tmp_path: Path) -> None:
     full = fit(tmp_path / "full", DeclaredMetric, every=5)
     resumed = fit(tmp_path / "resumed", DeclaredMetric, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
-    full_mse: Any = full.module.declared_mse
-    resumed_mse: Any = resumed.module.declared_mse
-    assert torch.equal(resumed_mse.compute(), full_mse.compute())
-    assert int(resumed_mse.total) == 21  # all 21 samples of the epoch, 10 of them from before the checkpoint
+    plain = fit(tmp_path / "plain", DeclaredMetricNoResume, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    assert_same_run(resumed, full)
+    epoch_mse = full.trainer.callback_metrics["train_mse"]
+    assert torch.equal(resumed.trainer.callback_metrics["train_mse"], epoch_mse)
+    # The switch shows what is restored: without it the epoch's metric covers batch 5 onwards only.
+    assert not torch.equal(plain.trainer.callback_metrics["train_mse"], epoch_mse)
+
+
+@exact
+def test_metrics_declared_on_the_adapter_resume_exactly(tmp_path: Path) -> None:
+    def run(root: Path, **kwargs: Any) -> Run:
+        return fit(root, PlainWithPreds, adapter=True, adapter_metrics=declared_mse(), **kwargs)
+
+    full = run(tmp_path / "full", every=5)
+    resumed = run(tmp_path / "resumed", ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+    assert_same_run(resumed, full)
+    assert torch.equal(resumed.trainer.callback_metrics["train_mse"], full.trainer.callback_metrics["train_mse"])
 
 
 # --- what a checkpoint carries -----------------------------------------------------------------------

@@ -51,6 +51,8 @@ WHEEL_CASES = [
     "fail_typeddict_key_misspelled_in_hook.py",
     "fail_hook_outputs_wrong_result.py",
     "fail_result_hook_wrong_result.py",
+    "pass_step_metrics_module.py",
+    "fail_step_metric_train_binding_expects_val_result.py",
 ]
 # Which copy of the package the checkers read: only the stubs declare the typed hook.
 PROBE = """\

@@ -6,6 +6,7 @@
 """
 
 from lightning_step_types.errors import StepResultError as StepResultError
+from lightning_step_types.metrics import StepMetric as StepMetric
 from lightning_step_types.errors import StepResultWarning as StepResultWarning
 from lightning_step_types.policy import LossLogging as LossLogging
 from lightning_step_types.policy import NonFiniteLoss as NonFiniteLoss
@@ -21,6 +22,7 @@ __all__ = [
     "FrozenMetadata",
     "LossLogging",
     "NonFiniteLoss",
+    "StepMetric",
     "StepResult",
     "StepResultAdapter",
     "StepResultError",

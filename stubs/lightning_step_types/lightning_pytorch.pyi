@@ -21,9 +21,11 @@ Lightning's included, so it still reports a narrowed ``outputs`` there; the resu
 way to typed results in both checkers.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning_step_types.metrics import StepMetric
 from lightning_step_types.policy import LossLogging, NonFiniteLoss
 from lightning_step_types.results import TrainStepResult, ValStepResult
 
@@ -35,6 +37,9 @@ class TypedLightningModule(pl.LightningModule):
     nonfinite_loss: NonFiniteLoss
     log_loss: bool | LossLogging
     exact_resume: bool
+    def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
+        """Declare metrics fed by each step's result; called once per run at setup. Default: none."""
+    def setup(self, stage: str) -> None: ...
     def training_step(self, *args: Any, **kwargs: Any) -> TrainStepResult[Any] | None: ...
     def validation_step(self, *args: Any, **kwargs: Any) -> ValStepResult[Any] | None: ...
     def test_step(self, *args: Any, **kwargs: Any) -> ValStepResult[Any] | None: ...
@@ -125,12 +130,14 @@ class StepResultAdapter(pl.Callback):
     """``Trainer(callbacks=[StepResultAdapter()])`` checks every step return of any LightningModule."""
 
     exact_resume: bool
+    metrics: Mapping[str, StepMetric[Any]] | None
     def __init__(
         self,
         strict: bool = False,
         nonfinite_loss: NonFiniteLoss = "raise",
         log_loss: bool | LossLogging = False,
         exact_resume: bool = True,
+        metrics: Mapping[str, StepMetric[Any]] | None = None,
     ) -> None: ...
     @property
     def strict(self) -> bool: ...
