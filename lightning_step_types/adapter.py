@@ -67,7 +67,7 @@ class _ModuleState:
         self.latest: dict[str, StepResult[Any]] = {}
         # Declared metrics for the current run, by who declared them (the module, a StepResultAdapter).
         self.metric_sets: dict[object, MetricUpdates] = {}
-        self.in_setup = False  # inside the typed module's wrapped `setup` (super().setup() calls nest)
+        self.in_setup: bool = False  # inside the typed module's wrapped `setup` (super().setup() calls nest)
 
 
 _STATES: weakref.WeakKeyDictionary[torch.nn.Module, _ModuleState] = weakref.WeakKeyDictionary()
