@@ -1,0 +1,282 @@
+"""Training runs for the corpus: the released module and its migrated text train under plain Lightning,
+from the same seed on the same synthetic batches, and must end with identical parameters.
+
+The module text is executed as it was released or migrated, in a fresh module object named as in
+its package (so relative imports resolve). Imports that are not installed here (torchvision, a
+package's own model components) are satisfied by tiny substitute modules placed in
+``sys.modules`` for the duration of the load: the codemod only sees the file's text, which is not
+changed, and the substitutes stand only for layers and data the steps call into, never for the
+step methods or same-class helpers under test. Dataset downloads are replaced by random tensors
+of the shapes the real data has.
+
+Lightning 1.x hooks that Lightning 2 refuses to run (``validation_epoch_end`` and friends) are
+removed from the class before both runs alike: the codemod reports them and does not change
+them, and without removing them neither the original nor the migrated module can start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import dataclasses
+import shutil
+import sys
+import tempfile
+import types
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+LEGACY_HOOKS = ("training_epoch_end", "validation_epoch_end", "test_epoch_end")
+
+
+@contextlib.contextmanager
+def substitutes(modules: dict[str, types.ModuleType]) -> Iterator[None]:
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def fake_module(name: str, **attributes: Any) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__path__ = []  # a package, so submodules can be substituted too
+    module.__dict__.update(attributes)
+    return module
+
+
+def load(text: bytes, qualified_name: str, stubs: dict[str, types.ModuleType]) -> types.ModuleType:
+    """Execute ``text`` as the module ``qualified_name`` (with its parent packages substituted)."""
+    module = types.ModuleType(qualified_name)
+    module.__package__ = qualified_name.rpartition(".")[0]
+    module.__file__ = f"<corpus {qualified_name}>"
+    parents = {}
+    parts = qualified_name.split(".")
+    for i in range(1, len(parts)):
+        name = ".".join(parts[:i])
+        if name in stubs:
+            continue
+        try:  # a real package (lightning.pytorch) stays real; one not installed here is an empty one
+            importlib.import_module(name)
+        except ImportError:
+            parents[name] = fake_module(name)
+    with substitutes({**parents, **stubs, qualified_name: module}):
+        exec(compile(text, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def loader(*tensors: torch.Tensor, batch_size: int = 4) -> DataLoader:
+    return DataLoader(TensorDataset(*tensors), batch_size=batch_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How to train one class of a fixture file on synthetic data."""
+
+    fixture: str
+    file: str  # the fixture file that defines the class
+    qualified_name: str  # the module's name in its package
+    owner: str  # the LightningModule class
+    build: Callable[[type], tuple[Any, dict[str, Any]]]  # class -> (module, Trainer.fit keyword arguments)
+    stubs: Callable[[], dict[str, types.ModuleType]] = dict
+    test: bool = False  # also run Trainer.test
+    # data hooks that download or read datasets: replaced by no-ops in both runs (the loaders come from build)
+    data_hooks: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.fixture}:{self.owner}"
+
+
+def trainer_for(cls: type, log_dir: str, **settings: Any) -> Any:
+    """A plain Lightning Trainer of the class's own flavour (``lightning.pytorch`` or ``pytorch_lightning``)."""
+    import lightning.pytorch as lightning_pytorch
+    import pytorch_lightning
+
+    flavour = lightning_pytorch if issubclass(cls, lightning_pytorch.LightningModule) else pytorch_lightning
+    return flavour.Trainer(
+        accelerator="cpu", devices=1, logger=flavour.loggers.CSVLogger(log_dir), enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, **settings,
+    )
+
+
+def train(recipe: Recipe, text: bytes) -> dict[str, torch.Tensor]:
+    """Train the recipe's class from ``text`` and return its final parameters and buffers."""
+    namespace = load(text, recipe.qualified_name, recipe.stubs())
+    cls = getattr(namespace, recipe.owner)
+    for klass in cls.__mro__:
+        for hook in LEGACY_HOOKS:
+            if hook in vars(klass):
+                delattr(klass, hook)
+    for hook in recipe.data_hooks:
+        setattr(cls, hook, lambda self, *args, **kwargs: None)
+    torch.manual_seed(0)
+    model, fit_kwargs = recipe.build(cls)
+    log_dir = tempfile.mkdtemp(prefix="corpus-train-")
+    trainer = trainer_for(cls, log_dir, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2)
+    cwd = os.getcwd()
+    os.chdir(log_dir)  # whatever a module writes relative to the working folder lands in the temporary one
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.fit(model, **fit_kwargs)
+            if recipe.test:
+                trainer.test(model, dataloaders=fit_kwargs.get("val_dataloaders"), verbose=False)
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+# --- recipes -------------------------------------------------------------------------------------
+
+_DEMOS = "lightning/pytorch/demos/"
+
+
+def _own_loaders(cls: type) -> tuple[Any, dict[str, Any]]:
+    # BoringModel and its subclasses bring their own random-tensor loaders
+    return cls(), {}
+
+
+def _demo_model(cls: type) -> tuple[Any, dict[str, Any]]:
+    # DemoModel's step takes the batch itself as its input: a loader over one plain tensor
+    return cls(out_dim=10), {"train_dataloaders": DataLoader(torch.randn(16, 32), batch_size=4)}
+
+
+def _tokens(vocab: int, length: int = 35, n: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
+    data = torch.randint(0, vocab, (n, length + 1))
+    return data[:, :-1].contiguous(), data[:, 1:].contiguous()
+
+
+def _lstm(cls: type) -> tuple[Any, dict[str, Any]]:
+    # WikiText2 batches: (20, 35) token ids, target shifted by one
+    inputs, target = _tokens(200, n=40)
+    return cls(vocab_size=200), {"train_dataloaders": loader(inputs, target, batch_size=20)}
+
+
+def _transformer(cls: type) -> tuple[Any, dict[str, Any]]:
+    inputs, target = _tokens(200)
+    return cls(vocab_size=200), {"train_dataloaders": loader(inputs, target, batch_size=4)}
+
+
+def _torchvision() -> dict[str, types.ModuleType]:
+    # pl_examples import torchvision for MNIST downloads and transforms, which the runs replace
+    transforms = fake_module("torchvision.transforms", Compose=list, ToTensor=object, Normalize=object)
+    datasets = fake_module("torchvision.datasets", MNIST=object)
+    return {
+        "torchvision": fake_module("torchvision", transforms=transforms, datasets=datasets),
+        "torchvision.transforms": transforms,
+        "torchvision.datasets": datasets,
+    }
+
+
+def _mnist(n: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.rand(n, 1, 28, 28), torch.randint(0, 10, (n,))
+
+
+def _template(cls: type) -> tuple[Any, dict[str, Any]]:
+    model = cls(hidden_dim=32, batch_size=4)
+    return model, {"train_dataloaders": loader(*_mnist()), "val_dataloaders": loader(*_mnist(8))}
+
+
+def _bolts_stability() -> dict[str, types.ModuleType]:
+    stability = fake_module("pl_bolts.utils.stability", under_review=lambda: (lambda obj: obj))
+    return {"pl_bolts.utils": fake_module("pl_bolts.utils", stability=stability), "pl_bolts.utils.stability": stability}
+
+
+def _linear_regression(cls: type) -> tuple[Any, dict[str, Any]]:
+    x, y = torch.randn(16, 5), torch.randn(16, 1)
+    return cls(input_dim=5), {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+
+
+class _TinyEncoder(nn.Module):
+    """Stands for bolts' resnet18 encoder: images to ``enc_out_dim`` features."""
+
+    def __init__(self, first_conv: bool = False, maxpool1: bool = False) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 512))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class _TinyDecoder(nn.Module):
+    """Stands for bolts' resnet18 decoder: latent vectors to images."""
+
+    def __init__(self, latent_dim: int, input_height: int, first_conv: bool = False, maxpool1: bool = False) -> None:
+        super().__init__()
+        self.input_height = input_height
+        self.net = nn.Linear(latent_dim, 3 * input_height * input_height)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z).view(-1, 3, self.input_height, self.input_height)
+
+
+def _bolts_autoencoder() -> dict[str, types.ModuleType]:
+    components = fake_module(
+        "pl_bolts.models.autoencoders.components",
+        resnet18_decoder=_TinyDecoder, resnet18_encoder=_TinyEncoder,
+        resnet50_decoder=_TinyDecoder, resnet50_encoder=_TinyEncoder,
+    )
+    return {
+        "pl_bolts": fake_module("pl_bolts", _HTTPS_AWS_HUB="https://example.invalid"),
+        "pl_bolts.models.autoencoders.components": components,
+        **_bolts_stability(),
+    }
+
+
+def _basic_ae(cls: type) -> tuple[Any, dict[str, Any]]:
+    x = torch.rand(16, 3, 8, 8)
+    y = torch.zeros(16, dtype=torch.long)
+    return cls(input_height=8), {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+
+
+def _asteroid_utils() -> dict[str, types.ModuleType]:
+    def flatten_dict(d: dict, parent_key: str = "", sep: str = "_") -> dict:
+        return dict(d)
+
+    utils = fake_module("asteroid.utils", flatten_dict=flatten_dict)
+    return {"asteroid.utils": utils}
+
+
+def _asteroid_system(cls: type) -> tuple[Any, dict[str, Any]]:
+    # a separation model on (batch, time) mixtures and (batch, sources, time) targets
+    model = nn.Sequential(nn.Linear(64, 128), nn.Unflatten(1, (2, 64)))
+    mixture, sources = torch.randn(16, 64), torch.randn(16, 2, 64)
+    train, val = loader(mixture, sources), loader(mixture[:8], sources[:8])
+    system = cls(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), train, val)
+    return system, {}
+
+
+RECIPES = (
+    Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
+           "BoringModel", _own_loaders, test=True),
+    Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
+           "ManualOptimBoringModel", _own_loaders),
+    Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
+           "DemoModel", _demo_model),
+    Recipe("lightning-lstm", _DEMOS + "lstm.py", "lightning.pytorch.demos.lstm", "LightningLSTM", _lstm,
+           data_hooks=("prepare_data",)),
+    Recipe("lightning-transformer", _DEMOS + "transformer.py", "lightning.pytorch.demos.transformer",
+           "LightningTransformer", _transformer, data_hooks=("prepare_data",)),
+    Recipe("pl-examples-template", "pl_examples/models/lightning_template.py", "pl_examples.models.lightning_template",
+           "LightningTemplateModel", _template, _torchvision, test=True, data_hooks=("prepare_data", "setup")),
+    Recipe("bolts-linear-regression", "pl_bolts/models/regression/linear_regression.py",
+           "pl_bolts.models.regression.linear_regression", "LinearRegression", _linear_regression, _bolts_stability,
+           test=True),
+    Recipe("bolts-basic-ae", "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
+           "pl_bolts.models.autoencoders.basic_ae.basic_ae_module", "AE", _basic_ae, _bolts_autoencoder),
+    Recipe("asteroid-system", "asteroid/engine/system.py", "asteroid.engine.system", "System", _asteroid_system,
+           _asteroid_utils),
+)
