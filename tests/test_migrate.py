@@ -46,6 +46,8 @@ from lightning_step_types.migrate import Migration, main, migrate_source  # noqa
 REPO = Path(__file__).resolve().parents[1]
 CASES_DIR = Path(__file__).resolve().parent / "migrate_cases"
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
+VERDICTS = (": rewritten", ": already typed", ": returns nothing to convert", ": not in a LightningModule, left as it is")
+NOT_SKIPS = (*VERDICTS, ": note: ", ": base class kept: ", ": Lightning 1.x: ")
 
 
 # --- cases ---------------------------------------------------------------------------------------
@@ -67,17 +69,21 @@ class Case:
 
     @property
     def reported(self) -> list[str]:
-        """The findings the command line prints (it does not list rewritten steps)."""
-        return [f for f in self.findings if not f.endswith(": rewritten")]
+        """The findings the command line prints: all of them, a verdict for every step."""
+        return list(self.findings)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for f in self.findings if f.endswith(f": {verdict}"))
 
     @property
     def skipped_steps(self) -> set[str]:
         """``Class.hook`` of every step left as it was."""
-        return {f.split(" line ")[0] for f in self.reported if ": note: " not in f and ": base class kept: " not in f}
+        return {f.split(" line ")[0] for f in self.findings if not any(m in f for m in NOT_SKIPS)}
 
     @property
     def needs_attention(self) -> bool:
-        return any(": note: " not in f for f in self.reported)
+        """Exit status 2: a step skipped, a base class kept or a Lightning 1.x leftover."""
+        return any(": note: " not in f and not any(f.endswith(v) for v in VERDICTS) for f in self.findings)
 
 
 def load_case(name: str) -> Case:
@@ -124,23 +130,57 @@ def plural(count: int, word: str) -> str:
 
 
 def summary(
-    files: int, changed: int, rewritten: int, skipped: int, kept: int = 0, errors: int = 0, diff: bool = False
+    files: int,
+    changed: int,
+    rewritten: int,
+    skipped: int,
+    kept: int = 0,
+    errors: int = 0,
+    diff: bool = False,
+    typed: int = 0,
+    nothing: int = 0,
+    leftovers: int = 0,
+    ignored: int = 0,
 ) -> str:
     parts = [
         f"{plural(files, 'file')} checked",
         f"{plural(changed, 'file')} {'would change' if diff else 'changed'}",
         f"{plural(rewritten, 'method')} {'to rewrite' if diff else 'rewritten'}",
-        f"{plural(skipped, 'method')} skipped",
     ]
+    if typed:
+        parts.append(f"{plural(typed, 'method')} already typed")
+    if nothing:
+        parts.append(f"{plural(nothing, 'method')} returning nothing to convert")
+    if ignored:
+        parts.append(f"{plural(ignored, 'method')} not in a LightningModule")
+    parts.append(f"{plural(skipped, 'method')} skipped")
     if kept:
         parts.append(f"{plural(kept, 'base class')} kept")
+    if leftovers:
+        parts.append(plural(leftovers, "Lightning 1.x leftover"))
     parts.append(plural(errors, "error"))
     return "lightning_step_types.migrate: " + ", ".join(parts)
 
 
-def case_summary(case: Case, changed: int, rewritten: int, diff: bool = False) -> str:
+def case_summary(case: Case, changed: int, second_run: bool = False, diff: bool = False) -> str:
+    """The summary line of a run on the case's input (or, ``second_run``, on its expected output)."""
     kept = sum(1 for f in case.findings if ": base class kept: " in f)
-    return summary(1, changed, rewritten, len(case.skipped_steps), kept, diff=diff)
+    leftovers = sum(1 for f in case.findings if ": Lightning 1.x: " in f)
+    rewritten, typed = case.count("rewritten"), case.count("already typed")
+    if second_run:
+        rewritten, typed = 0, rewritten + typed
+    return summary(
+        1,
+        changed,
+        rewritten,
+        len(case.skipped_steps),
+        kept,
+        diff=diff,
+        typed=typed,
+        nothing=case.count("returns nothing to convert"),
+        leftovers=leftovers,
+        ignored=case.count("not in a LightningModule, left as it is"),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,11 +210,10 @@ def test_rewrites_to_expected(case: Case, rewritten: dict[str, Rewritten]) -> No
     assert result.path.read_bytes() == case.expected
     migration = migrate_source(case.input, base_class="--base-class" in case.args)
     assert [f.describe() for f in migration.findings] == list(case.findings)
-    rewritten_steps = sum(1 for f in case.findings if f.endswith(": rewritten"))
     changed = int(case.expected != case.input)
     assert result.run.lines == [
         *(f"{result.path}: {line}" for line in case.reported),
-        case_summary(case, changed, rewritten_steps),
+        case_summary(case, changed),
     ]
     assert result.run.stdout == ""
     assert result.run.code == (2 if case.needs_attention else 0)
@@ -185,7 +224,7 @@ def test_second_run_changes_nothing(case: Case, rewritten: dict[str, Rewritten])
     path = rewritten[case.name].path
     again = run_cli(str(path), *case.args)
     assert path.read_bytes() == case.expected
-    assert again.lines[-1] == case_summary(case, changed=0, rewritten=0)
+    assert again.lines[-1] == case_summary(case, changed=0, second_run=True)
     assert again.code == (2 if case.needs_attention else 0)
     second = migrate_source(case.expected, base_class="--base-class" in case.args)
     assert not second.changed
@@ -205,8 +244,7 @@ def test_diff_mode_prints_the_diff_and_writes_nothing(case: Case, tmp_path: Path
         tofile=str(path),
     )
     assert result.stdout == "".join(expected_diff)
-    rewritten_steps = sum(1 for f in case.findings if f.endswith(": rewritten"))
-    assert result.lines[-1] == case_summary(case, int(case.expected != case.input), rewritten_steps, diff=True)
+    assert result.lines[-1] == case_summary(case, int(case.expected != case.input), diff=True)
     assert result.code == (2 if case.needs_attention else 0)
 
 
@@ -337,18 +375,19 @@ REFUSALS = {
                 out = self.shared_step(batch)
                 return out
         """),
-        "Model.training_step line 9: returns a variable `out` built elsewhere (from `self.shared_step(batch)`, line 8),"
-        " not known to be a loss tensor",
+        "Model.training_step line 9: returns a variable `out` (from `self.shared_step(batch)`, line 8):"
+        " `self.shared_step` is not defined in the files given",
     ),
-    "dict built in a variable": (
+    "dict built in a variable and aliased": (
         step("""
             def training_step(self, batch, batch_idx):
                 loss = F.mse_loss(self(batch), batch)
                 result = {"loss": loss}
+                self.last = result
                 return result
         """),
-        "Model.training_step line 10: returns a variable `result` holding a dict built at line 9;"
-        " return the dict itself",
+        "Model.training_step line 11: returns a variable `result` holding a dict built at line 9, which the method"
+        " also uses otherwise than by setting and reading its keys; return the dict itself",
     ),
     "non-literal keys": (
         step("""
@@ -408,8 +447,8 @@ REFUSALS = {
     ),
     "hiddens": (
         step("""
-            def training_step(self, batch, batch_idx, hiddens):
-                loss, hiddens = self.rnn_loss(batch, hiddens)
+            def training_step(self, batch, batch_idx):
+                loss, hiddens = self.rnn_loss(batch, self.hiddens)
                 return {"loss": loss, "hiddens": hiddens}
         """),
         "Model.training_step line 9: dict has the Lightning 0.x 'hiddens' key (truncated backprop); migrate it by hand",
@@ -464,7 +503,8 @@ REFUSALS = {
                 loss = self.loss_fn(batch)
                 return loss if batch_idx else None
         """),
-        "Model.training_step line 9: returns `loss if batch_idx else None`, which is not known to be a loss tensor",
+        "Model.training_step line 9: returns `loss if batch_idx else None`, which the code does not show to be a"
+        " loss tensor",
     ),
     "assigned step": (
         step("""
@@ -593,7 +633,7 @@ REFUSALS = {
         step(
             """
             def training_step(self, batch, batch_idx):
-                return self.loss_fn(batch)
+                return F.mse_loss(self(batch), batch)
             """,
             before="class TrainStepResult:\n    pass\n\n\n",
         ),
@@ -602,7 +642,7 @@ REFUSALS = {
     "comments with no line of their own": (
         step("""
             def training_step(self, batch, batch_idx):
-                loss = self.loss_fn(batch)
+                loss = F.mse_loss(self(batch), batch)
                 if batch_idx == 0: return {"loss": loss,  # first
                                            "log": {"first": loss}}
                 return loss
@@ -625,7 +665,7 @@ def test_ignores_returns_of_nested_functions_and_says_so() -> None:
     source = step("""
         def training_step(self, batch, batch_idx):
             def closure():
-                return self.loss_fn(batch)
+                return F.mse_loss(self(batch), batch)
 
             loss = closure()
             return loss
@@ -636,7 +676,7 @@ def test_ignores_returns_of_nested_functions_and_says_so() -> None:
         "Model.training_step line 9: note: return inside the nested function `closure` ignored"
         " (it is not the step's return)",
     ]
-    assert "            return self.loss_fn(batch)\n" in migration.module.code
+    assert "            return F.mse_loss(self(batch), batch)\n" in migration.module.code
     assert "        return TrainStepResult(loss=loss)\n" in migration.module.code
 
 
@@ -697,7 +737,7 @@ def test_one_line_statements_get_their_log_calls_inline() -> None:
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
-        loss = self.compute_loss(batch)
+        loss = F.mse_loss(self(batch), batch)
         if batch_idx == 0: return {"loss": loss, "log": {"first_loss": loss}}
         x = 1; return{"loss": loss}
 """
@@ -707,7 +747,7 @@ from lightning_step_types import TrainStepResult
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx) -> TrainStepResult:
-        loss = self.compute_loss(batch)
+        loss = F.mse_loss(self(batch), batch)
         if batch_idx == 0: self.log_dict({"first_loss": loss}); return TrainStepResult(loss=loss)
         x = 1; return TrainStepResult(loss=loss)
 """
@@ -719,14 +759,14 @@ def test_removed_entries_keep_the_comments_of_their_neighbours() -> None:
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
-        loss = self.criterion(self(batch), batch)
+        loss = F.mse_loss(self(batch), batch)
         return {
             "acc": self.acc,  # accuracy
             "loss": loss  # the loss
         }
 
     def validation_step(self, batch, batch_idx):
-        loss = self.loss_fn(batch)
+        loss = F.mse_loss(self(batch), batch)
         return {
             "val_loss": loss,
             "log": {
@@ -741,7 +781,7 @@ from lightning_step_types import TrainStepResult, ValStepResult
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx) -> TrainStepResult:
-        loss = self.criterion(self(batch), batch)
+        loss = F.mse_loss(self(batch), batch)
         return TrainStepResult(
             loss=loss,  # the loss
             metadata={
@@ -750,7 +790,7 @@ class Model(pl.LightningModule):
         )
 
     def validation_step(self, batch, batch_idx) -> ValStepResult:
-        loss = self.loss_fn(batch)
+        loss = F.mse_loss(self(batch), batch)
         self.log_dict({
             "val_loss": loss,  # per step
             "val_n": len(batch),
@@ -771,7 +811,7 @@ import pytorch_lightning as pl
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
-        return self.loss_fn(self(batch), batch)
+        return F.mse_loss(self(batch), batch)
 """
     assert rewrite(source).module.code.startswith(
         "from lightning_step_types import (\n    StepResultAdapter,\n    TrainStepResult,\n    TypedCallback,\n)\n"
@@ -787,26 +827,26 @@ import lightning.pytorch as pl
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx) -> pl.utilities.types.STEP_OUTPUT:
         if batch_idx:
-            return TrainStepResult(loss=self.loss_fn(batch))
-        return self.loss_fn(batch)
+            return TrainStepResult(loss=F.mse_loss(self(batch), batch))
+        return F.mse_loss(self(batch), batch)
 '''
     assert rewrite(source).module.code == source.replace(
         "-> pl.utilities.types.STEP_OUTPUT:", "-> TrainStepResult:"
-    ).replace("        return self.loss_fn(batch)\n", "        return TrainStepResult(loss=self.loss_fn(batch))\n")
+    ).replace("        return F.mse_loss(self(batch), batch)\n", "        return TrainStepResult(loss=F.mse_loss(self(batch), batch))\n")
 
 
 def test_keeps_crlf_line_endings_and_the_encoding() -> None:
     source = (
         "# -*- coding: latin-1 -*-\r\nimport pytorch_lightning as pl\r\n\r\n\r\n"
         "class Mod\xe8le(pl.LightningModule):\r\n    def training_step(self, batch, batch_idx):\r\n"
-        "        return self.loss_fn(batch)  # caf\xe9\r\n"
+        "        return F.mse_loss(self(batch), batch)  # caf\xe9\r\n"
     ).encode("latin-1")
     migrated = rewrite(source).module.bytes
     assert migrated == (
         "# -*- coding: latin-1 -*-\r\nimport pytorch_lightning as pl\r\n"
         "from lightning_step_types import TrainStepResult\r\n\r\n\r\n"
         "class Mod\xe8le(pl.LightningModule):\r\n    def training_step(self, batch, batch_idx) -> TrainStepResult:\r\n"
-        "        return TrainStepResult(loss=self.loss_fn(batch))  # caf\xe9\r\n"
+        "        return TrainStepResult(loss=F.mse_loss(self(batch), batch))  # caf\xe9\r\n"
     ).encode("latin-1")
 
 
@@ -816,7 +856,7 @@ def test_base_class_is_kept_when_its_package_is_unknown() -> None:
 
 class Model(LightningModule):
     def training_step(self, batch, batch_idx):
-        return self.loss_fn(batch)
+        return F.mse_loss(self(batch), batch)
 """
     migration = migrate_source(source, base_class=True)
     assert [f.describe() for f in migration.findings] == [
@@ -847,11 +887,15 @@ def test_command_line_diff_on_a_folder(tmp_path: Path) -> None:
     first = tmp_path / "regression_tensor.py"
     assert result.stdout.startswith(f"--- {first}\n+++ {first}\n")
     assert "+        return TrainStepResult(loss=loss)\n" in result.stdout
-    assert "skipped_shapes.py\n" not in result.stdout  # nothing in it can change
-    skipped = load_case("skipped_shapes")
+    assert "already_migrated.py\n" not in result.stdout  # nothing in it can change
+    assert f"+++ {tmp_path / 'skipped_shapes.py'}\n" in result.stdout  # its dict built in a variable
     assert result.stderr.splitlines() == [
-        *(f"{tmp_path / 'skipped_shapes.py'}: {line}" for line in skipped.reported),
-        summary(files=4, changed=1, rewritten=3, skipped=6, diff=True),
+        *(
+            f"{tmp_path / name}.py: {line}"
+            for name in ("already_migrated", "regression_tensor", "skipped_shapes")
+            for line in load_case(name).reported
+        ),
+        summary(files=4, changed=2, rewritten=4, skipped=5, typed=2, diff=True),
     ]
 
 
@@ -860,7 +904,10 @@ def test_exit_code_is_0_when_everything_converts(tmp_path: Path) -> None:
     path.write_bytes((CASES_DIR / "regression_tensor" / "input.py").read_bytes())
     result = run_cli(str(path))
     assert result.code == 0
-    assert result.lines == [summary(files=1, changed=1, rewritten=3, skipped=0)]
+    assert result.lines == [
+        *(f"{path}: {line}" for line in load_case("regression_tensor").reported),
+        summary(files=1, changed=1, rewritten=3, skipped=0),
+    ]
     assert path.read_bytes() == (CASES_DIR / "regression_tensor" / "expected.py").read_bytes()
 
 
@@ -873,8 +920,8 @@ def test_unparseable_input_is_reported_and_left_alone(tmp_path: Path) -> None:
     assert result.code == 1
     assert broken.read_text().endswith("def training_step(self, x:\n")
     assert good.read_bytes() == (CASES_DIR / "regression_tensor" / "expected.py").read_bytes()
-    assert result.lines[0].startswith(f"{broken}:")
-    assert "error: cannot parse:" in result.lines[0] and result.lines[0].endswith("; file left unchanged")
+    assert result.lines[0].startswith(f"{broken}: error: cannot parse: ")
+    assert result.lines[0].endswith(" (line 5); file left unchanged")
     assert result.lines[-1] == summary(files=2, changed=1, rewritten=3, skipped=0, errors=1)
 
 
@@ -892,19 +939,22 @@ def test_never_writes_a_file_that_does_not_parse(tmp_path: Path, monkeypatch: py
     original = (CASES_DIR / "regression_tensor" / "input.py").read_bytes()
     path.write_bytes(original)
 
-    def broken_rewrite(source: str | bytes, *, base_class: bool = False) -> Migration:
-        migration = migrate_source(source, base_class=base_class)
+    real_migrate_run = migrate_cli.migrate_run
+
+    def broken_rewrite(*args: Any, **kwargs: Any) -> list[Migration]:
         # A rewrite whose text is not Python: `def` alone on a line.
         def_alone = cst.SimpleStatementLine([cst.Expr(cst.Name("def"))])
-        unparseable = migration.module.with_changes(body=[*migration.module.body, def_alone])
-        return dataclasses.replace(migration, module=unparseable)
+        return [
+            dataclasses.replace(m, module=m.module.with_changes(body=[*m.module.body, def_alone]))
+            for m in real_migrate_run(*args, **kwargs)
+        ]
 
-    monkeypatch.setattr(migrate_cli, "migrate_source", broken_rewrite)
+    monkeypatch.setattr(migrate_cli, "migrate_run", broken_rewrite)
     result = run_cli(str(path))
     assert path.read_bytes() == original
     assert result.code == 1
-    assert result.lines[0].startswith(f"{path}: error: the rewritten file would not parse (")
-    assert result.lines[0].endswith("); file left unchanged")
+    assert result.lines[3].startswith(f"{path}: error: the rewritten file would not parse (")
+    assert result.lines[3].endswith("); file left unchanged")
     assert result.lines[-1] == summary(files=1, changed=0, rewritten=3, skipped=0, errors=1)
 
 

@@ -30,6 +30,8 @@ LIGHTNING_BASES = {
     "LightningModule": "unknown",
     TYPED_BASE: "typed",
 }
+# Bases known not to be LightningModules (torch.*, typing.*, abc.*, enum.* are recognized by their package).
+NON_LIGHTNING_BASES = {"object", "Exception", "ABC", "Generic", "Protocol", "nn.Module", "Module", "NamedTuple", "dict"}
 RESULT_MODULES = (PACKAGE, f"{PACKAGE}.results")
 # Lightning package -> the modules TypedLightningModule of that flavour is imported from (the first is used).
 TYPED_BASE_MODULES = {

@@ -4,6 +4,9 @@ exist, where steps are called, and the line of every node.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
@@ -17,6 +20,7 @@ class FileFacts:
 
     def __init__(self, module: cst.Module, positions: Positions) -> None:
         self.key_reads: dict[str, int] = {}  # string key -> first line reading it (x["k"], x.get("k"), "k" in x)
+        self.attribute_reads: dict[str, int] = {}  # attribute -> first line reading it on something not `self`
         self.hook_defs: dict[str, int] = {}  # on_validation_batch_end etc. -> line
         self.step_calls: list[tuple[cst.Call, ClassInfo | None, str, str]] = []  # (call, class, receiver, hook)
         self.module = module
@@ -30,6 +34,10 @@ class FactCollector(cst.CSTVisitor):
         self.class_of = class_of
         self._classes: list[ClassInfo | None] = []
         self._self_names: list[str | None] = []
+        self._written: set[int] = set()  # id() of `x["k"]` assigned to, which is not a read
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._written.update(id(t.target) for t in node.targets if isinstance(t.target, cst.Subscript))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._classes.append(self.class_of.get(id(node)))
@@ -53,8 +61,18 @@ class FactCollector(cst.CSTVisitor):
             self.facts.key_reads[key] = self.facts.positions.line(node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        if id(node) in self._written:
+            return
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             self._read(node.slice[0].slice.value, node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        receiver = node.value
+        if isinstance(receiver, cst.Name) and self._self_names and receiver.value == self._self_names[-1]:
+            return
+        name = node.attr.value
+        if name not in self.facts.attribute_reads:
+            self.facts.attribute_reads[name] = self.facts.positions.line(node)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if any(isinstance(t.operator, (cst.In, cst.NotIn)) for t in node.comparisons):
@@ -84,3 +102,47 @@ class Positions:
     def line(self, node: cst.CSTNode) -> int:
         code_range = self._ranges.get(node)
         return code_range.start.line if code_range is not None else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    base_class: bool = False  # --base-class
+    assume_lightning: bool = False  # --assume-lightning
+    strict_keys: bool = False  # --strict-keys
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyReader:
+    path: str
+    line: int
+    how: str  # `outputs["val_loss"]`-like, or `.val_loss`
+
+    def where(self, here: str) -> str:
+        return f"line {self.line}" if self.path == here else f"{self.path} line {self.line}"
+
+
+class RunFacts:
+    """What every file of the run says that a step's rewrite depends on: who reads which key."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.files: list[tuple[str, FileFacts]] = []
+        self.texts: list[tuple[str, str]] = []  # files not parsed (no LightningModule in them): read as text
+
+    def readers(self, key: str, attributes: bool = True) -> list[KeyReader]:
+        """Places in the run that may read ``key`` from a step's output: ``x[key]``, ``.get(key)``,
+        ``key in x``, ``x.key``."""
+        found: list[KeyReader] = []
+        for path, facts in self.files:
+            if key in facts.key_reads:
+                found.append(KeyReader(path, facts.key_reads[key], f"[{key!r}]"))
+            if attributes and key in facts.attribute_reads:
+                found.append(KeyReader(path, facts.attribute_reads[key], f".{key}"))
+        pattern = r"""\[\s*(['"])%s\1\s*\]|\.(get|pop)\(\s*(['"])%s\3""" % ((re.escape(key),) * 2)
+        if attributes:
+            pattern += r"|\.%s\b" % re.escape(key)
+        for path, text in self.texts:
+            match = re.search(pattern, text)
+            if match is not None:
+                found.append(KeyReader(path, text.count("\n", 0, match.start()) + 1, match.group(0)))
+        return found
