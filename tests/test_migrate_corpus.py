@@ -114,8 +114,8 @@ def test_no_step_is_left_unreported(runs: dict[str, measure.Run]) -> None:
 @pytest.mark.parametrize("recipe", training.RECIPES, ids=lambda r: r.id)
 def test_migrated_module_trains_to_the_same_parameters(runs: dict[str, measure.Run], recipe: training.Recipe) -> None:
     run = runs[recipe.fixture]
-    original = training.train(recipe, run.before[recipe.file])
-    migrated = training.train(recipe, run.after[recipe.file])
+    original = training.train(recipe, run.before)
+    migrated = training.train(recipe, run.after)
     assert original.keys() == migrated.keys()
     different = [key for key in original if not torch.equal(original[key], migrated[key])]
     assert different == []

@@ -88,11 +88,15 @@ class Recipe:
     file: str  # the fixture file that defines the class
     qualified_name: str  # the module's name in its package
     owner: str  # the LightningModule class
-    build: Callable[[type], tuple[Any, dict[str, Any]]]  # class -> (module, Trainer.fit keyword arguments)
+    # class -> (module, Trainer.fit keyword arguments, and "test_dataloaders" for Trainer.test if not the validation ones)
+    build: Callable[[type], tuple[Any, dict[str, Any]]]
     stubs: Callable[[], dict[str, types.ModuleType]] = dict
     test: bool = False  # also run Trainer.test
     # data hooks that download or read datasets: replaced by no-ops in both runs (the loaders come from build)
     data_hooks: tuple[str, ...] = ()
+    # other files of the fixture the module imports (a base class in another file): (file, module name),
+    # loaded from the same run's text (released or migrated) before the module
+    siblings: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
@@ -111,9 +115,13 @@ def trainer_for(cls: type, log_dir: str, **settings: Any) -> Any:
     )
 
 
-def train(recipe: Recipe, text: bytes) -> dict[str, torch.Tensor]:
-    """Train the recipe's class from ``text`` and return its final parameters and buffers."""
-    namespace = load(text, recipe.qualified_name, recipe.stubs())
+def train(recipe: Recipe, files: dict[str, bytes]) -> dict[str, torch.Tensor]:
+    """Train the recipe's class from the fixture's ``files`` (released or migrated) and return its
+    final parameters and buffers."""
+    stubs = recipe.stubs()
+    for file, qualified_name in recipe.siblings:
+        stubs[qualified_name] = load(files[file], qualified_name, stubs)
+    namespace = load(files[recipe.file], recipe.qualified_name, stubs)
     cls = getattr(namespace, recipe.owner)
     for klass in cls.__mro__:
         for hook in LEGACY_HOOKS:
@@ -123,6 +131,7 @@ def train(recipe: Recipe, text: bytes) -> dict[str, torch.Tensor]:
         setattr(cls, hook, lambda self, *args, **kwargs: None)
     torch.manual_seed(0)
     model, fit_kwargs = recipe.build(cls)
+    test_loaders = fit_kwargs.pop("test_dataloaders", fit_kwargs.get("val_dataloaders"))
     log_dir = tempfile.mkdtemp(prefix="corpus-train-")
     trainer = trainer_for(cls, log_dir, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2)
     cwd = os.getcwd()
@@ -132,7 +141,7 @@ def train(recipe: Recipe, text: bytes) -> dict[str, torch.Tensor]:
             warnings.simplefilter("ignore")
             trainer.fit(model, **fit_kwargs)
             if recipe.test:
-                trainer.test(model, dataloaders=fit_kwargs.get("val_dataloaders"), verbose=False)
+                trainer.test(model, dataloaders=test_loaders, verbose=False)
     finally:
         os.chdir(cwd)
         shutil.rmtree(log_dir, ignore_errors=True)
@@ -259,6 +268,104 @@ def _asteroid_system(cls: type) -> tuple[Any, dict[str, Any]]:
     return system, {}
 
 
+class _TinyTimmModel(nn.Module):
+    """Stands for a timm backbone with its classifier: (batch, channels, 8, 8) images to class scores."""
+
+    def __init__(self, num_classes: int, in_chans: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(in_chans, 4, 3, padding=1), nn.ReLU(), nn.Flatten())
+        self.head = nn.Linear(4 * 8 * 8, num_classes)
+
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def _torchgeo_imports() -> dict[str, types.ModuleType]:
+    """What torchgeo's task files import beyond torch, lightning and torchmetrics, none of which the
+    steps under test reach (timm stands for the backbone; the rest serve plotting and weights)."""
+    # torchmetrics probes for matplotlib and torchvision when first imported: import it for real first,
+    # so that it sees what is installed and not the substitutes
+    importlib.import_module("torchmetrics.classification")
+    importlib.import_module("torchmetrics.regression")
+
+    class _Placeholder:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise AssertionError("a substitute that these runs never call")
+
+    def create_model(name: str, num_classes: int, in_chans: int, pretrained: bool = False, **kwargs: Any) -> nn.Module:
+        return _TinyTimmModel(num_classes, in_chans)
+
+    losses = fake_module("segmentation_models_pytorch.losses", FocalLoss=_Placeholder, JaccardLoss=_Placeholder)
+    augmentation = fake_module("kornia.augmentation", AugmentationSequential=_Placeholder, Denormalize=_Placeholder)
+    pyplot = fake_module("matplotlib.pyplot", close=lambda *args: None)
+    figure = fake_module("matplotlib.figure", Figure=_Placeholder)
+    api = fake_module("torchvision.models._api", WeightsEnum=type("WeightsEnum", (), {}))
+    modules = {
+        "timm": fake_module("timm", create_model=create_model),
+        "segmentation_models_pytorch": fake_module("segmentation_models_pytorch", losses=losses),
+        "segmentation_models_pytorch.losses": losses,
+        "kornia": fake_module("kornia", augmentation=augmentation),
+        "kornia.augmentation": augmentation,
+        "matplotlib": fake_module("matplotlib", pyplot=pyplot, figure=figure),
+        "matplotlib.pyplot": pyplot,
+        "matplotlib.figure": figure,
+        "torchvision": fake_module("torchvision"),
+        "torchvision.models": fake_module("torchvision.models", _api=api),
+        "torchvision.models._api": api,
+        "torchgeo.datasets": fake_module(
+            "torchgeo.datasets", RGBBandsMissingError=type("RGBBandsMissingError", (Exception,), {}),
+            unbind_samples=_Placeholder,
+        ),
+        "torchgeo.models": fake_module("torchgeo.models", get_weight=_Placeholder, FCN=_Placeholder),
+        "torchgeo.trainers.utils": fake_module("torchgeo.trainers.utils"),
+    }
+    return modules
+
+
+def _images(n: int, channels: int = 3) -> torch.Tensor:
+    return torch.rand(n, channels, 8, 8)
+
+
+class _Samples(torch.utils.data.Dataset):
+    """torchgeo's sample dicts: ``{"image": (C, H, W), "label": ...}``."""
+
+    def __init__(self, image: torch.Tensor, label: torch.Tensor) -> None:
+        self.image, self.label = image, label
+
+    def __len__(self) -> int:
+        return len(self.image)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"image": self.image[index], "label": self.label[index]}
+
+
+def _samples(image: torch.Tensor, label: torch.Tensor) -> DataLoader:
+    return DataLoader(_Samples(image, label), batch_size=4)
+
+
+def _classification_task(cls: type) -> tuple[Any, dict[str, Any]]:
+    task = cls(model="resnet18", in_channels=3, num_classes=5)
+    train = _samples(_images(16), torch.randint(0, 5, (16,)))
+    val = _samples(_images(8), torch.randint(0, 5, (8,)))
+    # two test loaders: the steps take `dataloader_idx` (one validation loader: BaseTask's plateau
+    # scheduler monitors `val_loss`, which several validation loaders would log per loader)
+    test = [_samples(_images(8), torch.randint(0, 5, (8,))), _samples(_images(8), torch.randint(0, 5, (8,)))]
+    return task, {"train_dataloaders": train, "val_dataloaders": val, "test_dataloaders": test}
+
+
+def _regression_task(cls: type) -> tuple[Any, dict[str, Any]]:
+    task = cls(model="resnet18", in_channels=3, num_outputs=1)
+    train = _samples(_images(16), torch.randn(16, 1))
+    val = _samples(_images(8), torch.randn(8, 1))
+    test = [_samples(_images(8), torch.randn(8, 1)), _samples(_images(8), torch.randn(8, 1))]
+    return task, {"train_dataloaders": train, "val_dataloaders": val, "test_dataloaders": test}
+
+
+_TORCHGEO_BASE = (("torchgeo/trainers/base.py", "torchgeo.trainers.base"),)
+
 RECIPES = (
     Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
            "BoringModel", _own_loaders, test=True),
@@ -277,6 +384,10 @@ RECIPES = (
            test=True),
     Recipe("bolts-basic-ae", "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
            "pl_bolts.models.autoencoders.basic_ae.basic_ae_module", "AE", _basic_ae, _bolts_autoencoder),
+    Recipe("torchgeo-trainers", "torchgeo/trainers/classification.py", "torchgeo.trainers.classification",
+           "ClassificationTask", _classification_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
+    Recipe("torchgeo-trainers", "torchgeo/trainers/regression.py", "torchgeo.trainers.regression",
+           "RegressionTask", _regression_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
     Recipe("asteroid-system", "asteroid/engine/system.py", "asteroid.engine.system", "System", _asteroid_system,
            _asteroid_utils),
 )
