@@ -16,10 +16,12 @@ of the command line, and that no unparseable file is ever written.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import dataclasses
 import difflib
 import importlib.util
 import io
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -987,3 +989,160 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     )
     assert (result.returncode, result.stdout) == (0, "")
     assert result.stderr.splitlines() == [summary(files=1, changed=0, rewritten=0, skipped=0)]
+
+
+# --- one run over several files -------------------------------------------------------------------
+
+PACKAGE_CASE = CASES_DIR / "package_base_in_other_file"  # input/ and expected/ hold the package geo_trainers
+
+
+def package_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+
+
+def test_a_package_run_follows_bases_and_key_readers_across_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchgeo's layout: the tasks derive from BaseTask in base.py; a callback in another file reads
+    "val_loss". Every step gets a verdict, the 1.x hook is reported, the read key keeps its step."""
+    root = tmp_path / "project"
+    shutil.copytree(PACKAGE_CASE / "input", root)
+    monkeypatch.chdir(root)
+    result = run_cli("geo_trainers")
+    assert result.stderr == (PACKAGE_CASE / "report.txt").read_text()
+    assert result.code == 2  # a step skipped (its key is read) and a Lightning 1.x leftover
+    assert package_files(root) == package_files(PACKAGE_CASE / "expected")
+    again = run_cli("geo_trainers")
+    assert package_files(root) == package_files(PACKAGE_CASE / "expected")
+    assert again.lines[-1] == summary(
+        files=5, changed=0, rewritten=0, typed=3, nothing=1, skipped=1, leftovers=1
+    )
+
+
+def test_a_file_without_its_base_says_which_file_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(PACKAGE_CASE / "input", root)
+    monkeypatch.chdir(root)
+    path = "geo_trainers/classification.py"
+    result = run_cli("--diff", path)
+    fix = (
+        "derives from `BaseTask` (`.base.BaseTask`), which is not defined in the files given:"
+        " pass the file that defines `BaseTask`, or use --assume-lightning"
+    )
+    assert result.lines == [
+        f"{path}: ClassificationTask.training_step line 17: ClassificationTask {fix}",
+        f"{path}: ClassificationTask.validation_step line 23: ClassificationTask {fix}",
+        f"{path}: MultiLabelClassificationTask.training_step line 32: MultiLabelClassificationTask {fix}",
+        summary(files=1, changed=0, rewritten=0, skipped=3, diff=True),
+    ]
+    assert result.code == 2
+    # --assume-lightning examines the classes, but what BaseTask defines stays unseen: no guess from names.
+    assumed = run_cli("--diff", "--assume-lightning", path)
+    assert assumed.lines[0] == (
+        f"{path}: ClassificationTask.training_step line 21: returns a variable `loss` (from `self.criterion(self(x), y)`,"
+        " line 19): `self.criterion` is not defined in the files given (it may come from `BaseTask`;"
+        " pass the file that defines `BaseTask`)"
+    )
+    assert assumed.stdout == "" and assumed.code == 2
+
+
+def import_package(root: Path, alias: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        alias, root / "geo_trainers" / "__init__.py", submodule_search_locations=[str(root / "geo_trainers")]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[alias] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def fit_two_batches(model: lpl.LightningModule, root: Path) -> dict[str, torch.Tensor]:
+    trainer = lpl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(root),
+    )
+    trainer.fit(model)
+    assert trainer.global_step == 2
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_the_migrated_package_trains_to_the_same_parameters(tmp_path: Path) -> None:
+    """Plain Lightning, same seeds: the original and the migrated tasks end with equal parameters; the
+    task with a Lightning 1.x `validation_epoch_end` is refused by Lightning 2, as the report says."""
+    original = import_package(PACKAGE_CASE / "input", "geo_trainers_original")
+    migrated = import_package(PACKAGE_CASE / "expected", "geo_trainers_migrated")
+    for task in ("ClassificationTask", "RegressionTask"):
+        params = []
+        for package in (original, migrated):
+            torch.manual_seed(0)
+            params.append(fit_two_batches(getattr(package, task)(), tmp_path / task))
+        assert params[0].keys() == params[1].keys()
+        for name in params[0]:
+            assert torch.equal(params[0][name], params[1][name]), (task, name)
+    multilabel = importlib.import_module("geo_trainers_migrated.classification").MultiLabelClassificationTask
+    with pytest.raises(NotImplementedError, match="Support for `validation_epoch_end` has been removed in v2.0.0"):
+        fit_two_batches(multilabel(), tmp_path / "multilabel")
+
+
+def test_strict_keys_skips_renaming_rewrites(tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_bytes((CASES_DIR / "classification_logits" / "input.py").read_bytes())
+    result = run_cli("--strict-keys", str(path))
+    assert result.lines == [
+        f"{path}: BlobClassifier.training_step line 34: rewritten",
+        f"{path}: BlobClassifier.validation_step line 52: the rewrite would change the keys 'val_loss' of what the"
+        " step returns (--strict-keys)",
+        summary(files=1, changed=1, rewritten=1, skipped=1),
+    ]
+    assert result.code == 2
+    assert "return {\"val_loss\": loss, \"val_acc\": acc}" in path.read_text()
+
+
+def test_key_readers_are_looked_for_in_every_file_of_the_run(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_bytes((CASES_DIR / "comments_and_formatting" / "input.py").read_bytes())
+    (tmp_path / "monitor.py").write_text(
+        "class Monitor:\n    def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx):\n"
+        "        print(outputs.val_loss)\n"
+    )
+    result = run_cli("--diff", str(tmp_path))
+    assert result.lines[1] == (
+        f"{model}: DenoisingAE.validation_step line 36: the key 'val_loss' is read at {tmp_path / 'monitor.py'}"
+        " line 3; after the rewrite it is the result's `loss`"
+    )
+    assert result.code == 2
+
+
+def test_lightning_1x_leftovers_are_reported_with_their_replacement() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx, optimizer_idx):
+            return F.mse_loss(self(batch), batch)
+
+        def training_epoch_end(self, outputs):
+            pass
+
+        def on_epoch_end(self):
+            pass
+    """)
+    migration = migrate_source(source)
+    assert [f.describe() for f in migration.findings] == [
+        "Model.training_step line 7: Lightning 1.x: `optimizer_idx` was removed in Lightning 2.0 (several optimizers"
+        " need manual optimization): set `self.automatic_optimization = False` and step each of `self.optimizers()`"
+        " in training_step",
+        "Model.training_step line 7: rewritten",
+        "Model.training_epoch_end line 10: Lightning 1.x: removed in Lightning 2.0 (it raises NotImplementedError):"
+        " use `on_train_epoch_end(self)`, which gets no outputs; append what the step computes to a list attribute"
+        " and clear it there",
+        "Model.on_epoch_end line 13: Lightning 1.x: removed in Lightning 2.0: use `on_train_epoch_end`"
+        " (or `on_validation_epoch_end`...)",
+    ]

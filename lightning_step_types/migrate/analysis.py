@@ -88,9 +88,11 @@ class Analyzer:
             step = Step(info, function, hook, self.positions.line(function.name))
             if unresolved:
                 base = unresolved[0]
+                name = base.split(".")[-1]
+                shown = f"`{name}` (`{base}`)" if base != name else f"`{name}`"
                 reason = (
-                    f"{info.qualname} derives from `{base}`, which is not defined in the files given:"
-                    f" pass the file that defines `{base.split('.')[-1]}`, or use --assume-lightning"
+                    f"{info.qualname} derives from {shown}, which is not defined in the files given:"
+                    f" pass the file that defines `{name}`, or use --assume-lightning"
                 )
                 step.problems.append((step.line, reason))
                 step.status = "skipped"

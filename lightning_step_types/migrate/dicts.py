@@ -11,7 +11,7 @@ from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, EVAL_LO
 from lightning_step_types.migrate.facts import FileFacts, KeyReader, Positions, RunFacts
 from lightning_step_types.migrate.layout import keyword_arg, remove_elements, standalone
 from lightning_step_types.migrate.losses import LossRules, Scope, is_sum_idiom
-from lightning_step_types.migrate.scan import BodyScan, has_effects
+from lightning_step_types.migrate.scan import has_effects
 from lightning_step_types.migrate.steps import DictPlan, ReturnPlan, Step
 from lightning_step_types.migrate.syntax import ImportTable, code_of, container_kind, short, string_key
 
@@ -37,7 +37,6 @@ class DictRules:
 
     def classify(self, step: Step, node: cst.Return, value: cst.Dict, scope: Scope) -> ReturnPlan:
         line = self.positions.line(node)
-        scan = scope.scan
 
         def problem(text: str) -> ReturnPlan:
             return ReturnPlan(node, "problem", line, problem=text)

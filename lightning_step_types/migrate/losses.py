@@ -393,9 +393,10 @@ class LossRules:
             shown = next(v for v in assigned if not is_loss_module_constructor(v))
             return f"`self.{name}` is assigned `{short(shown, 40)}`, which the code does not show to be a loss function"
         if unresolved:
+            base = unresolved[0].split(".")[-1]
             return (
-                f"`self.{name}` is not defined in the files given (it may come from `{unresolved[0]}`;"
-                f" pass the file that defines `{unresolved[0].split('.')[-1]}`)"
+                f"`self.{name}` is not defined in the files given (it may come from `{base}`;"
+                f" pass the file that defines `{base}`)"
             )
         return f"`self.{name}` is not defined in the files given"
 
