@@ -161,8 +161,8 @@ class DictRules:
             step.notes.append(
                 (
                     line,
-                    f"keys changed: {', '.join(changes)}; no code in the files given reads them"
-                    " (a reader elsewhere, such as a callback, must follow; --strict-keys skips such rewrites)",
+                    f"keys changed: {', '.join(changes)}; nothing in the files given reads them"
+                    " (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)",
                 )
             )
 
@@ -388,10 +388,16 @@ def _built_dict(
     if block is None:
         return None
     start = next(i for i, st in enumerate(block) if isinstance(st, cst.SimpleStatementLine) and assignment in st.body)
-    assert isinstance(assignment, cst.Assign)
-    literal = unwrap(assignment.value)
-    assert isinstance(literal, cst.Dict)
-    if len(assignment.targets) != 1:
+    if isinstance(assignment, cst.Assign):
+        if len(assignment.targets) != 1:
+            return None
+        value = assignment.value
+    elif isinstance(assignment, cst.AnnAssign) and assignment.value is not None:
+        value = assignment.value  # `out: dict[str, Any] = {}`
+    else:
+        return None
+    literal = unwrap(value)
+    if not isinstance(literal, cst.Dict):
         return None
     entries: dict[str, cst.BaseExpression] = {}
     for element in literal.elements:

@@ -79,12 +79,12 @@ class Scope:
                 break
             if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
                 small = statement.body[0]
-                if (
-                    isinstance(small, cst.Assign)
-                    and len(small.targets) == 1
-                    and isinstance(small.targets[0].target, cst.Name)
-                    and small.targets[0].target.value == name
-                ):
+                target = None
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    target = small.targets[0].target
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    target = small.target
+                if isinstance(target, cst.Name) and target.value == name:
                     last = small
         if last is None:
             return found
@@ -425,9 +425,11 @@ class LossRules:
             kind = container_kind(ret.value)
             if kind is not None:
                 fix = ""
+                callee = f"self.{name}" if owner is not None and closure_self is None else name
                 if kind == "a tuple":
-                    callee = f"self.{name}" if owner is not None and closure_self is None else name
                     fix = f"; unpack it (`loss, ... = {callee}(...)`) and return the loss"
+                elif kind == "a dict":
+                    fix = f"; build the result from it (`out = {callee}(...)`, then `loss=out[\"loss\"]`)"
                 return f"{kind} (line {line}){fix}"
             trouble = self.problem(ret.value, dataclasses.replace(scope, at=ret))
             if trouble is not None:

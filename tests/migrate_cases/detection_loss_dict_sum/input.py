@@ -35,23 +35,23 @@ class LitDetector(pl.LightningModule):
         super().__init__()
         self.model = TinyDetector()
 
-    def training_step(self, batch, batch_idx):
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels, targets = batch
-        loss_dict = self.model(images, labels, targets)
+        loss_dict: dict[str, torch.Tensor] = self.model(images, labels, targets)
         loss = sum(loss for loss in loss_dict.values())
         self.log_dict(loss_dict)
-        return loss
+        return loss  # type: ignore  # sum() of an empty dict would be 0; the model always returns its losses
 
-    def validation_step(self, batch, batch_idx):
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels, targets = batch
-        loss_dict = self.model(images, labels, targets)
-        return sum(loss_dict.values())
+        loss_dict: dict[str, torch.Tensor] = self.model(images, labels, targets)
+        return sum(loss_dict.values())  # type: ignore
 
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
 
-    def train_dataloader(self):
+    def train_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
         return DataLoader(boxes(16, seed=0), batch_size=4)
 
-    def val_dataloader(self):
+    def val_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
         return DataLoader(boxes(8, seed=1), batch_size=4)

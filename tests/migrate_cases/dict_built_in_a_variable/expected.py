@@ -46,7 +46,7 @@ class SpiralClassifier(SpiralData):
     def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> ValStepResult:
         x, y = batch
         logits = self.net(x)
-        result = {}
+        result: dict[str, Any] = {}
         result["val_loss"] = F.cross_entropy(logits, y)
         result["log"] = {"val_acc": (logits.argmax(dim=1) == y).float().mean()}
         self.log_dict(result["log"])

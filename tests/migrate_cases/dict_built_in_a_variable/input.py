@@ -45,7 +45,7 @@ class SpiralClassifier(SpiralData):
     def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> dict[str, Any]:
         x, y = batch
         logits = self.net(x)
-        result = {}
+        result: dict[str, Any] = {}
         result["val_loss"] = F.cross_entropy(logits, y)
         result["log"] = {"val_acc": (logits.argmax(dim=1) == y).float().mean()}
         return result

@@ -22,7 +22,7 @@ class RatingRegressor(pl.LightningModule):
     def _common_step(self, batch: list[torch.Tensor], stage: str) -> torch.Tensor:
         x, y = batch
         preds = self.net(x)
-        loss = self.criterion(preds, y)
+        loss: torch.Tensor = self.criterion(preds, y)
         self.log(f"{stage}_loss", loss, prog_bar=stage == "train")
         if stage != "train":
             self.log(f"{stage}_mae", F.l1_loss(preds, y))

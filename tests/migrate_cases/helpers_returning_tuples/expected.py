@@ -1,5 +1,7 @@
 """Helpers whose names say "loss" but which return a tuple: only the unpacked loss is a loss."""
 
+from typing import Any
+
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
@@ -34,11 +36,11 @@ class DigitClassifier(pl.LightningModule):
         self.log_dict({f"train_{k}": v for k, v in logs.items()})
         return TrainStepResult(loss=loss)
 
-    def validation_step(self, batch: list[torch.Tensor], batch_idx: int):
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> Any:
         # the name says "loss", the code says (loss, logs): a ValStepResult(loss=<tuple>) would fail
         return self.compute_loss(batch)
 
-    def test_step(self, batch: list[torch.Tensor], batch_idx: int):
+    def test_step(self, batch: list[torch.Tensor], batch_idx: int) -> Any:
         return loss_and_logits(self.net, batch)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:

@@ -22,27 +22,28 @@ class RunningSum(pl.LightningModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.rnn(x)
-        return self.head(out[:, -1])
+        last: torch.Tensor = self.head(out[:, -1])
+        return last
 
-    def training_step(self, batch, batch_idx) -> TrainStepResult:
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> TrainStepResult:
         x, y = batch
         loss = F.mse_loss(self(x), y)
         logs = {"train_mse": loss, "train_rmse": loss.sqrt()}
         self.log_dict(logs, prog_bar=True)
         return TrainStepResult(loss=loss)
 
-    def validation_step(self, batch, batch_idx) -> ValStepResult:
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> ValStepResult:
         x, y = batch
         loss = F.mse_loss(self(x), y)
         metrics = {"val_mse": loss}
         self.log_dict(metrics, prog_bar=True)
         return ValStepResult(loss=loss)
 
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
-    def train_dataloader(self):
+    def train_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
         return DataLoader(sequences(32, seed=0), batch_size=8)
 
-    def val_dataloader(self):
+    def val_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
         return DataLoader(sequences(16, seed=1), batch_size=8)

@@ -1,5 +1,7 @@
 """Lightning 0.x: one metrics dict shown both in the logger and in the progress bar."""
 
+from typing import Any
+
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
@@ -21,25 +23,26 @@ class RunningSum(pl.LightningModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.rnn(x)
-        return self.head(out[:, -1])
+        last: torch.Tensor = self.head(out[:, -1])
+        return last
 
-    def training_step(self, batch, batch_idx):
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> dict[str, Any]:
         x, y = batch
         loss = F.mse_loss(self(x), y)
         logs = {"train_mse": loss, "train_rmse": loss.sqrt()}
         return {"loss": loss, "log": logs, "progress_bar": logs}
 
-    def validation_step(self, batch, batch_idx):
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> dict[str, Any]:
         x, y = batch
         loss = F.mse_loss(self(x), y)
         metrics = {"val_mse": loss}
         return {"val_loss": loss, "progress_bar": metrics, "log": metrics}
 
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
-    def train_dataloader(self):
+    def train_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
         return DataLoader(sequences(32, seed=0), batch_size=8)
 
-    def val_dataloader(self):
+    def val_dataloader(self) -> DataLoader[tuple[torch.Tensor, ...]]:
         return DataLoader(sequences(16, seed=1), batch_size=8)
