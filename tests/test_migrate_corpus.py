@@ -101,7 +101,6 @@ def test_diff_prints_the_change_and_writes_nothing(runs: dict[str, measure.Run],
     assert dry.stdout == expected_diff
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: torchgeo's tasks derive from BaseTask in another file of the run")
 def test_no_step_is_left_unreported(runs: dict[str, measure.Run]) -> None:
     # issue 11's target: every step that returns a value gets a verdict from the run
     unreported = [

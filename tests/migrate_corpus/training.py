@@ -35,8 +35,16 @@ from torch.utils.data import DataLoader, TensorDataset
 LEGACY_HOOKS = ("training_epoch_end", "validation_epoch_end", "test_epoch_end")
 
 
+# Imported for real before any substitute is in place: torchmetrics (imported lazily by Lightning)
+# probes for torchvision and matplotlib when first imported, and must see what is installed.
+_REAL_FIRST = ("pytorch_lightning", "lightning.pytorch", "torchmetrics", "torchmetrics.classification",
+               "torchmetrics.regression")
+
+
 @contextlib.contextmanager
 def substitutes(modules: dict[str, types.ModuleType]) -> Iterator[None]:
+    for name in _REAL_FIRST:
+        importlib.import_module(name)
     saved = {name: sys.modules.get(name) for name in modules}
     sys.modules.update(modules)
     try:
@@ -131,6 +139,7 @@ def train(recipe: Recipe, files: dict[str, bytes]) -> dict[str, torch.Tensor]:
         setattr(cls, hook, lambda self, *args, **kwargs: None)
     torch.manual_seed(0)
     model, fit_kwargs = recipe.build(cls)
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     test_loaders = fit_kwargs.pop("test_dataloaders", fit_kwargs.get("val_dataloaders"))
     log_dir = tempfile.mkdtemp(prefix="corpus-train-")
     trainer = trainer_for(cls, log_dir, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2)
@@ -145,7 +154,10 @@ def train(recipe: Recipe, files: dict[str, bytes]) -> dict[str, torch.Tensor]:
     finally:
         os.chdir(cwd)
         shutil.rmtree(log_dir, ignore_errors=True)
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    final = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if all(torch.equal(initial[k], final[k]) for k in final):  # equal results must come from real training
+        raise AssertionError(f"{recipe.id}: no parameter changed in training")
+    return final
 
 
 # --- recipes -------------------------------------------------------------------------------------
@@ -206,7 +218,8 @@ def _bolts_stability() -> dict[str, types.ModuleType]:
 
 def _linear_regression(cls: type) -> tuple[Any, dict[str, Any]]:
     x, y = torch.randn(16, 5), torch.randn(16, 1)
-    return cls(input_dim=5), {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+    # SGD: a rewrite that scaled the loss would change the parameters (Adam, the default, would hide it)
+    return cls(input_dim=5, optimizer=torch.optim.SGD, learning_rate=0.1), {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
 
 
 class _TinyEncoder(nn.Module):
@@ -286,10 +299,6 @@ class _TinyTimmModel(nn.Module):
 def _torchgeo_imports() -> dict[str, types.ModuleType]:
     """What torchgeo's task files import beyond torch, lightning and torchmetrics, none of which the
     steps under test reach (timm stands for the backbone; the rest serve plotting and weights)."""
-    # torchmetrics probes for matplotlib and torchvision when first imported: import it for real first,
-    # so that it sees what is installed and not the substitutes
-    importlib.import_module("torchmetrics.classification")
-    importlib.import_module("torchmetrics.regression")
 
     class _Placeholder:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -364,6 +373,81 @@ def _regression_task(cls: type) -> tuple[Any, dict[str, Any]]:
     return task, {"train_dataloaders": train, "val_dataloaders": val, "test_dataloaders": test}
 
 
+class _TinyBoxPredictor(nn.Module):
+    """Stands for torchvision's FastRCNNPredictor."""
+
+    def __init__(self, in_features: int, num_classes: int) -> None:
+        super().__init__()
+        self.cls_score = nn.Linear(in_features, num_classes)
+        self.bbox_pred = nn.Linear(in_features, 4)
+
+
+class _TinyDetector(nn.Module):
+    """Stands for torchvision's Faster R-CNN: in training mode, ``model(images, targets)`` returns
+    a dict of named loss tensors, as torchvision's detection models do."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        self.body = nn.Conv2d(3, 16, 3, padding=1)
+        self.roi_heads = nn.Module()
+        self.roi_heads.box_predictor = _TinyBoxPredictor(16, 91)
+
+    def forward(self, images: Any, targets: Any = None) -> Any:
+        features = torch.stack([self.body(image).mean(dim=(1, 2)) for image in images])
+        predictor = self.roi_heads.box_predictor
+        labels = torch.stack([t["labels"][0] for t in targets])
+        boxes = torch.stack([t["boxes"][0] for t in targets])
+        return {
+            "loss_classifier": nn.functional.cross_entropy(predictor.cls_score(features), labels),
+            "loss_box_reg": nn.functional.smooth_l1_loss(predictor.bbox_pred(features), boxes),
+        }
+
+
+def _bolts_detection() -> dict[str, types.ModuleType]:
+    faster_rcnn = fake_module(
+        "torchvision.models.detection.faster_rcnn", FasterRCNN=_TinyDetector, FastRCNNPredictor=_TinyBoxPredictor,
+        fasterrcnn_resnet50_fpn=_TinyDetector,
+    )
+    ops = fake_module("torchvision.ops", box_iou=None)
+    utils = fake_module("pl_bolts.utils", _TORCHVISION_AVAILABLE=True)
+    stability = fake_module("pl_bolts.utils.stability", under_review=lambda: (lambda obj: obj))
+    return {
+        "torchvision": fake_module("torchvision"),
+        "torchvision.models": fake_module("torchvision.models"),
+        "torchvision.models.detection": fake_module("torchvision.models.detection"),
+        "torchvision.models.detection.faster_rcnn": faster_rcnn,
+        "torchvision.ops": ops,
+        "pl_bolts.models.detection.faster_rcnn": fake_module(
+            "pl_bolts.models.detection.faster_rcnn", create_fasterrcnn_backbone=None
+        ),
+        "pl_bolts.utils": utils,
+        "pl_bolts.utils.stability": stability,
+        "pl_bolts.utils.warnings": fake_module("pl_bolts.utils.warnings", warn_missing_pkg=None),
+    }
+
+
+class _Detections(torch.utils.data.Dataset):
+    """Pascal VOC-style samples: an image and ``{"boxes": (N, 4), "labels": (N,)}``."""
+
+    def __init__(self, n: int) -> None:
+        self.images = torch.rand(n, 3, 16, 16)
+        corners = torch.rand(n, 2, 2) * 8
+        self.boxes = torch.cat([corners, corners + 8], dim=2)
+        self.labels = torch.randint(1, 91, (n, 2))
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self.images[index], {"boxes": self.boxes[index], "labels": self.labels[index]}
+
+
+def _faster_rcnn(cls: type) -> tuple[Any, dict[str, Any]]:
+    # detection loaders yield tuples of images and of target dicts
+    train = DataLoader(_Detections(8), batch_size=4, collate_fn=lambda samples: tuple(zip(*samples)))
+    return cls(pretrained_backbone=False), {"train_dataloaders": train}
+
+
 _TORCHGEO_BASE = (("torchgeo/trainers/base.py", "torchgeo.trainers.base"),)
 
 RECIPES = (
@@ -382,6 +466,8 @@ RECIPES = (
     Recipe("bolts-linear-regression", "pl_bolts/models/regression/linear_regression.py",
            "pl_bolts.models.regression.linear_regression", "LinearRegression", _linear_regression, _bolts_stability,
            test=True),
+    Recipe("bolts-faster-rcnn", "pl_bolts/models/detection/faster_rcnn/faster_rcnn_module.py",
+           "pl_bolts.models.detection.faster_rcnn.faster_rcnn_module", "FasterRCNN", _faster_rcnn, _bolts_detection),
     Recipe("bolts-basic-ae", "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
            "pl_bolts.models.autoencoders.basic_ae.basic_ae_module", "AE", _basic_ae, _bolts_autoencoder),
     Recipe("torchgeo-trainers", "torchgeo/trainers/classification.py", "torchgeo.trainers.classification",
