@@ -572,10 +572,31 @@ REFUSALS = {
     "log and progress bar disagree": (
         step("""
             def training_step(self, batch, batch_idx):
-                loss = self.loss_fn(batch)
+                loss = F.mse_loss(self(batch), batch)
                 return {"loss": loss, "log": {"l": loss}, "progress_bar": {"l": loss.detach()}}
         """),
         "Model.training_step line 9: 'log' and 'progress_bar' both have 'l', with different values",
+    ),
+    "log value not one value": (
+        step("""
+            def training_step(self, batch, batch_idx):
+                logits = self(batch)
+                loss = F.cross_entropy(logits, batch)
+                return {"loss": loss, "log": {"train_loss": loss, "logits": logits}}
+        """),
+        "Model.training_step line 10: the 'log' dict's 'logits': `logits` is not shown to be one value;"
+        " self.log_dict takes one value per key",
+    ),
+    "variable None on a path": (
+        step("""
+            def validation_step(self, batch, batch_idx):
+                loss = F.mse_loss(self(batch), batch)
+                if batch_idx == 0:
+                    loss = None
+                return loss
+        """),
+        "Model.validation_step line 11: returns a variable `loss` that is None on some paths (line 10):"
+        " return None there",
     ),
     "batch-end hook receives the tensor": (
         step("""
@@ -1146,3 +1167,21 @@ def test_lightning_1x_leftovers_are_reported_with_their_replacement() -> None:
         "Model.on_epoch_end line 13: Lightning 1.x: removed in Lightning 2.0: use `on_train_epoch_end`"
         " (or `on_validation_epoch_end`...)",
     ]
+
+
+def test_a_detached_loss_is_a_loss() -> None:
+    """Manual optimization often returns the loss detached: `.detach()` keeps a loss a loss."""
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            loss = F.mse_loss(self(batch), batch)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+            return {"loss": loss.detach(), "log": {"train_loss": loss.detach().sqrt()}}
+    """)
+    migration = rewrite(source)
+    assert migration.module.code.endswith(
+        "        self.log_dict({\"train_loss\": loss.detach().sqrt()})\n"
+        "        return TrainStepResult(loss=loss.detach())\n"
+    )

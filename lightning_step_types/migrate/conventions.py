@@ -57,7 +57,9 @@ NEUTRAL_DECORATORS = {
 # torch.nn.functional losses whose names do not say "loss".
 LOSS_FUNCTIONS = {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
 # Tensor methods that keep a loss a loss (`loss.mean()`), and those that turn it into a Python number.
-LOSS_PRESERVING_METHODS = {"mean", "sum", "squeeze", "float", "double", "clone", "contiguous", "reshape", "view", "abs"}
+LOSS_PRESERVING_METHODS = {
+    "mean", "sum", "squeeze", "float", "double", "clone", "detach", "contiguous", "reshape", "view", "abs",
+}  # fmt: skip
 NUMBER_METHODS = {"item", "tolist", "numpy"}
 NUMBER_BUILTINS = {"float", "int", "round", "len", "sum", "max", "min", "abs", "bool", "str"}
 

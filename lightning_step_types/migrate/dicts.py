@@ -198,8 +198,11 @@ class DictRules:
         keys = list(entries)
         trouble = self._keys_problem(step, keys, scope, value_of=entries.get, line=line)
         for key, entry in entries.items():
-            if key in LEGACY_LOG_KEYS and trouble is None and not isinstance(entry, cst.Dict):
-                trouble = f"the {key!r} value `{short(entry)}` is not a dict literal"
+            if key in LEGACY_LOG_KEYS and trouble is None:
+                if not isinstance(entry, cst.Dict):
+                    trouble = f"the {key!r} value `{short(entry)}` is not a dict literal"
+                else:
+                    trouble = self._flat_dict_keys(entry, key, scope)[1]
         loss_key = self._loss_key(step, keys)
         if trouble is None and loss_key is not None:
             trouble = self._loss_value_problem(loss_key, entries[loss_key], scope)
@@ -263,7 +266,7 @@ class DictRules:
             assert isinstance(element, cst.DictElement)
             entry = element.value
             if isinstance(entry, cst.Dict):
-                inner, trouble = self._flat_dict_keys(entry, key)
+                inner, trouble = self._flat_dict_keys(entry, key, scope)
                 if trouble is not None:
                     return [], [], trouble
                 contents[key] = (entry, inner)
@@ -275,7 +278,7 @@ class DictRules:
                 if found is None:
                     why = f"the {key!r} value `{entry.value}` is not a dict literal assigned once in the method"
                     return [], [], why
-                _, trouble = self._flat_dict_keys(found[1], key)
+                _, trouble = self._flat_dict_keys(found[1], key, scope)
                 if trouble is not None:
                     return [], [], trouble
                 contents[key] = (cst.Name(found[0]), None)
@@ -318,8 +321,7 @@ class DictRules:
         calls = [(expr, prog_bar) for expr, prog_bar in calls if not (isinstance(expr, cst.Dict) and not expr.elements)]
         return calls, comments, None
 
-    @staticmethod
-    def _flat_dict_keys(entry: cst.Dict, key: str) -> tuple[dict[str, str], str | None]:
+    def _flat_dict_keys(self, entry: cst.Dict, key: str, scope: Scope) -> tuple[dict[str, str], str | None]:
         keys: dict[str, str] = {}
         for element in entry.elements:
             if not isinstance(element, cst.DictElement):
@@ -329,6 +331,9 @@ class DictRules:
                 return keys, f"the {key!r} dict has non-literal keys (`{short(element.key)}`)"
             if isinstance(element.value, (cst.Dict, cst.List, cst.Tuple, cst.Set)):
                 return keys, f"the {key!r} dict nests a container under {inner!r}; log_dict takes scalars"
+            why = self.losses.scalar_problem(element.value, scope)
+            if why is not None:  # self.log_dict raises on a tensor of several values, a string...
+                return keys, f"the {key!r} dict's {inner!r}: {why}; self.log_dict takes one value per key"
             keys[inner] = code_of(element.value).strip()
         return keys, None
 

@@ -44,6 +44,9 @@ _BOUND_BY = {
     "class": "bound to a nested class",
     "del": "deleted",
 }
+# Methods (and torch functions) that map one value to one value: a scalar stays a scalar.
+_ONE_TO_ONE = {"detach", "clone", "float", "double", "cpu", "compute", "sqrt", "exp", "log", "abs", "neg", "square"}
+_TORCH_ONE_TO_ONE = {f"torch.{name}" for name in ("sqrt", "exp", "log", "abs", "neg", "square")}
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power, cst.FloorDivide)
 
 
@@ -191,6 +194,8 @@ class LossRules:
                 continue  # `loss += 0.1 * reg` keeps a loss a loss (the first assignment decides)
             if value is None:
                 return f"returns a variable `{name}` whose value the code does not show (line {line})"
+            if is_none(value):
+                return f"returns a variable `{name}` that is None on some paths (line {line}): return None there"
             if binding.kind == "unpack":
                 evidence.append(self._element_problem(value, binding.index, scope, name, line))
                 continue
@@ -283,6 +288,66 @@ class LossRules:
             if isinstance(element, cst.DictElement) and string_key(element.key) == key:
                 return self.problem(element.value, scope)
         return f"no key {key!r}"
+
+    # -- values to log --
+
+    def scalar_problem(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """None when the code shows ``expr`` to be one value ``self.log`` accepts: a number, a loss, a
+        full reduction, a torchmetrics metric or its value; else why not."""
+        fail = f"`{short(expr)}` is not shown to be one value"
+        if depth > MAX_DEPTH:
+            return fail
+        if isinstance(expr, (cst.Integer, cst.Float)) or self.number_problem(expr) is not None:
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = scope.bindings(expr.value)
+            if expr.value in scope.params or not bindings:
+                return fail
+            for binding in bindings:
+                if binding.kind != "assign" or binding.value is None:
+                    return fail
+                if self.scalar_problem(binding.value, scope, depth + 1) is not None:
+                    return fail
+            return None
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _ARITHMETIC):
+            if all(self.scalar_problem(side, scope, depth + 1) is None for side in (expr.left, expr.right)):
+                return None
+            return fail
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+            return self.scalar_problem(expr.expression, scope, depth + 1)
+        if self._is_metric(expr, scope):
+            return None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ONE_TO_ONE:
+            return self.scalar_problem(expr.func.value, scope, depth + 1)  # loss.sqrt(), acc.detach()
+        qualified = scope.file.imports.qualify(expr.func) if isinstance(expr, cst.Call) else None
+        if isinstance(expr, cst.Call) and qualified in _TORCH_ONE_TO_ONE and expr.args:
+            return self.scalar_problem(expr.args[0].value, scope, depth + 1)  # torch.exp(loss)
+        if isinstance(expr, cst.Call) and self._is_metric(expr.func, scope):
+            return None  # self.train_acc(preds, y): a metric's value for the batch
+        if self.problem(expr, scope) is None:
+            return None  # a loss, or a full reduction
+        return fail
+
+    @staticmethod
+    def _is_metric(expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A torchmetrics metric: ``self.acc`` after ``self.acc = torchmetrics.Accuracy(...)``, or a call of
+        ``torchmetrics.functional``."""
+        metrics = ("torchmetrics.", "pytorch_lightning.metrics.")
+        if isinstance(expr, cst.Call):
+            return (scope.file.imports.qualify(expr.func) or "").startswith(tuple(m + "functional." for m in metrics))
+        if not (
+            isinstance(expr, cst.Attribute)
+            and isinstance(expr.value, cst.Name)
+            and expr.value.value == scope.self_name
+            and scope.owner is not None
+        ):
+            return False
+        found: list[bool] = []
+        for info in (scope.owner, *scope.owner.ancestors(), *scope.owner.descendants()):
+            for value in info.attribute_values().get(expr.attr.value, []):
+                qualified = info.file.imports.qualify(value.func) if info.file and isinstance(value, cst.Call) else None
+                found.append((qualified or "").startswith(metrics))
+        return bool(found) and all(found)
 
     # -- calls --
 
