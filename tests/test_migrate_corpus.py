@@ -72,6 +72,8 @@ def test_output_parses_and_second_run_changes_nothing(runs: dict[str, measure.Ru
     run, fixture = runs[name], FIXTURES_BY_NAME[name]
     for file, data in run.after.items():
         ast.parse(data, filename=file)
+        # every name the migrated file reads is still bound (an import the rewrite added, or kept)
+        assert measure.unbound_names(data) - measure.unbound_names(run.before[file]) == set(), file
     with tempfile.TemporaryDirectory() as folder:
         fetching.write_tree(run.after, Path(folder))
         again = measure.migrate(fixture, Path(folder), before=run.after)

@@ -62,7 +62,7 @@ def migrate(fixture: Fixture, root: Path, *args: str, before: dict[str, bytes] |
     if before is None:
         before = released_files(fixture)
         write_tree(before, root)
-    code, stdout, stderr = run_codemod(root, fixture.files, *args)
+    code, stdout, stderr = run_codemod(root, fixture.run_paths, *fixture.args, *args)
     after = {file: (root / file).read_bytes() for file in fixture.files}
     return Run(code, tuple(stderr.splitlines()), stdout, before, after)
 
@@ -146,6 +146,31 @@ def verdicts(run: Run) -> dict[str, str]:
     return out
 
 
+def unbound_names(source: bytes) -> set[str]:
+    """Names the module reads that nothing in it binds and that are not builtins (an over-approximate
+    binding set: any assignment, parameter, import, definition or loop target anywhere). Comparing
+    the released and migrated text shows a name the rewrite left without its import."""
+    import builtins
+
+    tree = ast.parse(source)
+    bound: set[str] = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__path__"}
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+    return read - bound
+
+
 def digest(data: bytes) -> str:
     """sha256 of a file's text with line endings normalised to LF."""
     return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
@@ -189,6 +214,8 @@ def table(results: dict[str, tuple[Fixture, Run]], unsafe: set[str]) -> str:
     by_repository: dict[str, Tally] = {}
     total = Tally()
     for name, (fixture, run) in results.items():
+        if not fixture.counted:
+            continue
         found = verdicts(run)
         for step in steps(run.before):
             tally = by_repository.setdefault(fixture.release.repository, Tally())

@@ -78,6 +78,16 @@ class Fixture:
     release: Release
     files: tuple[str, ...]
     shows: str  # what this fixture brings to the corpus
+    # what the command line is given (default: every file); the other files only lie beside them,
+    # as in a checkout where the user passes one file
+    paths: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()  # extra command-line options
+    # False for a variant run over steps another fixture already counts (kept out of the table)
+    counted: bool = True
+
+    @property
+    def run_paths(self) -> tuple[str, ...]:
+        return self.paths or self.files
 
     def repository_path(self, file: str) -> str:
         return self.release.repository_prefix + file
@@ -125,6 +135,17 @@ FIXTURES = (
             )
         ),
         "bases in another file (`BaseTask` in base.py), detection loss dicts summed, `dataloader_idx` (several loaders)",
+    ),
+    # the user's first try on torchgeo: one task file, its base class in a file not given
+    Fixture(
+        "torchgeo-classification-alone", TORCHGEO, (_TRAINERS + "base.py", _TRAINERS + "classification.py"),
+        "a base class in a file not given: reported by name with the fix", paths=(_TRAINERS + "classification.py",),
+        counted=False,
+    ),
+    Fixture(
+        "torchgeo-classification-assume-lightning", TORCHGEO, (_TRAINERS + "base.py", _TRAINERS + "classification.py"),
+        "the same with --assume-lightning", paths=(_TRAINERS + "classification.py",), args=("--assume-lightning",),
+        counted=False,
     ),
     Fixture(
         "bolts-faster-rcnn", BOLTS, ("pl_bolts/models/detection/faster_rcnn/faster_rcnn_module.py",),
