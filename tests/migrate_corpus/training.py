@@ -296,6 +296,18 @@ class _TinyTimmModel(nn.Module):
         return self.head(self.features(x))
 
 
+class _TinyFCN(nn.Module):
+    """Stands for torchgeo's FCN: (batch, channels, H, W) images to (batch, classes, H, W) scores."""
+
+    def __init__(self, in_channels: int, classes: int, num_filters: int = 3) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(in_channels, num_filters, 3, padding=1), nn.ReLU(),
+                                 nn.Conv2d(num_filters, classes, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def _torchgeo_imports() -> dict[str, types.ModuleType]:
     """What torchgeo's task files import beyond torch, lightning and torchmetrics, none of which the
     steps under test reach (timm stands for the backbone; the rest serve plotting and weights)."""
@@ -328,7 +340,7 @@ def _torchgeo_imports() -> dict[str, types.ModuleType]:
             "torchgeo.datasets", RGBBandsMissingError=type("RGBBandsMissingError", (Exception,), {}),
             unbind_samples=_Placeholder,
         ),
-        "torchgeo.models": fake_module("torchgeo.models", get_weight=_Placeholder, FCN=_Placeholder),
+        "torchgeo.models": fake_module("torchgeo.models", get_weight=_Placeholder, FCN=_TinyFCN),
         "torchgeo.trainers.utils": fake_module("torchgeo.trainers.utils"),
     }
     return modules
@@ -339,20 +351,20 @@ def _images(n: int, channels: int = 3) -> torch.Tensor:
 
 
 class _Samples(torch.utils.data.Dataset):
-    """torchgeo's sample dicts: ``{"image": (C, H, W), "label": ...}``."""
+    """torchgeo's sample dicts: ``{"image": (C, H, W), "label" or "mask": ...}``."""
 
-    def __init__(self, image: torch.Tensor, label: torch.Tensor) -> None:
-        self.image, self.label = image, label
+    def __init__(self, image: torch.Tensor, target: torch.Tensor, key: str) -> None:
+        self.image, self.target, self.key = image, target, key
 
     def __len__(self) -> int:
         return len(self.image)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"image": self.image[index], "label": self.label[index]}
+        return {"image": self.image[index], self.key: self.target[index]}
 
 
-def _samples(image: torch.Tensor, label: torch.Tensor) -> DataLoader:
-    return DataLoader(_Samples(image, label), batch_size=4)
+def _samples(image: torch.Tensor, target: torch.Tensor, key: str = "label") -> DataLoader:
+    return DataLoader(_Samples(image, target, key), batch_size=4)
 
 
 def _classification_task(cls: type) -> tuple[Any, dict[str, Any]]:
@@ -448,6 +460,15 @@ def _faster_rcnn(cls: type) -> tuple[Any, dict[str, Any]]:
     return cls(pretrained_backbone=False), {"train_dataloaders": train}
 
 
+def _segmentation_task(cls: type) -> tuple[Any, dict[str, Any]]:
+    task = cls(model="fcn", in_channels=3, num_classes=4)
+
+    def masks(n: int) -> DataLoader:
+        return _samples(_images(n), torch.randint(0, 4, (n, 8, 8)), "mask")
+
+    return task, {"train_dataloaders": masks(16), "val_dataloaders": masks(8), "test_dataloaders": [masks(8), masks(8)]}
+
+
 _TORCHGEO_BASE = (("torchgeo/trainers/base.py", "torchgeo.trainers.base"),)
 
 RECIPES = (
@@ -477,6 +498,8 @@ RECIPES = (
            siblings=_TORCHGEO_BASE),
     Recipe("torchgeo-trainers", "torchgeo/trainers/regression.py", "torchgeo.trainers.regression",
            "RegressionTask", _regression_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
+    Recipe("torchgeo-trainers", "torchgeo/trainers/segmentation.py", "torchgeo.trainers.segmentation",
+           "SemanticSegmentationTask", _segmentation_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
     Recipe("asteroid-system", "asteroid/engine/system.py", "asteroid.engine.system", "System", _asteroid_system,
            _asteroid_utils),
 )
