@@ -1185,3 +1185,56 @@ def test_a_detached_loss_is_a_loss() -> None:
         "        self.log_dict({\"train_loss\": loss.detach().sqrt()})\n"
         "        return TrainStepResult(loss=loss.detach())\n"
     )
+
+
+def test_a_loss_computed_from_itself_needs_a_loss_on_one_side() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch)
+            loss = loss + F.l1_loss(self(batch), batch)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch)
+            loss = loss * 2
+            return loss
+    """)
+    assert [f.describe() for f in migrate_source(source).findings] == [
+        "Model.training_step line 7: rewritten",
+        "Model.validation_step line 15: returns a variable `loss` (from `loss * 2`, line 14), which the code"
+        " does not show to be a loss tensor",
+    ]
+
+
+def test_relative_imports_pick_the_base_next_to_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two copies of a package in one run (a vendored one, a backup): `from .base import BaseTask` is
+    the one in the importing file's folder, not a guess between the two."""
+    for copy in ("current", "backup"):
+        shutil.copytree(PACKAGE_CASE / "input", tmp_path / copy)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("--diff", ".")
+    assert "not defined in the files given" not in result.stderr
+    assert result.lines[-1] == summary(
+        files=10, changed=4, rewritten=6, nothing=2, skipped=2, leftovers=2, diff=True
+    )
+
+
+def test_a_step_called_elsewhere_blocks_only_the_class_it_is_called_on(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(
+        step("""
+            def training_step(self, batch, batch_idx):
+                return F.mse_loss(self(batch), batch)
+        """)
+        + "\n\nclass Other(pl.LightningModule):\n    def training_step(self, batch, batch_idx):\n"
+        "        return F.mse_loss(self(batch), batch)\n"
+    )
+    (tmp_path / "test_models.py").write_text(
+        "from models import Model\n\n\ndef test_loss():\n    model = Model()\n"
+        "    loss = model.training_step(None, 0)\n    loss.backward()\n"
+    )
+    result = run_cli("--diff", str(tmp_path))
+    assert result.lines[:2] == [
+        f"{tmp_path / 'models.py'}: Model.training_step line 7: its return value is used at"
+        f" {tmp_path / 'test_models.py'} line 6 (`model.training_step(None, 0)`)",
+        f"{tmp_path / 'models.py'}: Other.training_step line 12: rewritten",
+    ]

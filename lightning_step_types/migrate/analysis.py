@@ -250,16 +250,20 @@ class Analyzer:
 
     def mark_used_results(self, steps: list[Step]) -> None:
         """A step whose return value other code of the file uses keeps returning what it returned."""
-        for call, owner, receiver, hook in self.facts.step_calls:
+        for call, owner, receiver, hook, built in self.facts.step_calls:
             if id(call) in self.delegate_calls:
                 continue
             line = self.positions.line(call)
+            classes = {id(s.owner): s.owner for s in steps if s.owner.node.name.value == built}
             if receiver == "super" and owner is not None:
                 targets = [a.steps[hook] for a in owner.ancestors() if hook in a.steps]
             elif receiver == "self" and owner is not None:
                 family = [owner, *owner.ancestors(), *owner.descendants()]
                 targets = [c.steps[hook] for c in family if hook in c.steps]
-            else:
+            elif classes:  # the receiver is built from a class of the run: the steps it may run
+                family = [f for c in classes.values() for f in (c, *c.ancestors())]
+                targets = list({id(c.steps[hook]): c.steps[hook] for c in family if hook in c.steps}.values())
+            else:  # any step of the run may be the one called
                 targets = [s for s in steps if s.hook == hook]
             for target in targets:
                 where = f"line {line}" if target.owner.file is self.file else f"{self.file.path} line {line}"

@@ -12,7 +12,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, STEP_HOOKS
 from lightning_step_types.migrate.steps import ClassInfo
-from lightning_step_types.migrate.syntax import string_key
+from lightning_step_types.migrate.syntax import string_key, tail_name
 
 
 class FileFacts:
@@ -22,7 +22,8 @@ class FileFacts:
         self.key_reads: dict[str, int] = {}  # string key -> first line reading it (x["k"], x.get("k"), "k" in x)
         self.attribute_reads: dict[str, int] = {}  # attribute -> first line reading it on something not `self`
         self.hook_defs: dict[str, int] = {}  # on_validation_batch_end etc. -> line
-        self.step_calls: list[tuple[cst.Call, ClassInfo | None, str, str]] = []  # (call, class, receiver, hook)
+        # (call, class it is in, receiver: "self" / "super" / "other", hook, the class the receiver is built from)
+        self.step_calls: list[tuple[cst.Call, ClassInfo | None, str, str, str | None]] = []
         self.module = module
         self.positions = positions
 
@@ -35,9 +36,19 @@ class FactCollector(cst.CSTVisitor):
         self._classes: list[ClassInfo | None] = []
         self._self_names: list[str | None] = []
         self._written: set[int] = set()  # id() of `x["k"]` assigned to, which is not a read
+        self._discarded: set[int] = set()  # id() of calls whose value is thrown away (a statement of their own)
+        self._built: list[dict[str, str]] = [{}]  # per function: `model = Model(...)` -> "Model"
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._written.update(id(t.target) for t in node.targets if isinstance(t.target, cst.Subscript))
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if isinstance(target, cst.Name) and isinstance(node.value, cst.Call):
+            built = tail_name(node.value.func)
+            if built is not None:
+                self._built[-1][target.value] = built
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self._discarded.add(id(node.value))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._classes.append(self.class_of.get(id(node)))
@@ -51,9 +62,11 @@ class FactCollector(cst.CSTVisitor):
             self.facts.hook_defs[name] = self.facts.positions.line(node.name)
         params = node.params.params
         self._self_names.append(params[0].name.value if params else None)
+        self._built.append({})
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._self_names.pop()
+        self._built.pop()
 
     def _read(self, key_expr: cst.BaseExpression, node: cst.CSTNode) -> None:
         key = string_key(key_expr)
@@ -84,15 +97,20 @@ class FactCollector(cst.CSTVisitor):
             return
         if func.attr.value in ("get", "pop") and node.args:
             self._read(node.args[0].value, node)
-        if func.attr.value in STEP_HOOKS:
+        if func.attr.value in STEP_HOOKS and id(node) not in self._discarded:
             receiver = "other"
+            built: str | None = None  # `Model().training_step(...)`, or `model = Model(); model.training_step(...)`
             callee = func.value.func if isinstance(func.value, cst.Call) else None
             if isinstance(callee, cst.Name) and callee.value == "super":
                 receiver = "super"
             elif isinstance(func.value, cst.Name) and self._self_names and func.value.value == self._self_names[-1]:
                 receiver = "self"
+            elif callee is not None:
+                built = tail_name(callee)
+            elif isinstance(func.value, cst.Name):
+                built = self._built[-1].get(func.value.value)
             owner = next((c for c in reversed(self._classes) if c is not None), None) if self._classes else None
-            self.facts.step_calls.append((node, owner, receiver, func.attr.value))
+            self.facts.step_calls.append((node, owner, receiver, func.attr.value, built))
 
 
 class Positions:

@@ -62,6 +62,7 @@ class Scope:
     file: FileContext
     depth: int = 0
     at: cst.Return | None = None  # the return being classified: bindings that cannot reach it are ignored
+    visiting: frozenset[str] = frozenset()  # names whose assignments are being followed (`loss = loss + x`)
 
     @property
     def positions(self) -> Positions:
@@ -180,6 +181,9 @@ class LossRules:
     def _name_problem(self, name: str, scope: Scope) -> str | None:
         if name in scope.params:
             return f"returns its parameter `{name}`"
+        if name in scope.visiting:  # `loss = loss * 2`: no evidence from itself (`loss + F.l1_loss(...)` has some)
+            return f"returns a variable `{name}` computed from itself"
+        scope = dataclasses.replace(scope, visiting=scope.visiting | {name})
         bindings = scope.bindings(name)
         if not bindings:
             return f"returns a variable `{name}` built elsewhere"
@@ -216,7 +220,8 @@ class LossRules:
             inner = self.problem(value, scope)
             if inner is not None:
                 why = _strip_returns(inner).removeprefix(f"`{short(value)}`").removeprefix(":").removeprefix(",").strip()
-                inner = f"returns a variable `{name}` (from `{short(value)}`, line {line}): {why}"
+                joint = ", " if why.startswith("which") else ": "
+                inner = f"returns a variable `{name}` (from `{short(value)}`, line {line}){joint}{why}"
             evidence.append(inner)
         if not evidence:
             return f"returns a variable `{name}` that is only updated in place, never assigned"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
@@ -220,6 +221,16 @@ def _find_base(
     if "." not in name and qualified == name:  # neither defined nor imported here (a star import?)
         return others[0] if len(others) == 1 else None
     module = qualified.rsplit(".", 1)[0] if "." in qualified else ""
+    if module.startswith("."):  # a relative import: the file next to (or above) this one
+        level = len(module) - len(module.lstrip("."))
+        folder = os.path.dirname(os.path.abspath(info.file.path))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        target = os.path.join(folder, *module.lstrip(".").split(".")) if module.lstrip(".") else folder
+        wanted = {target + ".py", os.path.join(target, "__init__.py")}
+        fitting = [c for c in others if c.file is not None and os.path.abspath(c.file.path) in wanted]
+        if len(fitting) == 1:
+            return fitting[0]
     module = module.lstrip(".")
     if module:
         fitting = [c for c in others if c.file is not None and (c.file.dotted == module or c.file.dotted.endswith("." + module))]
