@@ -1238,3 +1238,17 @@ def test_a_step_called_elsewhere_blocks_only_the_class_it_is_called_on(tmp_path:
         f" {tmp_path / 'test_models.py'} line 6 (`model.training_step(None, 0)`)",
         f"{tmp_path / 'models.py'}: Other.training_step line 12: rewritten",
     ]
+
+
+def test_the_loss_itself_may_be_logged_after_in_place_updates() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch, reduction="sum")
+            loss += 0.1 * self.weight.abs().sum()
+            loss /= batch.size(0)
+            logs = {"train_mse_loss": loss}
+            return {"loss": loss, "log": logs, "progress_bar": logs}
+    """)
+    assert rewrite(source).module.code.endswith(
+        "        self.log_dict(logs, prog_bar=True)\n        return TrainStepResult(loss=loss)\n"
+    )

@@ -305,6 +305,8 @@ class LossRules:
         if isinstance(expr, (cst.Integer, cst.Float)) or self.number_problem(expr) is not None:
             return None
         if isinstance(expr, cst.Name):
+            if self.problem(expr, scope) is None:
+                return None  # a loss: one value (`"log": {"train_loss": loss}`, `loss += reg` included)
             bindings = scope.bindings(expr.value)
             if expr.value in scope.params or not bindings:
                 return fail
