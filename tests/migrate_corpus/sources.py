@@ -105,6 +105,11 @@ FIXTURES = (
     Fixture("lightning-lstm", LIGHTNING_2, (_DEMOS + "lstm.py",), "a returned loss from `F.nll_loss`"),
     Fixture("lightning-transformer", LIGHTNING_2, (_DEMOS + "transformer.py",), "a returned loss from `F.nll_loss`"),
     Fixture(
+        "lightning-lstm-base-class", LIGHTNING_2, (_DEMOS + "lstm.py",),
+        "--base-class: every step converted, so the class becomes a TypedLightningModule (trained, checked strictly)",
+        args=("--base-class",), counted=False,
+    ),
+    Fixture(
         "pl-examples-template", LIGHTNING_0_9, ("pl_examples/models/lightning_template.py",),
         "0.x `log` dict, `val_loss` / `test_loss` keys read by `validation_epoch_end`",
     ),
@@ -154,6 +159,10 @@ FIXTURES = (
     Fixture(
         "bolts-basic-ae", BOLTS, ("pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",),
         "`loss, logs = self.step(batch, batch_idx)` from a same-class helper",
+    ),
+    Fixture(
+        "bolts-basic-ae-base-class", BOLTS, ("pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",),
+        "--base-class on `pytorch_lightning` code (trained, checked strictly)", args=("--base-class",), counted=False,
     ),
     Fixture(
         "bolts-linear-regression", BOLTS, ("pl_bolts/models/regression/linear_regression.py",),
