@@ -1252,3 +1252,26 @@ def test_the_loss_itself_may_be_logged_after_in_place_updates() -> None:
     assert rewrite(source).module.code.endswith(
         "        self.log_dict(logs, prog_bar=True)\n        return TrainStepResult(loss=loss)\n"
     )
+
+
+def test_keys_read_only_in_hooks_lightning_2_removed_do_not_block() -> None:
+    """`validation_epoch_end(outputs)` never runs under Lightning 2 (it refuses the module): its reads
+    do not keep the step as it is; the notes say what its port must read."""
+    source = step("""
+        def validation_step(self, batch, batch_idx):
+            return {"val_loss": F.mse_loss(self(batch), batch)}
+
+        def validation_epoch_end(self, outputs):
+            self.log("val_loss", torch.stack([o["val_loss"] for o in outputs]).mean())
+    """)
+    assert [f.describe() for f in migrate_source(source).findings] == [
+        "Model.validation_step line 7: rewritten",
+        "Model.validation_step line 8: note: keys changed: 'val_loss' -> the result's 'loss'; no code of the files"
+        " given that Lightning 2 runs reads them (a callback elsewhere that does must follow; --strict-keys leaves"
+        " such steps alone)",
+        "Model.validation_step line 8: note: validation_epoch_end reads 'val_loss' at line 11; Lightning 2 removed"
+        " that hook: when you port it to on_*_epoch_end, read outputs['loss']",
+        "Model.validation_epoch_end line 10: Lightning 1.x: removed in Lightning 2.0 (it raises NotImplementedError):"
+        " use `on_validation_epoch_end(self)`, which gets no outputs; append what the step computes to a list"
+        " attribute and clear it there",
+    ]

@@ -40,6 +40,12 @@ TYPED_BASE_MODULES = {
 }
 
 
+# Lightning 1.x hooks given the steps' outputs, which Lightning 2 refuses to run (it raises on them).
+HOOKS_GIVEN_OUTPUTS = {
+    "training_epoch_end", "validation_epoch_end", "test_epoch_end",
+    "training_step_end", "validation_step_end", "test_step_end",
+}  # fmt: skip
+
 # Keys the codemod may read as "the loss" of an evaluation step's dict.
 EVAL_LOSS_KEYS = ("loss", "val_loss", "test_loss")
 # Lightning 0.x keys: logged with self.log_dict (prog_bar for "progress_bar"), dropped from the result.

@@ -157,14 +157,32 @@ class DictRules:
         """Say which keys the rewrite renames or drops, since readers outside the run cannot be seen."""
         changes = [f"{loss_key!r} -> the result's 'loss'"] if loss_key != "loss" else []
         changes += [f"{k!r} -> self.log_dict" for k in keys if k in LEGACY_LOG_KEYS]
-        if changes:
-            step.notes.append(
-                (
-                    line,
-                    f"keys changed: {', '.join(changes)}; nothing in the files given reads them"
-                    " (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)",
-                )
+        if not changes:
+            return
+        readers = [
+            (key, reader)
+            for key in ([loss_key] if loss_key != "loss" else []) + [k for k in keys if k in LEGACY_LOG_KEYS]
+            for reader in (self.run.removed_hook_readers(key) if self.run is not None else [])
+        ]
+        which = "no code of the files given that Lightning 2 runs" if readers else "nothing in the files given"
+        step.notes.append(
+            (
+                line,
+                f"keys changed: {', '.join(changes)}; {which} reads them"
+                " (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)",
             )
+        )
+        renamed = [loss_key] if loss_key != "loss" else []
+        for key in renamed + [k for k in keys if k in LEGACY_LOG_KEYS]:
+            for reader in self.run.removed_hook_readers(key) if self.run is not None else []:
+                new = "outputs['loss']" if key == loss_key else "what the step logs"
+                step.notes.append(
+                    (
+                        line,
+                        f"{reader.how} reads {key!r} at {reader.where(self.path)}; Lightning 2 removed that hook:"
+                        f" when you port it to on_*_epoch_end, read {new}",
+                    )
+                )
 
     def unwrap_ordered_dict(self, value: cst.BaseExpression) -> cst.BaseExpression:
         """``OrderedDict({...})`` (Lightning 0.x examples) is the dict literal it copies; anything else itself."""
@@ -199,10 +217,14 @@ class DictRules:
         trouble = self._keys_problem(step, keys, scope, value_of=entries.get, line=line)
         for key, entry in entries.items():
             if key in LEGACY_LOG_KEYS and trouble is None:
-                if not isinstance(entry, cst.Dict):
+                literal = entry
+                if isinstance(entry, cst.Name):  # `output["log"] = tqdm_dict`, a dict assigned once
+                    found = self._dict_variable(entry.value, scope)
+                    literal = found[1] if found is not None else entry
+                if not isinstance(literal, cst.Dict):
                     trouble = f"the {key!r} value `{short(entry)}` is not a dict literal"
                 else:
-                    trouble = self._flat_dict_keys(entry, key, scope)[1]
+                    trouble = self._flat_dict_keys(literal, key, scope)[1]
         loss_key = self._loss_key(step, keys)
         if trouble is None and loss_key is not None:
             trouble = self._loss_value_problem(loss_key, entries[loss_key], scope)

@@ -10,7 +10,7 @@ import re
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, STEP_HOOKS
+from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, HOOKS_GIVEN_OUTPUTS, STEP_HOOKS
 from lightning_step_types.migrate.steps import ClassInfo
 from lightning_step_types.migrate.syntax import string_key, tail_name
 
@@ -20,6 +20,8 @@ class FileFacts:
 
     def __init__(self, module: cst.Module, positions: Positions) -> None:
         self.key_reads: dict[str, int] = {}  # string key -> first line reading it (x["k"], x.get("k"), "k" in x)
+        # reads inside hooks Lightning 2 removed (validation_epoch_end(outputs)...): key -> (line, hook)
+        self.removed_hook_reads: dict[str, tuple[int, str]] = {}
         self.attribute_reads: dict[str, int] = {}  # attribute -> first line reading it on something not `self`
         self.hook_defs: dict[str, int] = {}  # on_validation_batch_end etc. -> line
         # (call, class it is in, receiver: "self" / "super" / "other", hook, the class the receiver is built from)
@@ -38,6 +40,7 @@ class FactCollector(cst.CSTVisitor):
         self._written: set[int] = set()  # id() of `x["k"]` assigned to, which is not a read
         self._discarded: set[int] = set()  # id() of calls whose value is thrown away (a statement of their own)
         self._built: list[dict[str, str]] = [{}]  # per function: `model = Model(...)` -> "Model"
+        self._functions: list[str] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._written.update(id(t.target) for t in node.targets if isinstance(t.target, cst.Subscript))
@@ -63,14 +66,19 @@ class FactCollector(cst.CSTVisitor):
         params = node.params.params
         self._self_names.append(params[0].name.value if params else None)
         self._built.append({})
+        self._functions.append(name)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._self_names.pop()
         self._built.pop()
+        self._functions.pop()
 
     def _read(self, key_expr: cst.BaseExpression, node: cst.CSTNode) -> None:
         key = string_key(key_expr)
-        if key is not None and key not in self.facts.key_reads:
+        removed = next((f for f in self._functions if f in HOOKS_GIVEN_OUTPUTS), None)
+        if key is not None and removed is not None:  # it never runs under Lightning 2, which refuses the hook
+            self.facts.removed_hook_reads.setdefault(key, (self.facts.positions.line(node), removed))
+        elif key is not None and key not in self.facts.key_reads:
             self.facts.key_reads[key] = self.facts.positions.line(node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -146,6 +154,14 @@ class RunFacts:
         self.options = options
         self.files: list[tuple[str, FileFacts]] = []
         self.texts: list[tuple[str, str]] = []  # files not parsed (no LightningModule in them): read as text
+
+    def removed_hook_readers(self, key: str) -> list[KeyReader]:
+        """Reads of ``key`` inside hooks Lightning 2 removed: they do not run, but their port will."""
+        return [
+            KeyReader(path, facts.removed_hook_reads[key][0], facts.removed_hook_reads[key][1])
+            for path, facts in self.files
+            if key in facts.removed_hook_reads
+        ]
 
     def readers(self, key: str, attributes: bool = True) -> list[KeyReader]:
         """Places in the run that may read ``key`` from a step's output: ``x[key]``, ``.get(key)``,
