@@ -1275,3 +1275,38 @@ def test_keys_read_only_in_hooks_lightning_2_removed_do_not_block() -> None:
         " use `on_validation_epoch_end(self)`, which gets no outputs; append what the step computes to a list"
         " attribute and clear it there",
     ]
+
+
+def test_helpers_imported_from_another_file_of_the_run_are_followed(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "losses.py").write_text(
+        "import torch.nn.functional as F\n\n\ndef compute_loss(model, batch):\n    x, y = batch\n"
+        "    return F.cross_entropy(model(x), y)\n\n\ndef loss_and_logits(model, batch):\n    x, y = batch\n"
+        "    logits = model(x)\n    return F.cross_entropy(logits, y), logits\n"
+    )
+    (package / "model.py").write_text(
+        step(
+            """
+            def training_step(self, batch, batch_idx):
+                return compute_loss(self, batch)
+
+            def validation_step(self, batch, batch_idx):
+                return loss_and_logits(self, batch)
+
+            def test_step(self, batch, batch_idx):
+                return F.mse_loss(self(batch), batch, reduction=self.reduction)
+            """,
+            before="from .losses import compute_loss, loss_and_logits\n",
+        )
+    )
+    result = run_cli("--diff", str(package))
+    model = package / "model.py"
+    assert result.lines == [
+        f"{model}: Model.training_step line 8: rewritten",
+        f"{model}: Model.validation_step line 12: returns what `loss_and_logits` returns: a tuple"
+        f" ({package / 'losses.py'} line 12); unpack it (`loss, ... = loss_and_logits(...)`) and return the loss",
+        f"{model}: Model.test_step line 15: returns `F.mse_loss(self(batch), batch, reduction=self...`, computed"
+        " with `reduction=self.reduction` (maybe not one value)",
+        summary(files=2, changed=1, rewritten=1, skipped=2, diff=True),
+    ]

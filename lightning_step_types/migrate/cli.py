@@ -76,7 +76,8 @@ def verify(data: bytes) -> str | None:
     return None
 
 
-# A file is analyzed when it may hold a step or a LightningModule; the others are only searched for key readers.
+# A file that may hold a step or a LightningModule must parse (else it is an error); the others are parsed
+# for their helpers and key reads when they can be, else only searched as text for key readers.
 _RELEVANT = (b"LightningModule", b"training_step", b"validation_step", b"test_step")
 
 
@@ -90,7 +91,10 @@ def _parse(path: Path, totals: _Totals) -> tuple[bytes, cst.Module | None] | Non
         print(f"{path}: error: cannot read: {error.strerror}", file=sys.stderr)
         return None
     if not any(marker in data for marker in _RELEVANT):
-        return data, None
+        try:  # a helper module (losses, utils): parsed, to follow its functions; read as text if it fails
+            return data, cst.parse_module(data)
+        except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError):
+            return data, None
     try:
         return data, cst.parse_module(data)
     except cst.ParserSyntaxError as error:

@@ -216,7 +216,8 @@ class LossRules:
             if number is not None and not is_sum_idiom(value):
                 return f"returns a variable `{name}` that is assigned {number} at line {line}"
             if _unreduced(value):
-                return f"returns a variable `{name}` computed with reduction='none' at line {line} (not one value)"
+                how, why = _reduction(value)
+                return f"returns a variable `{name}` computed with {how} at line {line} ({why})"
             inner = self.problem(value, scope)
             if inner is not None:
                 why = _strip_returns(inner).removeprefix(f"`{short(value)}`").removeprefix(":").removeprefix(",").strip()
@@ -377,7 +378,8 @@ class LossRules:
         if number is not None:
             return f"returns {number}"
         if _unreduced(call):
-            return f"returns `{short(call)}`, computed with reduction='none' (not one value)"
+            how, why = _reduction(call)
+            return f"returns `{short(call)}`, computed with {how} ({why})"
         func = call.func
         qualified = scope.file.imports.qualify(func) or ""
         if _full_reduction(call, qualified):
@@ -403,7 +405,7 @@ class LossRules:
         for function, owner, file in found:
             nested = function in scope.scan.nested_functions
             closure = scope.self_name if nested else None
-            trouble = self.function_problem(function, owner, file, scope.depth + 1, closure)
+            trouble = self.function_problem(function, owner, file, scope.depth + 1, closure, scope.file)
             if trouble is not None:
                 return f"returns what `{short(call.func)}` returns: {trouble}"
         return None
@@ -438,6 +440,12 @@ class LossRules:
             function = scope.file.functions.get(func.value)
             if function is not None:
                 return [(function, None, scope.file)]
+            qualified = scope.file.imports.qualify(func) or ""
+            if "." in qualified:  # `from .utils import compute_loss`: a function of another file of the run
+                module, name = qualified.rsplit(".", 1)
+                found = [(f.functions[name], None, f) for f in scope.file.modules_named(module) if name in f.functions]
+                if len(found) == 1:
+                    return found
             return f"`{func.value}` is not defined in the files given"
         return f"`{short(func)}` is not a function the codemod can follow"
 
@@ -479,20 +487,22 @@ class LossRules:
         file: FileContext,
         depth: int,
         closure_self: str | None = None,
+        caller: FileContext | None = None,
     ) -> str | None:
         """Why not every return of a helper shows a loss tensor, or None if each does."""
         scope = scope_of(function, owner, file, depth, closure_self=closure_self)
         name = function.name.value
+        place = "line" if caller is None or caller is file else f"{file.path} line"
         if scope.scan.yields:
             return f"`{name}` is a generator"
         if function.decorators:
             return f"`{name}` is decorated (`@{short(function.decorators[0].decorator)}`)"
         if not scope.scan.returns or not always_leaves(block_statements(function.body)):
-            return f"`{name}` (line {file.positions.line(function.name)}) may return None"
+            return f"`{name}` ({place} {file.positions.line(function.name)}) may return None"
         for ret in scope.scan.returns:
             line = file.positions.line(ret)
             if is_none(ret.value):
-                return f"`{name}` returns None at line {line}"
+                return f"`{name}` returns None at {place} {line}"
             assert ret.value is not None
             kind = container_kind(ret.value)
             if kind is not None:
@@ -502,10 +512,10 @@ class LossRules:
                     fix = f"; unpack it (`loss, ... = {callee}(...)`) and return the loss"
                 elif kind == "a dict":
                     fix = f"; build the result from it (`out = {callee}(...)`, then `loss=out[\"loss\"]`)"
-                return f"{kind} (line {line}){fix}"
+                return f"{kind} ({place} {line}){fix}"
             trouble = self.problem(ret.value, dataclasses.replace(scope, at=ret))
             if trouble is not None:
-                return f"`{name}` line {line} {trouble}"
+                return f"`{name}` {place} {line} {trouble}"
         return None
 
     def _sum_problem(self, call: cst.Call, scope: Scope) -> str | None:
@@ -586,9 +596,26 @@ def _strip_returns(text: str) -> str:
     return text.removeprefix("returns ")
 
 
+def _reduction(call: cst.BaseExpression) -> tuple[str, str]:
+    """How an unreduced loss call says it, and why that is not one value: for the report."""
+    assert isinstance(call, cst.Call)
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in ("reduction", "reduce"):
+            if string_key(arg.value) == "none":
+                return "reduction='none'", "not one value"
+            return f"`{arg.keyword.value}={short(arg.value, 32)}`", "maybe not one value"
+    return "reduction='none'", "not one value"
+
+
 def _unreduced(value: cst.BaseExpression) -> bool:
-    """A loss call with ``reduction="none"``: one value per sample, not a loss."""
-    return isinstance(value, cst.Call) and any(
-        arg.keyword is not None and arg.keyword.value == "reduction" and string_key(arg.value) == "none"
-        for arg in value.args
-    )
+    """A loss call that may give one value per sample: ``reduction`` other than a literal "mean" or
+    "sum" (``"none"``, or a variable), or the old ``reduce=False``."""
+    if not isinstance(value, cst.Call):
+        return False
+    for arg in value.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "reduction" and string_key(arg.value) not in ("mean", "sum", "batchmean"):
+            return True
+        if keyword == "reduce" and not (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
+            return True
+    return False

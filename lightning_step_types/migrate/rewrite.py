@@ -233,6 +233,8 @@ def migrate_run(
         FileContext(path, module, ImportTable(module), Positions(MetadataWrapper(module, unsafe_skip_copy=True)))
         for path, module in sources
     ]
+    for file in files:
+        file.run = files
     classes = [collect_classes(file) for file in files]
     link_classes([c for found in classes for c in found], options.assume_lightning)
     analyzers = [Analyzer(file, found, run) for file, found in zip(files, classes)]

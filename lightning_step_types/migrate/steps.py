@@ -26,11 +26,25 @@ class FileContext:
     imports: ImportTable
     positions: Positions
     functions: dict[str, cst.FunctionDef] = dataclasses.field(default_factory=lambda: {})
+    run: list[FileContext] = dataclasses.field(default_factory=lambda: [])  # every file of the run, this one too
 
     def __post_init__(self) -> None:
         for statement in self.module.body:
             if isinstance(statement, cst.FunctionDef):
                 self.functions[statement.name.value] = statement
+
+    def modules_named(self, module: str) -> list[FileContext]:
+        """The files of the run an import of ``module`` from this file may mean (``.base``, ``pkg.utils``)."""
+        if module.startswith("."):  # a relative import: the file next to (or above) this one
+            level = len(module) - len(module.lstrip("."))
+            folder = os.path.dirname(os.path.abspath(self.path))
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            rest = module.lstrip(".")
+            target = os.path.join(folder, *rest.split(".")) if rest else folder
+            wanted = {target + ".py", os.path.join(target, "__init__.py")}
+            return [f for f in self.run if os.path.abspath(f.path) in wanted]
+        return [f for f in self.run if f.dotted == module or f.dotted.endswith("." + module)]
 
     @property
     def dotted(self) -> str:
@@ -221,14 +235,9 @@ def _find_base(
     if "." not in name and qualified == name:  # neither defined nor imported here (a star import?)
         return others[0] if len(others) == 1 else None
     module = qualified.rsplit(".", 1)[0] if "." in qualified else ""
-    if module.startswith("."):  # a relative import: the file next to (or above) this one
-        level = len(module) - len(module.lstrip("."))
-        folder = os.path.dirname(os.path.abspath(info.file.path))
-        for _ in range(level - 1):
-            folder = os.path.dirname(folder)
-        target = os.path.join(folder, *module.lstrip(".").split(".")) if module.lstrip(".") else folder
-        wanted = {target + ".py", os.path.join(target, "__init__.py")}
-        fitting = [c for c in others if c.file is not None and os.path.abspath(c.file.path) in wanted]
+    if module.startswith("."):
+        files = info.file.modules_named(module)
+        fitting = [c for c in others if c.file in files]
         if len(fitting) == 1:
             return fitting[0]
     module = module.lstrip(".")
