@@ -443,7 +443,9 @@ class LossRules:
             qualified = scope.file.imports.qualify(func) or ""
             if "." in qualified:  # `from .utils import compute_loss`: a function of another file of the run
                 module, name = qualified.rsplit(".", 1)
-                found = [(f.functions[name], None, f) for f in scope.file.modules_named(module) if name in f.functions]
+                found: list[tuple[cst.FunctionDef, ClassInfo | None, FileContext]] = [
+                    (f.functions[name], None, f) for f in scope.file.modules_named(module) if name in f.functions
+                ]
                 if len(found) == 1:
                     return found
             return f"`{func.value}` is not defined in the files given"
