@@ -191,13 +191,15 @@ class Tally:
     skipped: int = 0
     unreported: int = 0
     unsafe: int = 0
+    trained: int = 0  # rewritten steps whose class the training test trains
 
-    def add(self, verdict: str, returns_value: bool, unsafe: bool) -> None:
+    def add(self, verdict: str, returns_value: bool, unsafe: bool, trained: bool = False) -> None:
         if not returns_value:
             return
         self.with_value += 1
         if verdict.startswith("rewritten"):
             self.rewritten += 1
+            self.trained += trained
         elif verdict.startswith("skipped"):
             self.skipped += 1
         else:
@@ -209,8 +211,11 @@ class Tally:
         return f"{100 * self.rewritten / self.with_value:.0f}%" if self.with_value else "-"
 
 
-def table(results: dict[str, tuple[Fixture, Run]], unsafe: set[str]) -> str:
-    """The per-repository table (markdown); ``unsafe`` holds ``fixture:Class.hook`` keys."""
+def table(
+    results: dict[str, tuple[Fixture, Run]], unsafe: set[str], trained: frozenset[tuple[str, str]] = frozenset()
+) -> str:
+    """The per-repository table (markdown); ``unsafe`` holds ``fixture:Class.hook`` keys, ``trained``
+    the (fixture, Class) pairs that the training test trains."""
     by_repository: dict[str, Tally] = {}
     total = Tally()
     for name, (fixture, run) in results.items():
@@ -220,18 +225,22 @@ def table(results: dict[str, tuple[Fixture, Run]], unsafe: set[str]) -> str:
         for step in steps(run.before):
             tally = by_repository.setdefault(fixture.release.repository, Tally())
             bad = f"{name}:{step.key}" in unsafe
-            tally.add(found[step.key], step.returns_value, bad)
-            total.add(found[step.key], step.returns_value, bad)
+            was_trained = (name, step.owner) in trained
+            tally.add(found[step.key], step.returns_value, bad, was_trained)
+            total.add(found[step.key], step.returns_value, bad, was_trained)
     lines = [
-        "| repository | steps returning a value | rewritten | skipped, with a reason | unreported | unsafe |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| repository | steps returning a value | rewritten | of them trained | skipped, with a reason | unreported | unsafe |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for repository, t in sorted(by_repository.items()):
-        lines.append(
-            f"| {repository} | {t.with_value} | {t.rewritten} ({t.share}) | {t.skipped} | {t.unreported} | {t.unsafe} |"
+
+    def row(label: str, t: Tally) -> str:
+        return (
+            f"| {label} | {t.with_value} | {t.rewritten} ({t.share}) | {t.trained} | {t.skipped} | {t.unreported} "
+            f"| {t.unsafe} |"
         )
-    t = total
-    lines.append(f"| **all** | {t.with_value} | {t.rewritten} ({t.share}) | {t.skipped} | {t.unreported} | {t.unsafe} |")
+
+    lines += [row(repository, t) for repository, t in sorted(by_repository.items())]
+    lines.append(row("**all**", total))
     return "\n".join(lines)
 
 
