@@ -1310,3 +1310,38 @@ def test_helpers_imported_from_another_file_of_the_run_are_followed(tmp_path: Pa
         " with `reduction=self.reduction` (maybe not one value)",
         summary(files=2, changed=1, rewritten=1, skipped=2, diff=True),
     ]
+
+
+def test_an_attribute_holding_a_torch_loss_function_is_a_loss_function() -> None:
+    source = step("""
+        def __init__(self):
+            super().__init__()
+            self.loss_func = F.binary_cross_entropy_with_logits
+
+        def loss(self, logits, labels):
+            return self.loss_func(input=logits, target=labels)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            train_loss = self.loss(self(x), y)
+            return {"loss": train_loss, "log": {"train_loss": train_loss}}
+    """)
+    assert rewrite(source).module.code.endswith(
+        "        self.log_dict({\"train_loss\": train_loss})\n        return TrainStepResult(loss=train_loss)\n"
+    )
+
+
+def test_a_removed_epoch_end_hook_of_another_class_is_not_this_steps_reader() -> None:
+    source = step(
+        """
+        def validation_step(self, batch, batch_idx):
+            return {"val_loss": F.mse_loss(self(batch), batch)}
+        """,
+        after="\n\nclass Other(pl.LightningModule):\n    def validation_epoch_end(self, outputs):\n"
+        "        return outputs[0][\"val_loss\"]\n",
+    )
+    notes = [f.describe() for f in migrate_source(source).findings if f.kind == "note"]
+    assert notes == [
+        "Model.validation_step line 8: note: keys changed: 'val_loss' -> the result's 'loss'; nothing in the files"
+        " given reads them (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)"
+    ]

@@ -159,10 +159,11 @@ class DictRules:
         changes += [f"{k!r} -> self.log_dict" for k in keys if k in LEGACY_LOG_KEYS]
         if not changes:
             return
+        family = [step.owner, *step.owner.ancestors(), *step.owner.descendants()]
         readers = [
             (key, reader)
             for key in ([loss_key] if loss_key != "loss" else []) + [k for k in keys if k in LEGACY_LOG_KEYS]
-            for reader in (self.run.removed_hook_readers(key) if self.run is not None else [])
+            for reader in (self.run.removed_hook_readers(key, family) if self.run is not None else [])
         ]
         which = "no code of the files given that Lightning 2 runs" if readers else "nothing in the files given"
         step.notes.append(
@@ -172,17 +173,15 @@ class DictRules:
                 " (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)",
             )
         )
-        renamed = [loss_key] if loss_key != "loss" else []
-        for key in renamed + [k for k in keys if k in LEGACY_LOG_KEYS]:
-            for reader in self.run.removed_hook_readers(key) if self.run is not None else []:
-                new = "outputs['loss']" if key == loss_key else "what the step logs"
-                step.notes.append(
-                    (
-                        line,
-                        f"{reader.how} reads {key!r} at {reader.where(self.path)}; Lightning 2 removed that hook:"
-                        f" when you port it to on_*_epoch_end, read {new}",
-                    )
+        for key, reader in readers:
+            new = "outputs['loss']" if key == loss_key else "what the step logs"
+            step.notes.append(
+                (
+                    line,
+                    f"{reader.how} reads {key!r} at {reader.where(self.path)}; Lightning 2 removed that hook:"
+                    f" when you port it to on_*_epoch_end, read {new}",
                 )
+            )
 
     def unwrap_ordered_dict(self, value: cst.BaseExpression) -> cst.BaseExpression:
         """``OrderedDict({...})`` (Lightning 0.x examples) is the dict literal it copies; anything else itself."""

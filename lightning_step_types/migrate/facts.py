@@ -21,7 +21,7 @@ class FileFacts:
     def __init__(self, module: cst.Module, positions: Positions) -> None:
         self.key_reads: dict[str, int] = {}  # string key -> first line reading it (x["k"], x.get("k"), "k" in x)
         # reads inside hooks Lightning 2 removed (validation_epoch_end(outputs)...): key -> (line, hook)
-        self.removed_hook_reads: dict[str, tuple[int, str]] = {}
+        self.removed_hook_reads: dict[str, list[tuple[int, str, ClassInfo | None]]] = {}
         self.attribute_reads: dict[str, int] = {}  # attribute -> first line reading it on something not `self`
         self.hook_defs: dict[str, int] = {}  # on_validation_batch_end etc. -> line
         # (call, class it is in, receiver: "self" / "super" / "other", hook, the class the receiver is built from)
@@ -77,7 +77,8 @@ class FactCollector(cst.CSTVisitor):
         key = string_key(key_expr)
         removed = next((f for f in self._functions if f in HOOKS_GIVEN_OUTPUTS), None)
         if key is not None and removed is not None:  # it never runs under Lightning 2, which refuses the hook
-            self.facts.removed_hook_reads.setdefault(key, (self.facts.positions.line(node), removed))
+            owner = next((c for c in reversed(self._classes) if c is not None), None)
+            self.facts.removed_hook_reads.setdefault(key, []).append((self.facts.positions.line(node), removed, owner))
         elif key is not None and key not in self.facts.key_reads:
             self.facts.key_reads[key] = self.facts.positions.line(node)
 
@@ -155,12 +156,15 @@ class RunFacts:
         self.files: list[tuple[str, FileFacts]] = []
         self.texts: list[tuple[str, str]] = []  # files not parsed (no LightningModule in them): read as text
 
-    def removed_hook_readers(self, key: str) -> list[KeyReader]:
-        """Reads of ``key`` inside hooks Lightning 2 removed: they do not run, but their port will."""
+    def removed_hook_readers(self, key: str, family: list[ClassInfo]) -> list[KeyReader]:
+        """Reads of ``key`` inside hooks Lightning 2 removed, in one of ``family`` (the step's class, its
+        bases and subclasses: such a hook gets its own module's outputs only). They do not run; their
+        port will."""
         return [
-            KeyReader(path, facts.removed_hook_reads[key][0], facts.removed_hook_reads[key][1])
+            KeyReader(path, line, hook)
             for path, facts in self.files
-            if key in facts.removed_hook_reads
+            for line, hook, owner in facts.removed_hook_reads.get(key, [])
+            if any(owner is member for member in family)
         ]
 
     def readers(self, key: str, attributes: bool = True) -> list[KeyReader]:

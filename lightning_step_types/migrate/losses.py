@@ -391,12 +391,8 @@ class LossRules:
             if inner is None:
                 return None
             return f"returns `{short(call)}`, which the code does not show to be a loss tensor"
-        if qualified.startswith("F.") and "F" not in scope.file.imports.aliases:  # the usual alias, import unseen
-            qualified = "torch.nn.functional." + qualified.removeprefix("F.")
-        if qualified.startswith("torch.nn.functional."):
-            tail = qualified.rsplit(".", 1)[1]
-            if tail.endswith("_loss") or tail in LOSS_FUNCTIONS:
-                return None
+        if _is_loss_function(func, scope.file):
+            return None
         if isinstance(func, cst.Call) and is_loss_module_constructor(func):
             return None  # nn.MSELoss()(a, b)
         found = self._callee(call, scope)
@@ -465,14 +461,14 @@ class LossRules:
                 if function is not None and info.file is not None:
                     found.append((function, info, info.file))
             return found
-        assigned: list[cst.BaseExpression] = []
+        assigned: list[tuple[cst.BaseExpression, FileContext | None]] = []
         for info in (owner, *owner.ancestors(), *owner.descendants()):
-            assigned += info.attribute_values().get(name, [])
+            assigned += [(value, info.file) for value in info.attribute_values().get(name, [])]
         unresolved = owner.unresolved_in_hierarchy()
         if assigned:
-            if all(is_loss_module_constructor(v) for v in assigned):
+            if all(is_loss_module_constructor(v) or _is_loss_function(v, file) for v, file in assigned):
                 return []
-            shown = next(v for v in assigned if not is_loss_module_constructor(v))
+            shown = next(v for v, file in assigned if not (is_loss_module_constructor(v) or _is_loss_function(v, file)))
             return f"`self.{name}` is assigned `{short(shown, 40)}`, which the code does not show to be a loss function"
         if unresolved:
             base = unresolved[0].split(".")[-1]
@@ -542,6 +538,20 @@ class LossRules:
 
     def positions_of(self, scope: Scope) -> Positions:
         return scope.file.positions
+
+
+def _is_loss_function(func: cst.BaseExpression, file: FileContext | None) -> bool:
+    """``F.mse_loss``, ``torch.nn.functional.cross_entropy``: a loss function of torch (its default
+    reduction gives one value)."""
+    if file is None:
+        return False
+    qualified = file.imports.qualify(func) or ""
+    if qualified.startswith("F.") and "F" not in file.imports.aliases:  # the usual alias, import unseen
+        qualified = "torch.nn.functional." + qualified.removeprefix("F.")
+    if not qualified.startswith("torch.nn.functional."):
+        return False
+    tail = qualified.rsplit(".", 1)[1]
+    return tail.endswith("_loss") or tail in LOSS_FUNCTIONS
 
 
 def _full_reduction(call: cst.Call, qualified: str) -> bool:
