@@ -32,6 +32,7 @@ from migrate_corpus.sources import FIXTURES, FIXTURES_BY_NAME, RELEASES  # noqa:
 
 pytestmark = pytest.mark.slow
 
+REPO = Path(__file__).resolve().parents[1]
 EXPECTED = json.loads((Path(__file__).resolve().parent / "migrate_corpus" / "expected.json").read_text())
 FIXTURE_NAMES = [fixture.name for fixture in FIXTURES]
 
@@ -110,6 +111,14 @@ def test_no_step_is_left_unreported(runs: dict[str, measure.Run]) -> None:
         if verdict == "unreported"
     ]
     assert unreported == []
+
+
+def test_migration_guide_shows_the_measured_table(runs: dict[str, measure.Run]) -> None:
+    guide = (REPO / "docs" / "migration.md").read_text(encoding="utf-8")
+    shown = guide.split("<!-- corpus: after -->\n", 1)[1].split("\n\n", 1)[0]
+    results = {name: (FIXTURES_BY_NAME[name], run) for name, run in runs.items()}
+    trained = frozenset((recipe.fixture, recipe.owner) for recipe in training.RECIPES)
+    assert shown == measure.table(results, set(EXPECTED["unsafe"]), trained)
 
 
 @pytest.mark.parametrize("recipe", training.RECIPES, ids=lambda r: r.id)
