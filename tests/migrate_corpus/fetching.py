@@ -59,7 +59,9 @@ def wheel(release: Release) -> Path:
         return found[0]
     output = done.stdout + done.stderr
     if any(sign in output for sign in _NETWORK_SIGNS):
-        raise RegistryUnreachable(f"cannot download {release.requirement} from the package index: {output.strip()[-300:]}")
+        raise RegistryUnreachable(
+            f"cannot download {release.requirement} from the package index: {output.strip()[-300:]}"
+        )
     raise RuntimeError(f"`{' '.join(command)}` failed ({done.returncode}):\n{output}")
 
 

@@ -229,7 +229,8 @@ def table(
             tally.add(found[step.key], step.returns_value, bad, was_trained)
             total.add(found[step.key], step.returns_value, bad, was_trained)
     lines = [
-        "| repository | steps returning a value | rewritten | of them trained | skipped, with a reason | unreported | unsafe |",
+        "| repository | steps returning a value | rewritten | of them trained | skipped, with a reason | unreported "
+        "| unsafe |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
 

@@ -100,7 +100,8 @@ _TRAINERS = "torchgeo/trainers/"
 FIXTURES = (
     Fixture(
         "lightning-boring-classes", LIGHTNING_2, (_DEMOS + "boring_classes.py",),
-        "same-class helper (`self.step(batch)`), manual optimization, dicts without a loss key, `STEP_OUTPUT` annotations",
+        "same-class helper (`self.step(batch)`), manual optimization, dicts without a loss key, "
+        "`STEP_OUTPUT` annotations",
     ),
     Fixture("lightning-lstm", LIGHTNING_2, (_DEMOS + "lstm.py",), "a returned loss from `F.nll_loss`"),
     Fixture("lightning-transformer", LIGHTNING_2, (_DEMOS + "transformer.py",), "a returned loss from `F.nll_loss`"),
@@ -139,7 +140,8 @@ FIXTURES = (
                 "iobench.py", "moco.py", "regression.py", "segmentation.py", "simclr.py", "utils.py",
             )
         ),
-        "bases in another file (`BaseTask` in base.py), detection loss dicts summed, `dataloader_idx` (several loaders)",
+        "bases in another file (`BaseTask` in base.py), detection loss dicts summed, "
+        "`dataloader_idx` (several loaders)",
     ),
     # the user's first try on torchgeo: one task file, its base class in a file not given
     Fixture(

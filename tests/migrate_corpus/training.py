@@ -96,7 +96,8 @@ class Recipe:
     file: str  # the fixture file that defines the class
     qualified_name: str  # the module's name in its package
     owner: str  # the LightningModule class
-    # class -> (module, Trainer.fit keyword arguments, and "test_dataloaders" for Trainer.test if not the validation ones)
+    # class -> (module, Trainer.fit keyword arguments, and "test_dataloaders" for Trainer.test when
+    # they are not the validation ones)
     build: Callable[[type], tuple[Any, dict[str, Any]]]
     stubs: Callable[[], dict[str, types.ModuleType]] = dict
     test: bool = False  # also run Trainer.test
@@ -118,8 +119,8 @@ def trainer_for(cls: type, log_dir: str, **settings: Any) -> Any:
 
     flavour = lightning_pytorch if issubclass(cls, lightning_pytorch.LightningModule) else pytorch_lightning
     return flavour.Trainer(
-        accelerator="cpu", devices=1, logger=flavour.loggers.CSVLogger(log_dir), enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, **settings,
+        accelerator="cpu", devices=1, logger=flavour.loggers.CSVLogger(log_dir), enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **settings,
     )
 
 
@@ -219,7 +220,8 @@ def _bolts_stability() -> dict[str, types.ModuleType]:
 def _linear_regression(cls: type) -> tuple[Any, dict[str, Any]]:
     x, y = torch.randn(16, 5), torch.randn(16, 1)
     # SGD: a rewrite that scaled the loss would change the parameters (Adam, the default, would hide it)
-    return cls(input_dim=5, optimizer=torch.optim.SGD, learning_rate=0.1), {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+    fit = {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+    return cls(input_dim=5, optimizer=torch.optim.SGD, learning_rate=0.1), fit
 
 
 class _TinyEncoder(nn.Module):
