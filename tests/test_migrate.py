@@ -16,10 +16,12 @@ of the command line, and that no unparseable file is ever written.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import dataclasses
 import difflib
 import importlib.util
 import io
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -46,6 +48,8 @@ from lightning_step_types.migrate import Migration, main, migrate_source  # noqa
 REPO = Path(__file__).resolve().parents[1]
 CASES_DIR = Path(__file__).resolve().parent / "migrate_cases"
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
+VERDICTS = (": rewritten", ": already typed", ": returns nothing to convert", ": not in a LightningModule, left as it is")
+NOT_SKIPS = (*VERDICTS, ": note: ", ": base class kept: ", ": Lightning 1.x: ")
 
 
 # --- cases ---------------------------------------------------------------------------------------
@@ -67,17 +71,21 @@ class Case:
 
     @property
     def reported(self) -> list[str]:
-        """The findings the command line prints (it does not list rewritten steps)."""
-        return [f for f in self.findings if not f.endswith(": rewritten")]
+        """The findings the command line prints: all of them, a verdict for every step."""
+        return list(self.findings)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for f in self.findings if f.endswith(f": {verdict}"))
 
     @property
     def skipped_steps(self) -> set[str]:
         """``Class.hook`` of every step left as it was."""
-        return {f.split(" line ")[0] for f in self.reported if ": note: " not in f and ": base class kept: " not in f}
+        return {f.split(" line ")[0] for f in self.findings if not any(m in f for m in NOT_SKIPS)}
 
     @property
     def needs_attention(self) -> bool:
-        return any(": note: " not in f for f in self.reported)
+        """Exit status 2: a step skipped, a base class kept or a Lightning 1.x leftover."""
+        return any(": note: " not in f and not any(f.endswith(v) for v in VERDICTS) for f in self.findings)
 
 
 def load_case(name: str) -> Case:
@@ -124,23 +132,57 @@ def plural(count: int, word: str) -> str:
 
 
 def summary(
-    files: int, changed: int, rewritten: int, skipped: int, kept: int = 0, errors: int = 0, diff: bool = False
+    files: int,
+    changed: int,
+    rewritten: int,
+    skipped: int,
+    kept: int = 0,
+    errors: int = 0,
+    diff: bool = False,
+    typed: int = 0,
+    nothing: int = 0,
+    leftovers: int = 0,
+    ignored: int = 0,
 ) -> str:
     parts = [
         f"{plural(files, 'file')} checked",
         f"{plural(changed, 'file')} {'would change' if diff else 'changed'}",
         f"{plural(rewritten, 'method')} {'to rewrite' if diff else 'rewritten'}",
-        f"{plural(skipped, 'method')} skipped",
     ]
+    if typed:
+        parts.append(f"{plural(typed, 'method')} already typed")
+    if nothing:
+        parts.append(f"{plural(nothing, 'method')} returning nothing to convert")
+    if ignored:
+        parts.append(f"{plural(ignored, 'method')} not in a LightningModule")
+    parts.append(f"{plural(skipped, 'method')} skipped")
     if kept:
         parts.append(f"{plural(kept, 'base class')} kept")
+    if leftovers:
+        parts.append(plural(leftovers, "Lightning 1.x leftover"))
     parts.append(plural(errors, "error"))
     return "lightning_step_types.migrate: " + ", ".join(parts)
 
 
-def case_summary(case: Case, changed: int, rewritten: int, diff: bool = False) -> str:
+def case_summary(case: Case, changed: int, second_run: bool = False, diff: bool = False) -> str:
+    """The summary line of a run on the case's input (or, ``second_run``, on its expected output)."""
     kept = sum(1 for f in case.findings if ": base class kept: " in f)
-    return summary(1, changed, rewritten, len(case.skipped_steps), kept, diff=diff)
+    leftovers = sum(1 for f in case.findings if ": Lightning 1.x: " in f)
+    rewritten, typed = case.count("rewritten"), case.count("already typed")
+    if second_run:
+        rewritten, typed = 0, rewritten + typed
+    return summary(
+        1,
+        changed,
+        rewritten,
+        len(case.skipped_steps),
+        kept,
+        diff=diff,
+        typed=typed,
+        nothing=case.count("returns nothing to convert"),
+        leftovers=leftovers,
+        ignored=case.count("not in a LightningModule, left as it is"),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,11 +212,10 @@ def test_rewrites_to_expected(case: Case, rewritten: dict[str, Rewritten]) -> No
     assert result.path.read_bytes() == case.expected
     migration = migrate_source(case.input, base_class="--base-class" in case.args)
     assert [f.describe() for f in migration.findings] == list(case.findings)
-    rewritten_steps = sum(1 for f in case.findings if f.endswith(": rewritten"))
     changed = int(case.expected != case.input)
     assert result.run.lines == [
         *(f"{result.path}: {line}" for line in case.reported),
-        case_summary(case, changed, rewritten_steps),
+        case_summary(case, changed),
     ]
     assert result.run.stdout == ""
     assert result.run.code == (2 if case.needs_attention else 0)
@@ -185,7 +226,7 @@ def test_second_run_changes_nothing(case: Case, rewritten: dict[str, Rewritten])
     path = rewritten[case.name].path
     again = run_cli(str(path), *case.args)
     assert path.read_bytes() == case.expected
-    assert again.lines[-1] == case_summary(case, changed=0, rewritten=0)
+    assert again.lines[-1] == case_summary(case, changed=0, second_run=True)
     assert again.code == (2 if case.needs_attention else 0)
     second = migrate_source(case.expected, base_class="--base-class" in case.args)
     assert not second.changed
@@ -205,8 +246,7 @@ def test_diff_mode_prints_the_diff_and_writes_nothing(case: Case, tmp_path: Path
         tofile=str(path),
     )
     assert result.stdout == "".join(expected_diff)
-    rewritten_steps = sum(1 for f in case.findings if f.endswith(": rewritten"))
-    assert result.lines[-1] == case_summary(case, int(case.expected != case.input), rewritten_steps, diff=True)
+    assert result.lines[-1] == case_summary(case, int(case.expected != case.input), diff=True)
     assert result.code == (2 if case.needs_attention else 0)
 
 
@@ -337,18 +377,19 @@ REFUSALS = {
                 out = self.shared_step(batch)
                 return out
         """),
-        "Model.training_step line 9: returns a variable `out` built elsewhere (from `self.shared_step(batch)`, line 8),"
-        " not known to be a loss tensor",
+        "Model.training_step line 9: returns a variable `out` (from `self.shared_step(batch)`, line 8):"
+        " `self.shared_step` is not defined in the files given",
     ),
-    "dict built in a variable": (
+    "dict built in a variable and aliased": (
         step("""
             def training_step(self, batch, batch_idx):
                 loss = F.mse_loss(self(batch), batch)
                 result = {"loss": loss}
+                self.last = result
                 return result
         """),
-        "Model.training_step line 10: returns a variable `result` holding a dict built at line 9;"
-        " return the dict itself",
+        "Model.training_step line 11: returns a variable `result` holding a dict built at line 9, which the method"
+        " also uses otherwise than by setting and reading its keys; return the dict itself",
     ),
     "non-literal keys": (
         step("""
@@ -408,8 +449,8 @@ REFUSALS = {
     ),
     "hiddens": (
         step("""
-            def training_step(self, batch, batch_idx, hiddens):
-                loss, hiddens = self.rnn_loss(batch, hiddens)
+            def training_step(self, batch, batch_idx):
+                loss, hiddens = self.rnn_loss(batch, self.hiddens)
                 return {"loss": loss, "hiddens": hiddens}
         """),
         "Model.training_step line 9: dict has the Lightning 0.x 'hiddens' key (truncated backprop); migrate it by hand",
@@ -464,7 +505,8 @@ REFUSALS = {
                 loss = self.loss_fn(batch)
                 return loss if batch_idx else None
         """),
-        "Model.training_step line 9: returns `loss if batch_idx else None`, which is not known to be a loss tensor",
+        "Model.training_step line 9: returns `loss if batch_idx else None`, which the code does not show to be a"
+        " loss tensor",
     ),
     "assigned step": (
         step("""
@@ -530,10 +572,31 @@ REFUSALS = {
     "log and progress bar disagree": (
         step("""
             def training_step(self, batch, batch_idx):
-                loss = self.loss_fn(batch)
+                loss = F.mse_loss(self(batch), batch)
                 return {"loss": loss, "log": {"l": loss}, "progress_bar": {"l": loss.detach()}}
         """),
         "Model.training_step line 9: 'log' and 'progress_bar' both have 'l', with different values",
+    ),
+    "log value not one value": (
+        step("""
+            def training_step(self, batch, batch_idx):
+                logits = self(batch)
+                loss = F.cross_entropy(logits, batch)
+                return {"loss": loss, "log": {"train_loss": loss, "logits": logits}}
+        """),
+        "Model.training_step line 10: the 'log' dict's 'logits': `logits` is not shown to be one value;"
+        " self.log_dict takes one value per key",
+    ),
+    "variable None on a path": (
+        step("""
+            def validation_step(self, batch, batch_idx):
+                loss = F.mse_loss(self(batch), batch)
+                if batch_idx == 0:
+                    loss = None
+                return loss
+        """),
+        "Model.validation_step line 11: returns a variable `loss` that is None on some paths (line 10):"
+        " return None there",
     ),
     "batch-end hook receives the tensor": (
         step("""
@@ -593,7 +656,7 @@ REFUSALS = {
         step(
             """
             def training_step(self, batch, batch_idx):
-                return self.loss_fn(batch)
+                return F.mse_loss(self(batch), batch)
             """,
             before="class TrainStepResult:\n    pass\n\n\n",
         ),
@@ -602,7 +665,7 @@ REFUSALS = {
     "comments with no line of their own": (
         step("""
             def training_step(self, batch, batch_idx):
-                loss = self.loss_fn(batch)
+                loss = F.mse_loss(self(batch), batch)
                 if batch_idx == 0: return {"loss": loss,  # first
                                            "log": {"first": loss}}
                 return loss
@@ -625,7 +688,7 @@ def test_ignores_returns_of_nested_functions_and_says_so() -> None:
     source = step("""
         def training_step(self, batch, batch_idx):
             def closure():
-                return self.loss_fn(batch)
+                return F.mse_loss(self(batch), batch)
 
             loss = closure()
             return loss
@@ -636,7 +699,7 @@ def test_ignores_returns_of_nested_functions_and_says_so() -> None:
         "Model.training_step line 9: note: return inside the nested function `closure` ignored"
         " (it is not the step's return)",
     ]
-    assert "            return self.loss_fn(batch)\n" in migration.module.code
+    assert "            return F.mse_loss(self(batch), batch)\n" in migration.module.code
     assert "        return TrainStepResult(loss=loss)\n" in migration.module.code
 
 
@@ -697,7 +760,7 @@ def test_one_line_statements_get_their_log_calls_inline() -> None:
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
-        loss = self.compute_loss(batch)
+        loss = F.mse_loss(self(batch), batch)
         if batch_idx == 0: return {"loss": loss, "log": {"first_loss": loss}}
         x = 1; return{"loss": loss}
 """
@@ -707,7 +770,7 @@ from lightning_step_types import TrainStepResult
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx) -> TrainStepResult:
-        loss = self.compute_loss(batch)
+        loss = F.mse_loss(self(batch), batch)
         if batch_idx == 0: self.log_dict({"first_loss": loss}); return TrainStepResult(loss=loss)
         x = 1; return TrainStepResult(loss=loss)
 """
@@ -719,14 +782,14 @@ def test_removed_entries_keep_the_comments_of_their_neighbours() -> None:
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
-        loss = self.criterion(self(batch), batch)
+        loss = F.mse_loss(self(batch), batch)
         return {
             "acc": self.acc,  # accuracy
             "loss": loss  # the loss
         }
 
     def validation_step(self, batch, batch_idx):
-        loss = self.loss_fn(batch)
+        loss = F.mse_loss(self(batch), batch)
         return {
             "val_loss": loss,
             "log": {
@@ -741,7 +804,7 @@ from lightning_step_types import TrainStepResult, ValStepResult
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx) -> TrainStepResult:
-        loss = self.criterion(self(batch), batch)
+        loss = F.mse_loss(self(batch), batch)
         return TrainStepResult(
             loss=loss,  # the loss
             metadata={
@@ -750,7 +813,7 @@ class Model(pl.LightningModule):
         )
 
     def validation_step(self, batch, batch_idx) -> ValStepResult:
-        loss = self.loss_fn(batch)
+        loss = F.mse_loss(self(batch), batch)
         self.log_dict({
             "val_loss": loss,  # per step
             "val_n": len(batch),
@@ -771,7 +834,7 @@ import pytorch_lightning as pl
 
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx):
-        return self.loss_fn(self(batch), batch)
+        return F.mse_loss(self(batch), batch)
 """
     assert rewrite(source).module.code.startswith(
         "from lightning_step_types import (\n    StepResultAdapter,\n    TrainStepResult,\n    TypedCallback,\n)\n"
@@ -787,26 +850,26 @@ import lightning.pytorch as pl
 class Model(pl.LightningModule):
     def training_step(self, batch, batch_idx) -> pl.utilities.types.STEP_OUTPUT:
         if batch_idx:
-            return TrainStepResult(loss=self.loss_fn(batch))
-        return self.loss_fn(batch)
+            return TrainStepResult(loss=F.mse_loss(self(batch), batch))
+        return F.mse_loss(self(batch), batch)
 '''
     assert rewrite(source).module.code == source.replace(
         "-> pl.utilities.types.STEP_OUTPUT:", "-> TrainStepResult:"
-    ).replace("        return self.loss_fn(batch)\n", "        return TrainStepResult(loss=self.loss_fn(batch))\n")
+    ).replace("        return F.mse_loss(self(batch), batch)\n", "        return TrainStepResult(loss=F.mse_loss(self(batch), batch))\n")
 
 
 def test_keeps_crlf_line_endings_and_the_encoding() -> None:
     source = (
         "# -*- coding: latin-1 -*-\r\nimport pytorch_lightning as pl\r\n\r\n\r\n"
         "class Mod\xe8le(pl.LightningModule):\r\n    def training_step(self, batch, batch_idx):\r\n"
-        "        return self.loss_fn(batch)  # caf\xe9\r\n"
+        "        return F.mse_loss(self(batch), batch)  # caf\xe9\r\n"
     ).encode("latin-1")
     migrated = rewrite(source).module.bytes
     assert migrated == (
         "# -*- coding: latin-1 -*-\r\nimport pytorch_lightning as pl\r\n"
         "from lightning_step_types import TrainStepResult\r\n\r\n\r\n"
         "class Mod\xe8le(pl.LightningModule):\r\n    def training_step(self, batch, batch_idx) -> TrainStepResult:\r\n"
-        "        return TrainStepResult(loss=self.loss_fn(batch))  # caf\xe9\r\n"
+        "        return TrainStepResult(loss=F.mse_loss(self(batch), batch))  # caf\xe9\r\n"
     ).encode("latin-1")
 
 
@@ -816,7 +879,7 @@ def test_base_class_is_kept_when_its_package_is_unknown() -> None:
 
 class Model(LightningModule):
     def training_step(self, batch, batch_idx):
-        return self.loss_fn(batch)
+        return F.mse_loss(self(batch), batch)
 """
     migration = migrate_source(source, base_class=True)
     assert [f.describe() for f in migration.findings] == [
@@ -847,11 +910,15 @@ def test_command_line_diff_on_a_folder(tmp_path: Path) -> None:
     first = tmp_path / "regression_tensor.py"
     assert result.stdout.startswith(f"--- {first}\n+++ {first}\n")
     assert "+        return TrainStepResult(loss=loss)\n" in result.stdout
-    assert "skipped_shapes.py\n" not in result.stdout  # nothing in it can change
-    skipped = load_case("skipped_shapes")
+    assert "already_migrated.py\n" not in result.stdout  # nothing in it can change
+    assert f"+++ {tmp_path / 'skipped_shapes.py'}\n" in result.stdout  # its dict built in a variable
     assert result.stderr.splitlines() == [
-        *(f"{tmp_path / 'skipped_shapes.py'}: {line}" for line in skipped.reported),
-        summary(files=4, changed=1, rewritten=3, skipped=6, diff=True),
+        *(
+            f"{tmp_path / name}.py: {line}"
+            for name in ("already_migrated", "regression_tensor", "skipped_shapes")
+            for line in load_case(name).reported
+        ),
+        summary(files=4, changed=2, rewritten=4, skipped=5, typed=2, diff=True),
     ]
 
 
@@ -860,7 +927,10 @@ def test_exit_code_is_0_when_everything_converts(tmp_path: Path) -> None:
     path.write_bytes((CASES_DIR / "regression_tensor" / "input.py").read_bytes())
     result = run_cli(str(path))
     assert result.code == 0
-    assert result.lines == [summary(files=1, changed=1, rewritten=3, skipped=0)]
+    assert result.lines == [
+        *(f"{path}: {line}" for line in load_case("regression_tensor").reported),
+        summary(files=1, changed=1, rewritten=3, skipped=0),
+    ]
     assert path.read_bytes() == (CASES_DIR / "regression_tensor" / "expected.py").read_bytes()
 
 
@@ -873,8 +943,8 @@ def test_unparseable_input_is_reported_and_left_alone(tmp_path: Path) -> None:
     assert result.code == 1
     assert broken.read_text().endswith("def training_step(self, x:\n")
     assert good.read_bytes() == (CASES_DIR / "regression_tensor" / "expected.py").read_bytes()
-    assert result.lines[0].startswith(f"{broken}:")
-    assert "error: cannot parse:" in result.lines[0] and result.lines[0].endswith("; file left unchanged")
+    assert result.lines[0].startswith(f"{broken}: error: cannot parse: ")
+    assert result.lines[0].endswith(" (line 5); file left unchanged")
     assert result.lines[-1] == summary(files=2, changed=1, rewritten=3, skipped=0, errors=1)
 
 
@@ -892,19 +962,22 @@ def test_never_writes_a_file_that_does_not_parse(tmp_path: Path, monkeypatch: py
     original = (CASES_DIR / "regression_tensor" / "input.py").read_bytes()
     path.write_bytes(original)
 
-    def broken_rewrite(source: str | bytes, *, base_class: bool = False) -> Migration:
-        migration = migrate_source(source, base_class=base_class)
+    real_migrate_run = migrate_cli.migrate_run
+
+    def broken_rewrite(*args: Any, **kwargs: Any) -> list[Migration]:
         # A rewrite whose text is not Python: `def` alone on a line.
         def_alone = cst.SimpleStatementLine([cst.Expr(cst.Name("def"))])
-        unparseable = migration.module.with_changes(body=[*migration.module.body, def_alone])
-        return dataclasses.replace(migration, module=unparseable)
+        return [
+            dataclasses.replace(m, module=m.module.with_changes(body=[*m.module.body, def_alone]))
+            for m in real_migrate_run(*args, **kwargs)
+        ]
 
-    monkeypatch.setattr(migrate_cli, "migrate_source", broken_rewrite)
+    monkeypatch.setattr(migrate_cli, "migrate_run", broken_rewrite)
     result = run_cli(str(path))
     assert path.read_bytes() == original
     assert result.code == 1
-    assert result.lines[0].startswith(f"{path}: error: the rewritten file would not parse (")
-    assert result.lines[0].endswith("); file left unchanged")
+    assert result.lines[3].startswith(f"{path}: error: the rewritten file would not parse (")
+    assert result.lines[3].endswith("); file left unchanged")
     assert result.lines[-1] == summary(files=1, changed=0, rewritten=3, skipped=0, errors=1)
 
 
@@ -937,3 +1010,338 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     )
     assert (result.returncode, result.stdout) == (0, "")
     assert result.stderr.splitlines() == [summary(files=1, changed=0, rewritten=0, skipped=0)]
+
+
+# --- one run over several files -------------------------------------------------------------------
+
+PACKAGE_CASE = CASES_DIR / "package_base_in_other_file"  # input/ and expected/ hold the package geo_trainers
+
+
+def package_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+
+
+def test_a_package_run_follows_bases_and_key_readers_across_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchgeo's layout: the tasks derive from BaseTask in base.py; a callback in another file reads
+    "val_loss". Every step gets a verdict, the 1.x hook is reported, the read key keeps its step."""
+    root = tmp_path / "project"
+    shutil.copytree(PACKAGE_CASE / "input", root)
+    monkeypatch.chdir(root)
+    result = run_cli("geo_trainers")
+    assert result.stderr == (PACKAGE_CASE / "report.txt").read_text()
+    assert result.code == 2  # a step skipped (its key is read) and a Lightning 1.x leftover
+    assert package_files(root) == package_files(PACKAGE_CASE / "expected")
+    again = run_cli("geo_trainers")
+    assert package_files(root) == package_files(PACKAGE_CASE / "expected")
+    assert again.lines[-1] == summary(
+        files=5, changed=0, rewritten=0, typed=3, nothing=1, skipped=1, leftovers=1
+    )
+
+
+def test_a_file_without_its_base_says_which_file_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(PACKAGE_CASE / "input", root)
+    monkeypatch.chdir(root)
+    path = "geo_trainers/classification.py"
+    result = run_cli("--diff", path)
+    fix = (
+        "derives from `BaseTask` (`.base.BaseTask`), which is not defined in the files given:"
+        " pass the file that defines `BaseTask`, or use --assume-lightning"
+    )
+    assert result.lines == [
+        f"{path}: ClassificationTask.training_step line 17: ClassificationTask {fix}",
+        f"{path}: ClassificationTask.validation_step line 23: ClassificationTask {fix}",
+        f"{path}: MultiLabelClassificationTask.training_step line 32: MultiLabelClassificationTask {fix}",
+        summary(files=1, changed=0, rewritten=0, skipped=3, diff=True),
+    ]
+    assert result.code == 2
+    # --assume-lightning examines the classes, but what BaseTask defines stays unseen: no guess from names.
+    assumed = run_cli("--diff", "--assume-lightning", path)
+    assert assumed.lines[0] == (
+        f"{path}: ClassificationTask.training_step line 21: returns a variable `loss` (from `self.criterion(self(x), y)`,"
+        " line 19): `self.criterion` is not defined in the files given (it may come from `BaseTask`;"
+        " pass the file that defines `BaseTask`)"
+    )
+    assert assumed.stdout == "" and assumed.code == 2
+
+
+def import_package(root: Path, alias: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        alias, root / "geo_trainers" / "__init__.py", submodule_search_locations=[str(root / "geo_trainers")]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[alias] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def fit_two_batches(model: lpl.LightningModule, root: Path) -> dict[str, torch.Tensor]:
+    trainer = lpl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(root),
+    )
+    trainer.fit(model)
+    assert trainer.global_step == 2
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_the_migrated_package_trains_to_the_same_parameters(tmp_path: Path) -> None:
+    """Plain Lightning, same seeds: the original and the migrated tasks end with equal parameters; the
+    task with a Lightning 1.x `validation_epoch_end` is refused by Lightning 2, as the report says."""
+    original = import_package(PACKAGE_CASE / "input", "geo_trainers_original")
+    migrated = import_package(PACKAGE_CASE / "expected", "geo_trainers_migrated")
+    for task in ("ClassificationTask", "RegressionTask"):
+        params = []
+        for package in (original, migrated):
+            torch.manual_seed(0)
+            params.append(fit_two_batches(getattr(package, task)(), tmp_path / task))
+        assert params[0].keys() == params[1].keys()
+        for name in params[0]:
+            assert torch.equal(params[0][name], params[1][name]), (task, name)
+    multilabel = importlib.import_module("geo_trainers_migrated.classification").MultiLabelClassificationTask
+    with pytest.raises(NotImplementedError, match="Support for `validation_epoch_end` has been removed in v2.0.0"):
+        fit_two_batches(multilabel(), tmp_path / "multilabel")
+
+
+def test_strict_keys_skips_renaming_rewrites(tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_bytes((CASES_DIR / "classification_logits" / "input.py").read_bytes())
+    result = run_cli("--strict-keys", str(path))
+    assert result.lines == [
+        f"{path}: BlobClassifier.training_step line 34: rewritten",
+        f"{path}: BlobClassifier.validation_step line 52: the rewrite would change the keys 'val_loss' of what the"
+        " step returns (--strict-keys)",
+        summary(files=1, changed=1, rewritten=1, skipped=1),
+    ]
+    assert result.code == 2
+    assert "return {\"val_loss\": loss, \"val_acc\": acc}" in path.read_text()
+
+
+def test_key_readers_are_looked_for_in_every_file_of_the_run(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_bytes((CASES_DIR / "comments_and_formatting" / "input.py").read_bytes())
+    (tmp_path / "monitor.py").write_text(
+        "class Monitor:\n    def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx):\n"
+        "        print(outputs.val_loss)\n"
+    )
+    result = run_cli("--diff", str(tmp_path))
+    assert result.lines[1] == (
+        f"{model}: DenoisingAE.validation_step line 36: the key 'val_loss' is read at {tmp_path / 'monitor.py'}"
+        " line 3; after the rewrite it is the result's `loss`"
+    )
+    assert result.code == 2
+
+
+def test_lightning_1x_leftovers_are_reported_with_their_replacement() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx, optimizer_idx):
+            return F.mse_loss(self(batch), batch)
+
+        def training_epoch_end(self, outputs):
+            pass
+
+        def on_epoch_end(self):
+            pass
+    """)
+    migration = migrate_source(source)
+    assert [f.describe() for f in migration.findings] == [
+        "Model.training_step line 7: Lightning 1.x: `optimizer_idx` was removed in Lightning 2.0 (several optimizers"
+        " need manual optimization): set `self.automatic_optimization = False` and step each of `self.optimizers()`"
+        " in training_step",
+        "Model.training_step line 7: rewritten",
+        "Model.training_epoch_end line 10: Lightning 1.x: removed in Lightning 2.0 (it raises NotImplementedError):"
+        " use `on_train_epoch_end(self)`, which gets no outputs; append what the step computes to a list attribute"
+        " and clear it there",
+        "Model.on_epoch_end line 13: Lightning 1.x: removed in Lightning 2.0: use `on_train_epoch_end`"
+        " (or `on_validation_epoch_end`...)",
+    ]
+
+
+def test_a_detached_loss_is_a_loss() -> None:
+    """Manual optimization often returns the loss detached: `.detach()` keeps a loss a loss."""
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            loss = F.mse_loss(self(batch), batch)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+            return {"loss": loss.detach(), "log": {"train_loss": loss.detach().sqrt()}}
+    """)
+    migration = rewrite(source)
+    assert migration.module.code.endswith(
+        "        self.log_dict({\"train_loss\": loss.detach().sqrt()})\n"
+        "        return TrainStepResult(loss=loss.detach())\n"
+    )
+
+
+def test_a_loss_computed_from_itself_needs_a_loss_on_one_side() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch)
+            loss = loss + F.l1_loss(self(batch), batch)
+            return loss
+
+        def validation_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch)
+            loss = loss * 2
+            return loss
+    """)
+    assert [f.describe() for f in migrate_source(source).findings] == [
+        "Model.training_step line 7: rewritten",
+        "Model.validation_step line 15: returns a variable `loss` (from `loss * 2`, line 14), which the code"
+        " does not show to be a loss tensor",
+    ]
+
+
+def test_relative_imports_pick_the_base_next_to_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two copies of a package in one run (a vendored one, a backup): `from .base import BaseTask` is
+    the one in the importing file's folder, not a guess between the two."""
+    for copy in ("current", "backup"):
+        shutil.copytree(PACKAGE_CASE / "input", tmp_path / copy)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("--diff", ".")
+    assert "not defined in the files given" not in result.stderr
+    assert result.lines[-1] == summary(
+        files=10, changed=4, rewritten=6, nothing=2, skipped=2, leftovers=2, diff=True
+    )
+
+
+def test_a_step_called_elsewhere_blocks_only_the_class_it_is_called_on(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(
+        step("""
+            def training_step(self, batch, batch_idx):
+                return F.mse_loss(self(batch), batch)
+        """)
+        + "\n\nclass Other(pl.LightningModule):\n    def training_step(self, batch, batch_idx):\n"
+        "        return F.mse_loss(self(batch), batch)\n"
+    )
+    (tmp_path / "test_models.py").write_text(
+        "from models import Model\n\n\ndef test_loss():\n    model = Model()\n"
+        "    loss = model.training_step(None, 0)\n    loss.backward()\n"
+    )
+    result = run_cli("--diff", str(tmp_path))
+    assert result.lines[:2] == [
+        f"{tmp_path / 'models.py'}: Model.training_step line 7: its return value is used at"
+        f" {tmp_path / 'test_models.py'} line 6 (`model.training_step(None, 0)`)",
+        f"{tmp_path / 'models.py'}: Other.training_step line 12: rewritten",
+    ]
+
+
+def test_the_loss_itself_may_be_logged_after_in_place_updates() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch, reduction="sum")
+            loss += 0.1 * self.weight.abs().sum()
+            loss /= batch.size(0)
+            logs = {"train_mse_loss": loss}
+            return {"loss": loss, "log": logs, "progress_bar": logs}
+    """)
+    assert rewrite(source).module.code.endswith(
+        "        self.log_dict(logs, prog_bar=True)\n        return TrainStepResult(loss=loss)\n"
+    )
+
+
+def test_keys_read_only_in_hooks_lightning_2_removed_do_not_block() -> None:
+    """`validation_epoch_end(outputs)` never runs under Lightning 2 (it refuses the module): its reads
+    do not keep the step as it is; the notes say what its port must read."""
+    source = step("""
+        def validation_step(self, batch, batch_idx):
+            return {"val_loss": F.mse_loss(self(batch), batch)}
+
+        def validation_epoch_end(self, outputs):
+            self.log("val_loss", torch.stack([o["val_loss"] for o in outputs]).mean())
+    """)
+    assert [f.describe() for f in migrate_source(source).findings] == [
+        "Model.validation_step line 7: rewritten",
+        "Model.validation_step line 8: note: keys changed: 'val_loss' -> the result's 'loss'; no code of the files"
+        " given that Lightning 2 runs reads them (a callback elsewhere that does must follow; --strict-keys leaves"
+        " such steps alone)",
+        "Model.validation_step line 8: note: validation_epoch_end reads 'val_loss' at line 11; Lightning 2 removed"
+        " that hook: when you port it to on_*_epoch_end, read outputs['loss']",
+        "Model.validation_epoch_end line 10: Lightning 1.x: removed in Lightning 2.0 (it raises NotImplementedError):"
+        " use `on_validation_epoch_end(self)`, which gets no outputs; append what the step computes to a list"
+        " attribute and clear it there",
+    ]
+
+
+def test_helpers_imported_from_another_file_of_the_run_are_followed(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "losses.py").write_text(
+        "import torch.nn.functional as F\n\n\ndef compute_loss(model, batch):\n    x, y = batch\n"
+        "    return F.cross_entropy(model(x), y)\n\n\ndef loss_and_logits(model, batch):\n    x, y = batch\n"
+        "    logits = model(x)\n    return F.cross_entropy(logits, y), logits\n"
+    )
+    (package / "model.py").write_text(
+        step(
+            """
+            def training_step(self, batch, batch_idx):
+                return compute_loss(self, batch)
+
+            def validation_step(self, batch, batch_idx):
+                return loss_and_logits(self, batch)
+
+            def test_step(self, batch, batch_idx):
+                return F.mse_loss(self(batch), batch, reduction=self.reduction)
+            """,
+            before="from .losses import compute_loss, loss_and_logits\n",
+        )
+    )
+    result = run_cli("--diff", str(package))
+    model = package / "model.py"
+    assert result.lines == [
+        f"{model}: Model.training_step line 8: rewritten",
+        f"{model}: Model.validation_step line 12: returns what `loss_and_logits` returns: a tuple"
+        f" ({package / 'losses.py'} line 12); unpack it (`loss, ... = loss_and_logits(...)`) and return the loss",
+        f"{model}: Model.test_step line 15: returns `F.mse_loss(self(batch), batch, reduction=self...`, computed"
+        " with `reduction=self.reduction` (maybe not one value)",
+        summary(files=2, changed=1, rewritten=1, skipped=2, diff=True),
+    ]
+
+
+def test_an_attribute_holding_a_torch_loss_function_is_a_loss_function() -> None:
+    source = step("""
+        def __init__(self):
+            super().__init__()
+            self.loss_func = F.binary_cross_entropy_with_logits
+
+        def loss(self, logits, labels):
+            return self.loss_func(input=logits, target=labels)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            train_loss = self.loss(self(x), y)
+            return {"loss": train_loss, "log": {"train_loss": train_loss}}
+    """)
+    assert rewrite(source).module.code.endswith(
+        "        self.log_dict({\"train_loss\": train_loss})\n        return TrainStepResult(loss=train_loss)\n"
+    )
+
+
+def test_a_removed_epoch_end_hook_of_another_class_is_not_this_steps_reader() -> None:
+    source = step(
+        """
+        def validation_step(self, batch, batch_idx):
+            return {"val_loss": F.mse_loss(self(batch), batch)}
+        """,
+        after="\n\nclass Other(pl.LightningModule):\n    def validation_epoch_end(self, outputs):\n"
+        "        return outputs[0][\"val_loss\"]\n",
+    )
+    notes = [f.describe() for f in migrate_source(source).findings if f.kind == "note"]
+    assert notes == [
+        "Model.validation_step line 8: note: keys changed: 'val_loss' -> the result's 'loss'; nothing in the files"
+        " given reads them (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)"
+    ]

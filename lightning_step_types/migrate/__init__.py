@@ -1,33 +1,33 @@
 """Codemod: rewrite LightningModule steps that return a loss or a ``{"loss": ...}`` dict into typed results.
 
-    python -m lightning_step_types.migrate [--diff] [--base-class] PATH...
+    python -m lightning_step_types.migrate [--diff] [--base-class] [--assume-lightning] [--strict-keys] PATH...
 
 or from Python: ``migrate_source(text)`` gives a ``Migration``: the new module, and a ``Finding``
-per step rewritten or skipped.
+per step (a verdict: rewritten, already typed, returns nothing, not in a LightningModule, or
+skipped with the reason), per note and per Lightning 1.x leftover; ``migrate_run`` does the same
+for several files at once.
 
-In every class deriving from a LightningModule (``pytorch_lightning``, ``lightning``,
-``lightning.pytorch`` or ``TypedLightningModule``, directly or through a class of the same file):
+The files of one run are analyzed together: base classes, helpers and the code reading a step's
+keys are looked up in all of them. In every class deriving from a LightningModule:
 
 - ``training_step``: ``return loss`` becomes ``return TrainStepResult(loss=loss)`` and
   ``return {"loss": l, "acc": a}`` becomes ``return TrainStepResult(loss=l, metadata={"acc": a})``;
-- ``validation_step`` / ``test_step``: a returned loss tensor, or a dict with exactly one of the
-  keys ``"loss"``, ``"val_loss"``, ``"test_loss"``, becomes ``ValStepResult(...)``;
-- the Lightning 0.x ``"log"`` / ``"progress_bar"`` entries become ``self.log_dict(...)`` calls
-  placed right before the return;
+- ``validation_step`` / ``test_step``: a returned loss, or a dict with exactly one of the keys
+  ``"loss"``, ``"val_loss"``, ``"test_loss"``, becomes ``ValStepResult(...)``;
+- a dict built in a variable (``out = {...}; out["k"] = v; return out``) becomes a result too;
+- the Lightning 0.x ``"log"`` / ``"progress_bar"`` entries become ``self.log_dict(...)`` calls;
 - return annotations become ``TrainStepResult`` / ``ValStepResult`` (``| None`` when the step can
-  return None) and the import is added; ``--base-class`` also switches the base class to
-  ``TypedLightningModule`` when every step of the class was converted.
+  return None), the import is added and imports only the old annotation used are removed.
 
-The rewrite is syntactic, so it only touches what it can show is safe: a returned name counts
-as a loss tensor when its name says so (``loss``, ``g_loss``, ``totalLoss``) and nothing in the
-method makes it a dict, a container or a Python number; anything else is left as it was, with
-one report line per method saying why. Comments and formatting outside the rewritten
-expressions are kept (libcst), every output is re-parsed before it is written, and a second run
-changes nothing.
+A value is the loss only when the code shows it (``losses.py``): a loss function or module,
+arithmetic on a loss, a reduction, a summed dict of losses, or a helper of the class or file each
+of whose returns is one (followed three calls deep). Names decide nothing. Comments and
+formatting outside the rewritten expressions are kept (libcst), every output is re-parsed before
+it is written, and a second run changes nothing.
 
-Exit status: 0 when every step found was converted (or there was nothing to do), 1 when a file
-could not be read, parsed or written, 2 when some steps (or ``--base-class`` switches) were left
-for a manual migration.
+Exit status: 0 when every step found was converted or needs nothing, 1 when a file could not be
+read, parsed or written, 2 when something is left for a manual migration (a step skipped, a
+``--base-class`` switch not made, a Lightning 1.x leftover). See docs/migration.md.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ if importlib.util.find_spec("libcst") is None:  # checked first, so the error sa
 
 from lightning_step_types.migrate.cli import main
 from lightning_step_types.migrate.report import Finding, Migration
-from lightning_step_types.migrate.rewrite import migrate_module, migrate_source
+from lightning_step_types.migrate.facts import Options
+from lightning_step_types.migrate.rewrite import migrate_module, migrate_run, migrate_source
 
-__all__ = ["Finding", "Migration", "main", "migrate_module", "migrate_source"]
+__all__ = ["Finding", "Migration", "Options", "main", "migrate_module", "migrate_run", "migrate_source"]

@@ -4,6 +4,7 @@ between steps, and picks the classes whose base can become ``TypedLightningModul
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import libcst as cst
@@ -19,28 +20,33 @@ from lightning_step_types.migrate.conventions import (
     TYPED_BASE_MODULES,
 )
 from lightning_step_types.migrate.dicts import DictRules
-from lightning_step_types.migrate.facts import FactCollector, FileFacts, Positions
+from lightning_step_types.migrate.facts import FactCollector, FileFacts, RunFacts
 from lightning_step_types.migrate.imports import name_is_free
-from lightning_step_types.migrate.losses import LossRules
+from lightning_step_types.migrate.leftovers import leftovers
+from lightning_step_types.migrate.losses import LossRules, scope_of
 from lightning_step_types.migrate.report import Finding
 from lightning_step_types.migrate.scan import BodyScan, always_leaves, block_statements, scan_body
-from lightning_step_types.migrate.steps import ClassInfo, ReturnPlan, Step, delegate_targets, find_lightning_classes
+from lightning_step_types.migrate.steps import ClassInfo, FileContext, ReturnPlan, Step, delegate_targets
 from lightning_step_types.migrate.syntax import ImportTable, container_kind, is_none, short
 
 
 class Analyzer:
-    """Decides, step by step, what can be rewritten and how; rewrites nothing itself."""
+    """Decides, step by step, what can be rewritten in one file of the run; rewrites nothing itself."""
 
-    def __init__(self, module: cst.Module, positions: Positions, base_class: bool) -> None:
-        self.module = module
-        self.positions = positions
-        self.base_class = base_class
-        self.imports: ImportTable = ImportTable(module)
-        self.classes: list[ClassInfo] = find_lightning_classes(module, self.imports)
-        self.facts: FileFacts = FileFacts(module, positions)
-        module.visit(FactCollector(self.facts, {id(c.node): c for c in self.classes}))
-        self.losses: LossRules = LossRules(positions)
-        self.dicts: DictRules = DictRules(positions, self.facts, self.imports, self.losses)
+    def __init__(self, file: FileContext, classes: list[ClassInfo], run: RunFacts) -> None:
+        self.file = file
+        self.module = file.module
+        self.positions = file.positions
+        self.base_class = run.options.base_class
+        self.run = run
+        self.imports: ImportTable = file.imports
+        self.all_classes: list[ClassInfo] = classes
+        self.classes: list[ClassInfo] = [c for c in classes if c.is_lightning]
+        self.facts: FileFacts = FileFacts(file.module, file.positions)
+        file.module.visit(FactCollector(self.facts, {id(c.node): c for c in self.classes}))
+        run.files.append((file.path, self.facts))
+        self.losses: LossRules = LossRules(file.positions)
+        self.dicts: DictRules = DictRules(file.positions, self.facts, self.imports, self.losses, run, file.path)
         self.delegate_calls: set[int] = set()  # id() of calls a step returns as its own result
         self.findings: list[Finding] = []
         self.base_switches: dict[cst.Arg, str] = {}  # base argument -> module to import TypedLightningModule from
@@ -49,7 +55,13 @@ class Analyzer:
 
     def collect_steps(self) -> list[Step]:
         steps: list[Step] = []
-        for info in self.classes:
+        for info in self.all_classes:
+            if not info.is_lightning:
+                steps += self._unexamined_steps(info)
+                continue
+            self.findings += [
+                Finding("leftover", where, line, text) for where, line, text in leftovers(info, self.positions)
+            ]
             for statement in info.node.body.body:
                 step: Step | None
                 if isinstance(statement, cst.FunctionDef) and statement.name.value in STEP_HOOKS:
@@ -63,6 +75,31 @@ class Analyzer:
                     continue
                 info.steps[step.hook] = step  # a later definition replaces an earlier one, as in Python
                 steps.append(step)
+        return steps
+
+    def _unexamined_steps(self, info: ClassInfo) -> list[Step]:
+        """The steps of a class not known to be a LightningModule: each skipped, saying why."""
+        steps: list[Step] = []
+        unresolved = info.unresolved_in_hierarchy()
+        for hook in STEP_HOOKS:
+            function = info.defines(hook)
+            if function is None:
+                continue
+            step = Step(info, function, hook, self.positions.line(function.name))
+            if unresolved:
+                base = unresolved[0]
+                name = base.split(".")[-1]
+                shown = f"`{name}` (`{base}`)" if base != name else f"`{name}`"
+                reason = (
+                    f"{info.qualname} derives from {shown}, which is not defined in the files given:"
+                    f" pass the file that defines `{name}`, or use --assume-lightning"
+                )
+                step.problems.append((step.line, reason))
+                step.status = "skipped"
+            else:  # a plain class (no base the run cannot see): its steps are not Lightning's
+                step.status = "ignored"
+            info.steps[hook] = step
+            steps.append(step)
         return steps
 
     def _assigned_step(self, info: ClassInfo, line: cst.SimpleStatementLine) -> Step | None:
@@ -107,16 +144,12 @@ class Analyzer:
                     )
                 )
         step.falls_off_end = not always_leaves(block_statements(function.body))
-        param_names = {p.name.value for p in (*params, *function.params.kwonly_params, *function.params.posonly_params)}
-        for extra in (function.params.star_arg, function.params.star_kwarg):
-            if isinstance(extra, cst.Param):
-                param_names.add(extra.name.value)
         for node in scan.returns:
-            step.returns.append(self.classify_return(step, node, scan, param_names))
+            step.returns.append(self.classify_return(step, node, scan))
 
     # -- one return statement --
 
-    def classify_return(self, step: Step, node: cst.Return, scan: BodyScan, params: set[str]) -> ReturnPlan:
+    def classify_return(self, step: Step, node: cst.Return, scan: BodyScan) -> ReturnPlan:
         line = self.positions.line(node)
         value = node.value
         if is_none(value):
@@ -134,12 +167,18 @@ class Analyzer:
         delegate = self._delegate_of(step, value)
         if delegate is not None:
             return ReturnPlan(node, "delegate", line, delegate=delegate)
+        assert step.function is not None
+        scope = dataclasses.replace(scope_of(step.function, step.owner, self.file, scan=scan), at=node)
+        value = self.dicts.unwrap_ordered_dict(value)
         if isinstance(value, cst.Dict):
-            return self.dicts.classify(step, node, value, scan)
+            return self.dicts.classify(step, node, value, scope)
+        local_dict = self.dicts.local_dict(step, node, value, scope)
+        if local_dict is not None:
+            return local_dict
         kind = container_kind(value)
         if kind is not None:
             return problem(f"returns {kind}")
-        trouble = self.losses.problem(value, scan, params, step.self_name)
+        trouble = self.losses.problem(value, scope)
         if trouble is not None:
             return problem(trouble)
         if step.hook in BATCH_END_FOR_HOOK:
@@ -176,29 +215,8 @@ class Analyzer:
             return ("self", hook)
         return None
 
-    def resolve(self, steps: list[Step]) -> None:
-        self._mark_used_results(steps)
-        for step in steps:
-            self._check_annotation(step)
-        pending = [s for s in steps if s.status == "pending"]
-        while pending:  # delegates depend on their targets' outcome
-            progressed = False
-            for step in list(pending):
-                state = self._delegate_state(step)
-                if state == "wait":
-                    continue
-                self._finish(step)
-                pending.remove(step)
-                progressed = True
-            if not progressed:
-                for step in pending:
-                    step.problems.append((step.line, "delegates in a cycle to other steps"))
-                    self._finish(step)
-                pending = []
-        while self.propagate_skips(steps):
-            pass
-
-    def propagate_skips(self, steps: list[Step]) -> bool:
+    @staticmethod
+    def propagate_skips(steps: list[Step]) -> bool:
         """Skip what depends on a skipped step; True if anything changed (call again until False).
 
         An override and the step it overrides (in this file) keep compatible return types only if
@@ -230,30 +248,36 @@ class Analyzer:
                 changed = True
         return changed
 
-    def _mark_used_results(self, steps: list[Step]) -> None:
+    def mark_used_results(self, steps: list[Step]) -> None:
         """A step whose return value other code of the file uses keeps returning what it returned."""
-        for call, owner, receiver, hook in self.facts.step_calls:
+        for call, owner, receiver, hook, built in self.facts.step_calls:
             if id(call) in self.delegate_calls:
                 continue
             line = self.positions.line(call)
+            classes = {id(s.owner): s.owner for s in steps if s.owner.node.name.value == built}
             if receiver == "super" and owner is not None:
                 targets = [a.steps[hook] for a in owner.ancestors() if hook in a.steps]
             elif receiver == "self" and owner is not None:
                 family = [owner, *owner.ancestors(), *owner.descendants()]
                 targets = [c.steps[hook] for c in family if hook in c.steps]
-            else:
+            elif classes:  # the receiver is built from a class of the run: the steps it may run
+                family = [f for c in classes.values() for f in (c, *c.ancestors())]
+                targets = list({id(c.steps[hook]): c.steps[hook] for c in family if hook in c.steps}.values())
+            else:  # any step of the run may be the one called
                 targets = [s for s in steps if s.hook == hook]
             for target in targets:
-                target.problems.append((target.line, f"its return value is used at line {line} (`{short(call)}`)"))
+                where = f"line {line}" if target.owner.file is self.file else f"{self.file.path} line {line}"
+                target.problems.append((target.line, f"its return value is used at {where} (`{short(call)}`)"))
 
-    def _delegate_state(self, step: Step) -> Literal["ready", "wait"]:
+    @staticmethod
+    def delegate_state(step: Step) -> Literal["ready", "wait"]:
         for plan in step.returns:
             if plan.kind != "delegate" or plan.delegate is None:
                 continue
             targets, missing = delegate_targets(step, plan.delegate)
             if missing:
                 plan.kind = "problem"
-                plan.problem = f"returns `{short(plan.node.value or plan.node)}`, defined outside this file"
+                plan.problem = f"returns `{short(plan.node.value or plan.node)}`, defined outside the files given"
                 continue
             if any(t.status == "pending" for t in targets if t is not step):
                 return "wait"
@@ -263,7 +287,7 @@ class Analyzer:
                 plan.problem = f"returns `{short(plan.node.value or plan.node)}`, and {skipped[0].qualname} was skipped"
         return "ready"
 
-    def _check_annotation(self, step: Step) -> None:
+    def check_annotation(self, step: Step) -> None:
         if step.function is None:
             return
         returns = step.function.returns
@@ -275,9 +299,9 @@ class Analyzer:
                 (step.line, f"return annotation `{short(returns.annotation)}` is not one the codemod knows")
             )
 
-    def _finish(self, step: Step) -> None:
+    def finish(self, step: Step) -> None:
         problems = list(step.problems) + [(r.line, r.problem) for r in step.returns if r.kind == "problem"]
-        converted = [r for r in step.returns if r.kind in ("loss", "dict", "typed", "delegate")]
+        converted = [r for r in step.returns if r.kind in ("loss", "dict", "built", "typed", "delegate")]
         if problems:
             step.status = "skipped"
             line, reason = min(problems, key=lambda p: p[0])
@@ -292,7 +316,7 @@ class Analyzer:
         assert step.function is not None
         annotation = new_annotation(step.function.returns, step.result_name, step.may_return_none(), self.imports)
         step.annotation = annotation
-        rewrites = any(r.kind in ("loss", "dict") for r in step.returns)
+        rewrites = any(r.kind in ("loss", "dict", "built") for r in step.returns)
         step.status = "rewritten" if rewrites or annotation is not None else "typed"
 
     def decide_base_classes(self, bound: dict[str, str]) -> None:
@@ -325,3 +349,29 @@ class Analyzer:
                 else:
                     chosen = TYPED_BASE_MODULES[flavour][0]
                     self.base_switches[arg] = chosen
+
+
+def resolve_run(analyzers: list[Analyzer], steps: list[Step]) -> None:
+    """Decide every step of the run: delegations and overrides may cross files."""
+    by_file = {id(a.file): a for a in analyzers}
+    analyzer_of = {id(step): by_file[id(step.owner.file)] for step in steps}
+    for analyzer in analyzers:
+        analyzer.mark_used_results(steps)
+    for step in steps:
+        analyzer_of[id(step)].check_annotation(step)
+    pending = [s for s in steps if s.status == "pending"]
+    while pending:  # delegates depend on their targets' outcome
+        progressed = False
+        for step in list(pending):
+            if Analyzer.delegate_state(step) == "wait":
+                continue
+            analyzer_of[id(step)].finish(step)
+            pending.remove(step)
+            progressed = True
+        if not progressed:
+            for step in pending:
+                step.problems.append((step.line, "delegates in a cycle to other steps"))
+                analyzer_of[id(step)].finish(step)
+            pending = []
+    while Analyzer.propagate_skips(steps):
+        pass

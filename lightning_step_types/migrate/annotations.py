@@ -10,7 +10,9 @@ import libcst as cst
 from lightning_step_types.migrate.syntax import ImportTable, is_none, tail_name
 
 
-_KNOWN_ANNOTATION_NAMES = {"Tensor", "STEP_OUTPUT", "dict", "Dict", "Mapping", "MutableMapping", "Any", "object"}
+_KNOWN_ANNOTATION_NAMES = {
+    "Tensor", "STEP_OUTPUT", "dict", "Dict", "OrderedDict", "Mapping", "MutableMapping", "Any", "object",
+}  # fmt: skip
 
 
 def annotation_shape(
@@ -27,7 +29,7 @@ def annotation_shape(
         members = [e.slice.value for e in expr.slice if isinstance(e.slice, cst.Index)]
         if head in ("TrainStepResult", "ValStepResult"):
             return "typed"
-        if head in ("Dict", "dict", "Mapping", "MutableMapping"):
+        if head in ("Dict", "dict", "OrderedDict", "Mapping", "MutableMapping"):
             return "plain"
         if head == "Optional" and len(members) == 1 and annotation_shape(members[0], imports) is not None:
             return "optional"

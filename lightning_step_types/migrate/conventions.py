@@ -30,6 +30,8 @@ LIGHTNING_BASES = {
     "LightningModule": "unknown",
     TYPED_BASE: "typed",
 }
+# Bases known not to be LightningModules (torch.*, typing.*, abc.*, enum.* are recognized by their package).
+NON_LIGHTNING_BASES = {"object", "Exception", "ABC", "Generic", "Protocol", "nn.Module", "Module", "NamedTuple", "dict"}
 RESULT_MODULES = (PACKAGE, f"{PACKAGE}.results")
 # Lightning package -> the modules TypedLightningModule of that flavour is imported from (the first is used).
 TYPED_BASE_MODULES: dict[str, tuple[str, ...]] = {
@@ -37,6 +39,12 @@ TYPED_BASE_MODULES: dict[str, tuple[str, ...]] = {
     "lightning": (f"{PACKAGE}.lightning_pytorch",),
 }
 
+
+# Lightning 1.x hooks given the steps' outputs, which Lightning 2 refuses to run (it raises on them).
+HOOKS_GIVEN_OUTPUTS = {
+    "training_epoch_end", "validation_epoch_end", "test_epoch_end",
+    "training_step_end", "validation_step_end", "test_step_end",
+}  # fmt: skip
 
 # Keys the codemod may read as "the loss" of an evaluation step's dict.
 EVAL_LOSS_KEYS = ("loss", "val_loss", "test_loss")
@@ -55,7 +63,9 @@ NEUTRAL_DECORATORS = {
 # torch.nn.functional losses whose names do not say "loss".
 LOSS_FUNCTIONS = {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
 # Tensor methods that keep a loss a loss (`loss.mean()`), and those that turn it into a Python number.
-LOSS_PRESERVING_METHODS = {"mean", "sum", "squeeze", "float", "double", "clone", "contiguous", "reshape", "view", "abs"}
+LOSS_PRESERVING_METHODS = {
+    "mean", "sum", "squeeze", "float", "double", "clone", "detach", "contiguous", "reshape", "view", "abs",
+}  # fmt: skip
 NUMBER_METHODS = {"item", "tolist", "numpy"}
 NUMBER_BUILTINS = {"float", "int", "round", "len", "sum", "max", "min", "abs", "bool", "str"}
 

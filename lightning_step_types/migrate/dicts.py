@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, EVAL_LOSS_KEYS, LEGACY_LOG_KEYS
-from lightning_step_types.migrate.facts import FileFacts, Positions
-from lightning_step_types.migrate.layout import remove_elements, standalone
-from lightning_step_types.migrate.losses import LossRules
-from lightning_step_types.migrate.scan import BodyScan, has_effects
+from lightning_step_types.migrate.facts import FileFacts, KeyReader, Positions, RunFacts
+from lightning_step_types.migrate.layout import keyword_arg, remove_elements, standalone
+from lightning_step_types.migrate.losses import LossRules, Scope, is_sum_idiom
+from lightning_step_types.migrate.scan import has_effects
 from lightning_step_types.migrate.steps import DictPlan, ReturnPlan, Step
 from lightning_step_types.migrate.syntax import ImportTable, code_of, container_kind, short, string_key
 
@@ -17,80 +19,266 @@ from lightning_step_types.migrate.syntax import ImportTable, code_of, container_
 class DictRules:
     """Checks a returned dict literal key by key; plans the result and the log_dict calls."""
 
-    def __init__(self, positions: Positions, facts: FileFacts, imports: ImportTable, losses: LossRules) -> None:
+    def __init__(
+        self,
+        positions: Positions,
+        facts: FileFacts,
+        imports: ImportTable,
+        losses: LossRules,
+        run: RunFacts | None = None,
+        path: str = "<string>",
+    ) -> None:
         self.positions = positions
         self.facts = facts
         self.imports = imports
         self.losses = losses
+        self.run = run
+        self.path = path
 
-    def classify(self, step: Step, node: cst.Return, value: cst.Dict, scan: BodyScan) -> ReturnPlan:
+    def classify(self, step: Step, node: cst.Return, value: cst.Dict, scope: Scope) -> ReturnPlan:
         line = self.positions.line(node)
 
         def problem(text: str) -> ReturnPlan:
             return ReturnPlan(node, "problem", line, problem=text)
 
-        keys: list[str] = []
-        for element in value.elements:
-            if not isinstance(element, cst.DictElement):
-                return problem(f"`**{short(element.value)}` in dict")
-            key = string_key(element.key)
-            if key is None:
-                return problem(f"dict has non-literal keys (`{short(element.key)}`)")
-            if key in keys:
-                return problem(f"dict has the key {key!r} twice")
-            keys.append(key)
-        if "hiddens" in keys:
-            return problem("dict has the Lightning 0.x 'hiddens' key (truncated backprop); migrate it by hand")
-        if step.hook == "training_step":
-            loss_keys = ["loss"] if "loss" in keys else []
-            if not loss_keys:
-                return problem("dict has no 'loss' key")
-        else:
-            loss_keys = [k for k in keys if k in EVAL_LOSS_KEYS]
-            if not loss_keys:
-                return problem("dict has no loss key ('loss', 'val_loss' or 'test_loss')")
-            if len(loss_keys) > 1:
-                return problem(f"dict has several loss keys ({', '.join(repr(k) for k in loss_keys)})")
-        loss_key = loss_keys[0]
+        keys = self._keys(value)
+        if isinstance(keys, str):
+            return problem(keys)
+        trouble = self._keys_problem(step, keys, scope, value_of=lambda k: _value_in(value, k), line=line)
+        if trouble is not None:
+            return problem(trouble)
+        loss_key = self._loss_key(step, keys)
+        assert loss_key is not None
         loss_index = keys.index(loss_key)
-        loss_element = value.elements[loss_index]
-        assert isinstance(loss_element, cst.DictElement)
-        number = self.losses.number_problem(loss_element.value)
-        if number is None and isinstance(loss_element.value, cst.Name):
-            for binding in scan.bindings.get(loss_element.value.value, []):
-                if binding.value is not None:
-                    number = self.losses.number_problem(binding.value)
-                    if number is not None:
-                        break
-        kind = container_kind(loss_element.value)
-        if number is not None or (kind is not None and kind != "a Python number"):
-            what = number or kind
-            return problem(f"the {loss_key!r} value `{short(loss_element.value)}` is {what}, not a loss tensor")
         legacy = [(i, k) for i, k in enumerate(keys) if k in LEGACY_LOG_KEYS]
-        vanishing = [k for k in keys if k in LEGACY_LOG_KEYS] + ([loss_key] if loss_key != "loss" else [])
-        for key in vanishing:
-            if key in self.facts.key_reads:
-                new = "the result's `loss`" if key == loss_key else "self.log_dict"
-                return problem(
-                    f"the key {key!r} is read at line {self.facts.key_reads[key]}; after the rewrite it is {new}"
-                )
-        hook_name = BATCH_END_FOR_HOOK.get(step.hook)
-        if hook_name in self.facts.hook_defs and vanishing:
-            return problem(
-                f"`{hook_name}` (line {self.facts.hook_defs[hook_name]}) receives this dict;"
-                f" the rewrite would change its keys ({', '.join(repr(k) for k in vanishing)})"
-            )
-        log_calls, log_comments, trouble = self._log_calls(value, legacy, scan)
+        log_calls, log_comments, trouble = self._log_calls(value, legacy, scope)
         if trouble is not None:
             return problem(trouble)
         trouble = self._order_problem(value, loss_index, legacy)
         if trouble is not None:
             return problem(trouble)
+        trouble = self._loss_value_problem(loss_key, _value_in(value, loss_key), scope)
+        if trouble is not None:
+            return problem(trouble)
+        self._note_renames(step, keys, loss_key, line)
         plan = DictPlan(value, loss_index, sorted([loss_index, *(i for i, _ in legacy)]), log_calls, log_comments)
         return ReturnPlan(node, "dict", line, dict_plan=plan)
 
+    @staticmethod
+    def _keys(value: cst.Dict) -> list[str] | str:
+        """The literal keys of a dict, in order, or what keeps them from being known."""
+        keys: list[str] = []
+        for element in value.elements:
+            if not isinstance(element, cst.DictElement):
+                return f"`**{short(element.value)}` in dict"
+            key = string_key(element.key)
+            if key is None:
+                return f"dict has non-literal keys (`{short(element.key)}`)"
+            if key in keys:
+                return f"dict has the key {key!r} twice"
+            keys.append(key)
+        return keys
+
+    @staticmethod
+    def _loss_key(step: Step, keys: list[str]) -> str | None:
+        if step.hook == "training_step":
+            return "loss" if "loss" in keys else None
+        found = [k for k in keys if k in EVAL_LOSS_KEYS]
+        return found[0] if len(found) == 1 else None
+
+    def _keys_problem(
+        self,
+        step: Step,
+        keys: list[str],
+        scope: Scope,
+        value_of: Callable[[str], cst.BaseExpression | None],
+        line: int,
+    ) -> str | None:
+        """Why a returned dict with these keys cannot become a result (keys, loss value, readers)."""
+        if "hiddens" in keys:
+            return "dict has the Lightning 0.x 'hiddens' key (truncated backprop); migrate it by hand"
+        if step.hook == "training_step":
+            if "loss" not in keys:
+                return "dict has no 'loss' key"
+        else:
+            loss_keys = [k for k in keys if k in EVAL_LOSS_KEYS]
+            if not loss_keys:
+                return "dict has no loss key ('loss', 'val_loss' or 'test_loss')"
+            if len(loss_keys) > 1:
+                return f"dict has several loss keys ({', '.join(repr(k) for k in loss_keys)})"
+        loss_key = self._loss_key(step, keys)
+        assert loss_key is not None
+        loss_value = value_of(loss_key)
+        assert loss_value is not None
+        number = self.losses.number_problem(loss_value)
+        if number is None and isinstance(loss_value, cst.Name):
+            for binding in scope.bindings(loss_value.value):
+                if binding.value is not None and binding.kind == "assign" and not is_sum_idiom(binding.value):
+                    number = self.losses.number_problem(binding.value)
+                    if number is not None:
+                        break
+        kind = container_kind(loss_value)
+        if number is not None or (kind is not None and kind != "a Python number"):
+            what = number or kind
+            return f"the {loss_key!r} value `{short(loss_value)}` is {what}, not a loss tensor"
+        vanishing = [k for k in keys if k in LEGACY_LOG_KEYS] + ([loss_key] if loss_key != "loss" else [])
+        for key in vanishing:
+            new = "the result's `loss`" if key == loss_key else "self.log_dict"
+            readers = self._readers(key)
+            if readers:
+                return f"the key {key!r} is read at {readers[0].where(self.path)}; after the rewrite it is {new}"
+        hook_name = BATCH_END_FOR_HOOK.get(step.hook)
+        if hook_name in self.facts.hook_defs and vanishing:
+            return (
+                f"`{hook_name}` (line {self.facts.hook_defs[hook_name]}) receives this dict;"
+                f" the rewrite would change its keys ({', '.join(repr(k) for k in vanishing)})"
+            )
+        if vanishing and self.run is not None and self.run.options.strict_keys:
+            return (
+                f"the rewrite would change the keys {', '.join(repr(k) for k in vanishing)}"
+                " of what the step returns (--strict-keys)"
+            )
+        return None
+
+    def _readers(self, key: str) -> list[KeyReader]:
+        if self.run is None:
+            line = self.facts.key_reads.get(key)
+            return [] if line is None else [KeyReader(self.path, line, key)]
+        return self.run.readers(key, attributes=key not in LEGACY_LOG_KEYS)
+
+    def _loss_value_problem(self, key: str, value: cst.BaseExpression | None, scope: Scope) -> str | None:
+        assert value is not None
+        trouble = self.losses.problem(value, scope)
+        if trouble is None:
+            return None
+        return f"the {key!r} value: {trouble.removeprefix('returns ')}"
+
+    def _note_renames(self, step: Step, keys: list[str], loss_key: str, line: int) -> None:
+        """Say which keys the rewrite renames or drops, since readers outside the run cannot be seen."""
+        changes = [f"{loss_key!r} -> the result's 'loss'"] if loss_key != "loss" else []
+        changes += [f"{k!r} -> self.log_dict" for k in keys if k in LEGACY_LOG_KEYS]
+        if not changes:
+            return
+        family = [step.owner, *step.owner.ancestors(), *step.owner.descendants()]
+        readers = [
+            (key, reader)
+            for key in ([loss_key] if loss_key != "loss" else []) + [k for k in keys if k in LEGACY_LOG_KEYS]
+            for reader in (self.run.removed_hook_readers(key, family) if self.run is not None else [])
+        ]
+        which = "no code of the files given that Lightning 2 runs" if readers else "nothing in the files given"
+        step.notes.append(
+            (
+                line,
+                f"keys changed: {', '.join(changes)}; {which} reads them"
+                " (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)",
+            )
+        )
+        for key, reader in readers:
+            new = "outputs['loss']" if key == loss_key else "what the step logs"
+            step.notes.append(
+                (
+                    line,
+                    f"{reader.how} reads {key!r} at {reader.where(self.path)}; Lightning 2 removed that hook:"
+                    f" when you port it to on_*_epoch_end, read {new}",
+                )
+            )
+
+    def unwrap_ordered_dict(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """``OrderedDict({...})`` (Lightning 0.x examples) is the dict literal it copies; anything else itself."""
+        if (
+            isinstance(value, cst.Call)
+            and self.imports.qualify(value.func) in ("collections.OrderedDict", "dict")
+            and len(value.args) == 1
+            and value.args[0].keyword is None
+            and not value.args[0].star
+            and isinstance(value.args[0].value, cst.Dict)
+        ):
+            return value.args[0].value
+        return value
+
+    def local_dict(self, step: Step, node: cst.Return, value: cst.BaseExpression, scope: Scope) -> ReturnPlan | None:
+        """``out = {...}; out["k"] = v; return out``: a dict built in one block and returned, never aliased.
+        None when the return is not of that form (the other rules then explain the skip)."""
+        if not isinstance(value, cst.Name) or step.function is None:
+            return None
+        name = value.value
+        bindings = scope.bindings(name)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+            return None
+        if not isinstance(self.unwrap_ordered_dict(bindings[0].value), cst.Dict):
+            return None
+        built = _built_dict(step.function, name, bindings[0].node, node, self.unwrap_ordered_dict)
+        if built is None:
+            return None
+        line = self.positions.line(node)
+        entries = built
+        keys = list(entries)
+        trouble = self._keys_problem(step, keys, scope, value_of=entries.get, line=line)
+        for key, entry in entries.items():
+            if key in LEGACY_LOG_KEYS and trouble is None:
+                literal = entry
+                if isinstance(entry, cst.Name):  # `output["log"] = tqdm_dict`, a dict assigned once
+                    found = self._dict_variable(entry.value, scope)
+                    literal = found[1] if found is not None else entry
+                if not isinstance(literal, cst.Dict):
+                    trouble = f"the {key!r} value `{short(entry)}` is not a dict literal"
+                else:
+                    trouble = self._flat_dict_keys(literal, key, scope)[1]
+        loss_key = self._loss_key(step, keys)
+        if trouble is None and loss_key is not None:
+            trouble = self._loss_value_problem(loss_key, entries[loss_key], scope)
+        if trouble is not None:
+            return ReturnPlan(node, "problem", line, problem=f"returns `{name}`, a dict built in the method: {trouble}")
+        assert loss_key is not None
+        self._note_renames(step, keys, loss_key, line)
+
+        def item(key: str) -> cst.Subscript:
+            return cst.Subscript(cst.Name(name), [cst.SubscriptElement(cst.Index(_string(key)))])
+
+        rest = [k for k in keys if k != loss_key and k not in LEGACY_LOG_KEYS]
+        args = [keyword_arg("loss", item(loss_key))]
+        if rest:
+            space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            elements = [
+                cst.DictElement(_string(k), item(k), comma=space if i < len(rest) - 1 else cst.MaybeSentinel.DEFAULT)
+                for i, k in enumerate(rest)
+            ]
+            args = [args[0].with_changes(comma=space), keyword_arg("metadata", cst.Dict(elements))]
+        logs: list[tuple[cst.BaseExpression, bool]] = [(item(k), LEGACY_LOG_KEYS[k]) for k in LEGACY_LOG_KEYS if k in entries]
+        if "log" in entries and "progress_bar" in entries:
+            return ReturnPlan(
+                node, "problem", line, problem=f"returns `{name}`, a dict built in the method with both 'log' and 'progress_bar'"
+            )
+        return ReturnPlan(node, "built", line, built=cst.Call(cst.Name(step.result_name), args), built_logs=logs)
+
+    def _dict_variable(self, name: str, scope: Scope, seen: int = 0) -> tuple[str, cst.Dict] | None:
+        """The variable a name stands for and its dict literal, when it is assigned once, a dict
+        literal or another such name (``shown = logs``), and neither is changed in place."""
+        bindings = scope.bindings(name)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or name in scope.scan.mutations or seen > 3:
+            return None
+        value = bindings[0].value
+        if isinstance(value, cst.Dict):
+            return name, value
+        if isinstance(value, cst.Name):
+            return self._dict_variable(value.value, scope, seen + 1)
+        return None
+
+    @staticmethod
+    def _loss_dict_variable(name: str, scope: Scope) -> bool:
+        """A dict of losses returned by a model (``loss_dict = self.model(images, targets)``), as in
+        the summed-losses idiom: assigned once from a call, never changed."""
+        bindings = scope.bindings(name)
+        return (
+            "loss" in name.lower()
+            and len(bindings) == 1
+            and bindings[0].kind == "assign"
+            and isinstance(bindings[0].value, cst.Call)
+            and name not in scope.scan.mutations
+        )
+
     def _log_calls(
-        self, value: cst.Dict, legacy: list[tuple[int, str]], scan: BodyScan
+        self, value: cst.Dict, legacy: list[tuple[int, str]], scope: Scope
     ) -> tuple[list[tuple[cst.BaseExpression, bool]], list[cst.EmptyLine], str | None]:
         """The ``self.log_dict`` calls that replace the 0.x 'log' / 'progress_bar' entries."""
         contents: dict[str, tuple[cst.BaseExpression, dict[str, str] | None]] = {}
@@ -99,24 +287,22 @@ class DictRules:
             assert isinstance(element, cst.DictElement)
             entry = element.value
             if isinstance(entry, cst.Dict):
-                inner, trouble = self._flat_dict_keys(entry, key)
+                inner, trouble = self._flat_dict_keys(entry, key, scope)
                 if trouble is not None:
                     return [], [], trouble
                 contents[key] = (entry, inner)
             elif isinstance(entry, cst.Name):
-                bindings = scan.bindings.get(entry.value, [])
-                if (
-                    len(bindings) != 1
-                    or bindings[0].kind != "assign"
-                    or not isinstance(bindings[0].value, cst.Dict)
-                    or entry.value in scan.mutations
-                ):
+                found = self._dict_variable(entry.value, scope)
+                if found is None and self._loss_dict_variable(entry.value, scope):
+                    contents[key] = (entry, None)  # `"log": loss_dict`, the dict of losses the loss sums
+                    continue
+                if found is None:
                     why = f"the {key!r} value `{entry.value}` is not a dict literal assigned once in the method"
                     return [], [], why
-                _, trouble = self._flat_dict_keys(bindings[0].value, key)
+                _, trouble = self._flat_dict_keys(found[1], key, scope)
                 if trouble is not None:
                     return [], [], trouble
-                contents[key] = (entry, None)
+                contents[key] = (cst.Name(found[0]), None)
             else:
                 return [], [], f"the {key!r} value `{short(entry)}` is not a dict literal"
         calls: list[tuple[cst.BaseExpression, bool]] = []
@@ -124,6 +310,9 @@ class DictRules:
         log = contents.get("log")
         bar = contents.get("progress_bar")
         if log is not None and bar is not None:
+            same = isinstance(log[0], cst.Name) and isinstance(bar[0], cst.Name) and log[0].value == bar[0].value
+            if same:  # `"log": logs, "progress_bar": logs`: logged once, with prog_bar=True
+                return [(bar[0], True)], [], None
             if log[1] is None or bar[1] is None:
                 return [], [], "'log' and 'progress_bar' are variables; cannot tell whether they share keys"
             shared = set(log[1]) & set(bar[1])
@@ -153,8 +342,7 @@ class DictRules:
         calls = [(expr, prog_bar) for expr, prog_bar in calls if not (isinstance(expr, cst.Dict) and not expr.elements)]
         return calls, comments, None
 
-    @staticmethod
-    def _flat_dict_keys(entry: cst.Dict, key: str) -> tuple[dict[str, str], str | None]:
+    def _flat_dict_keys(self, entry: cst.Dict, key: str, scope: Scope) -> tuple[dict[str, str], str | None]:
         keys: dict[str, str] = {}
         for element in entry.elements:
             if not isinstance(element, cst.DictElement):
@@ -164,6 +352,9 @@ class DictRules:
                 return keys, f"the {key!r} dict has non-literal keys (`{short(element.key)}`)"
             if isinstance(element.value, (cst.Dict, cst.List, cst.Tuple, cst.Set)):
                 return keys, f"the {key!r} dict nests a container under {inner!r}; log_dict takes scalars"
+            why = self.losses.scalar_problem(element.value, scope)
+            if why is not None:  # self.log_dict raises on a tensor of several values, a string...
+                return keys, f"the {key!r} dict's {inner!r}: {why}; self.log_dict takes one value per key"
             keys[inner] = code_of(element.value).strip()
         return keys, None
 
@@ -184,3 +375,157 @@ class DictRules:
         return None
 
     # -- across steps --
+
+
+def _string(key: str) -> cst.SimpleString:
+    """A string literal for a key, double-quoted unless the key needs otherwise."""
+    plain = '"' not in key and "\\" not in key and key.isprintable()
+    return cst.SimpleString(f'"{key}"' if plain else repr(key))
+
+
+def _value_in(value: cst.Dict, key: str) -> cst.BaseExpression | None:
+    for element in value.elements:
+        if isinstance(element, cst.DictElement) and string_key(element.key) == key:
+            return element.value
+    return None
+
+
+def _built_dict(
+    function: cst.FunctionDef,
+    name: str,
+    assignment: cst.CSTNode,
+    ret: cst.Return,
+    unwrap: Callable[[cst.BaseExpression], cst.BaseExpression],
+) -> dict[str, cst.BaseExpression] | None:
+    """The keys and values of ``name = {...}`` followed by ``name["k"] = v`` lines and ``return name``, all
+    in one block, when nothing else in the function mentions ``name``; else None."""
+
+    class _Blocks(cst.CSTVisitor):
+        found: list[cst.BaseStatement] | None = None
+
+        def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+            for statement in node.body:
+                if isinstance(statement, cst.SimpleStatementLine) and assignment in statement.body:
+                    self.found = list(node.body)
+
+    finder = _Blocks()
+    function.visit(finder)
+    block = finder.found
+    if block is None:
+        return None
+    start = next(i for i, st in enumerate(block) if isinstance(st, cst.SimpleStatementLine) and assignment in st.body)
+    if isinstance(assignment, cst.Assign):
+        if len(assignment.targets) != 1:
+            return None
+        value = assignment.value
+    elif isinstance(assignment, cst.AnnAssign) and assignment.value is not None:
+        value = assignment.value  # `out: dict[str, Any] = {}`
+    else:
+        return None
+    literal = unwrap(value)
+    if not isinstance(literal, cst.Dict):
+        return None
+    entries: dict[str, cst.BaseExpression] = {}
+    for element in literal.elements:
+        key = string_key(element.key) if isinstance(element, cst.DictElement) else None
+        if key is None or key in entries:
+            return None
+        entries[key] = element.value
+    for statement in block[start + 1 :]:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            if _aliases(statement, name):
+                return None
+            continue
+        small = statement.body[0]
+        if small is ret:
+            break
+        target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
+        if (
+            isinstance(small, cst.Assign)
+            and isinstance(target, cst.Subscript)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == name
+            and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)
+        ):
+            key = string_key(target.slice[0].slice.value)
+            if key is None or _aliases(small.value, name):
+                return None
+            entries[key] = small.value
+            continue
+        if _aliases(small, name):
+            return None
+    else:
+        return None
+    if any(_count_mentions(inner, name) for inner in _nested_functions(function)):
+        return None  # a closure may read or change it at any time
+    return entries
+
+
+def _nested_functions(function: cst.FunctionDef) -> list[cst.CSTNode]:
+    class _Nested(cst.CSTVisitor):
+        found: list[cst.CSTNode] = []
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            self.found.append(node)
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            self.found.append(node)
+            return False
+
+    finder = _Nested()
+    finder.found = []
+    function.body.visit(finder)
+    return finder.found
+
+
+def _count_item_reads(node: cst.CSTNode, name: str) -> int:
+    """``name["k"]`` read with a literal key (not assigned to, not deleted): reads that alias nothing."""
+
+    class _Reads(cst.CSTVisitor):
+        count = 0
+        skip: set[int] = set()
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            self.skip.update(id(t.target) for t in node.targets)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            self.skip.add(id(node.target))
+
+        def visit_Del(self, node: cst.Del) -> None:
+            self.skip.add(id(node.target))
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if (
+                id(node) not in self.skip
+                and isinstance(node.value, cst.Name)
+                and node.value.value == name
+                and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)
+                and string_key(node.slice[0].slice.value) is not None
+            ):
+                self.count += 1
+
+    reads = _Reads()
+    reads.skip = set()
+    node.visit(reads)
+    return reads.count
+
+
+def _count_mentions(node: cst.CSTNode, name: str) -> int:
+    class _Names(cst.CSTVisitor):
+        count = 0
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                self.count += 1
+
+    counter = _Names()
+    node.visit(counter)
+    return counter.count
+
+
+def _aliases(node: cst.CSTNode, name: str) -> bool:
+    """Whether ``node`` uses ``name`` other than by reading one of its keys (``name["k"]``)."""
+    return _count_mentions(node, name) != _count_item_reads(node, name)

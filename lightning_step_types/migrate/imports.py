@@ -4,7 +4,8 @@ same module, or as a new line after the module's leading imports.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
@@ -132,3 +133,47 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine) or not isinstance(statement.body[0], cst.Expr):
         return False
     return isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def names_in(expr: cst.CSTNode) -> set[str]:
+    """The names an expression mentions (``Optional``, ``STEP_OUTPUT`` in ``Optional[STEP_OUTPUT]``)."""
+
+    class _Names(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: set[str] = set()
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found.add(node.value)
+
+    collector = _Names()
+    expr.visit(collector)
+    return collector.found
+
+
+def remove_unused_imports(module: cst.Module, candidates: Iterable[str]) -> cst.Module:
+    """Drop ``from M import name`` for each candidate (a name the rewrite removed from an annotation)
+    that the module's text no longer mentions anywhere else; an import left empty goes too."""
+    code = module.code
+    unused = {n for n in candidates if len(re.findall(rf"(?<![\w.]){re.escape(n)}\b", code)) == 1}
+    if not unused:
+        return module
+    body: list[cst.BaseStatement] = []
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            small = statement.body[0]
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                kept = [a for a in small.names if a.asname is not None or a.evaluated_name not in unused]
+                if len(kept) != len(small.names):
+                    if not kept:
+                        if not any(line.comment is not None for line in statement.leading_lines):
+                            continue
+                        body.append(statement)  # its comments stay; so does the import
+                        continue
+                    last = kept[-1]
+                    if not small.lpar:
+                        kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    body.append(statement.with_changes(body=[small.with_changes(names=kept)]))
+                    continue
+        body.append(statement)
+    return module.with_changes(body=body)

@@ -12,7 +12,7 @@ import libcst as cst
 class Finding:
     """One line of the report: a step rewritten or skipped, a class whose base was kept, or a note."""
 
-    kind: Literal["rewritten", "skipped", "kept-base", "note"]
+    kind: Literal["rewritten", "typed", "nothing", "ignored", "skipped", "kept-base", "note", "leftover"]
     where: str  # "MyModel.training_step", or "MyModel" for a base-class decision
     line: int
     message: str = ""
@@ -21,6 +21,14 @@ class Finding:
         """``MyModel.training_step line 42: returns a tuple``."""
         if self.kind == "rewritten":
             return f"{self.where} line {self.line}: rewritten"
+        if self.kind == "typed":
+            return f"{self.where} line {self.line}: already typed"
+        if self.kind == "ignored":
+            return f"{self.where} line {self.line}: not in a LightningModule, left as it is"
+        if self.kind == "nothing":
+            return f"{self.where} line {self.line}: returns nothing to convert"
+        if self.kind == "leftover":
+            return f"{self.where} line {self.line}: Lightning 1.x: {self.message}"
         if self.kind == "kept-base":
             return f"{self.where} line {self.line}: base class kept: {self.message}"
         if self.kind == "note":
@@ -35,6 +43,7 @@ class Migration:
     original: cst.Module
     module: cst.Module
     findings: tuple[Finding, ...]
+    path: str = "<string>"
 
     @property
     def changed(self) -> bool:
@@ -47,3 +56,6 @@ class Migration:
     @property
     def skipped(self) -> list[Finding]:
         return [f for f in self.findings if f.kind == "skipped"]
+
+    def count(self, kind: str) -> int:
+        return sum(1 for f in self.findings if f.kind == kind)

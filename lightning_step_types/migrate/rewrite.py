@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Literal
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from lightning_step_types.migrate.analysis import Analyzer
+from lightning_step_types.migrate.analysis import Analyzer, resolve_run
 from lightning_step_types.migrate.conventions import PACKAGE, TYPED_BASE
-from lightning_step_types.migrate.facts import Positions
-from lightning_step_types.migrate.imports import add_imports, bound_at_module_level, name_is_free
+from lightning_step_types.migrate.facts import Options, Positions, RunFacts
+from lightning_step_types.migrate.imports import (
+    add_imports,
+    bound_at_module_level,
+    name_is_free,
+    names_in,
+    remove_unused_imports,
+)
 from lightning_step_types.migrate.layout import (
     keyword_arg,
     multiline_indent,
@@ -23,7 +30,8 @@ from lightning_step_types.migrate.layout import (
     standalone,
 )
 from lightning_step_types.migrate.report import Finding, Migration
-from lightning_step_types.migrate.steps import DictPlan, Step
+from lightning_step_types.migrate.steps import DictPlan, FileContext, Step, collect_classes, link_classes
+from lightning_step_types.migrate.syntax import ImportTable
 
 
 def build_result_from_dict(result_name: str, plan: DictPlan) -> tuple[cst.Call, list[cst.EmptyLine], str]:
@@ -69,10 +77,10 @@ def build_result_from_dict(result_name: str, plan: DictPlan) -> tuple[cst.Call, 
     return call, displaced, unit
 
 
-def build_log_calls(self_name: str, plan: DictPlan, unit: str) -> list[cst.Expr]:
+def build_log_calls(self_name: str, log_calls: list[tuple[cst.BaseExpression, bool]], unit: str) -> list[cst.Expr]:
     """``self.log_dict({...})`` / ``self.log_dict({...}, prog_bar=True)`` for the 0.x entries."""
     statements: list[cst.Expr] = []
-    for expr, prog_bar in plan.log_calls:
+    for expr, prog_bar in log_calls:
         value = reindent(expr, strip=unit)
         args = [cst.Arg(value)]
         if prog_bar:
@@ -124,10 +132,14 @@ def plan_step_edits(step: Step, edits: Edits, suite_returns: set[int]) -> str | 
             if isinstance(loss, cst.Name):  # `return(loss)`: the call's parentheses replace the redundant ones
                 loss = loss.with_changes(lpar=[], rpar=[])
             planned[plan.node] = cst.Call(cst.Name(step.result_name), [keyword_arg("loss", loss)])
+        elif plan.kind == "built" and plan.built is not None:
+            planned[plan.node] = plan.built
+            if plan.built_logs:
+                inserted[plan.node] = (build_log_calls(step.self_name, plan.built_logs, ""), [])
         elif plan.kind == "dict" and plan.dict_plan is not None:
             call, displaced, unit = build_result_from_dict(step.result_name, plan.dict_plan)
             planned[plan.node] = call
-            logs = build_log_calls(step.self_name, plan.dict_plan, unit)
+            logs = build_log_calls(step.self_name, plan.dict_plan.log_calls, unit)
             if displaced and id(plan.node) in suite_returns:
                 return (
                     "the comments inside the returned dict would have no line of their own"
@@ -210,29 +222,51 @@ class _Rewriter(cst.CSTTransformer):
 
 
 
-def migrate_module(module: cst.Module, *, base_class: bool = False) -> Migration:
-    """Rewrite the steps of every LightningModule in ``module``; nothing else changes."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    analyzer = Analyzer(module, Positions(wrapper), base_class)
-    steps = analyzer.collect_steps()
-    analyzer.resolve(steps)
-    bound = bound_at_module_level(module)
-    suite_returns = _suite_returns(module)
+def migrate_run(
+    sources: Sequence[tuple[str, cst.Module]], options: Options, texts: Sequence[tuple[str, str]] = ()
+) -> list[Migration]:
+    """Migrate the files of one run together: bases, helpers and key readers are looked up in all of
+    them (``texts``: files only searched for key readers). One ``Migration`` per source, in order."""
+    run = RunFacts(options)
+    run.texts = list(texts)
+    files = [
+        FileContext(path, module, ImportTable(module), Positions(MetadataWrapper(module, unsafe_skip_copy=True)))
+        for path, module in sources
+    ]
+    for file in files:
+        file.run = files
+    classes = [collect_classes(file) for file in files]
+    link_classes([c for found in classes for c in found], options.assume_lightning)
+    analyzers = [Analyzer(file, found, run) for file, found in zip(files, classes)]
+    steps_of = [analyzer.collect_steps() for analyzer in analyzers]  # after every file's facts are in `run`
+    steps = [s for found in steps_of for s in found]
+    resolve_run(analyzers, steps)
+    bound = {id(f): bound_at_module_level(f.module) for f in files}
+    suites = {id(f): _suite_returns(f.module) for f in files}
     blocked = True
     while blocked:  # skipping one step can make its overrides and delegates skip too
         blocked = False
         for step in steps:
             if step.status != "rewritten":
                 continue
-            if not name_is_free(bound, step.result_name, PACKAGE):
+            file_id = id(step.owner.file)
+            if not name_is_free(bound[file_id], step.result_name, PACKAGE):
                 reason: str | None = f"`{step.result_name}` already names something else in this file"
             else:
-                reason = plan_step_edits(step, Edits(), suite_returns)
+                reason = plan_step_edits(step, Edits(), suites[file_id])
             if reason is not None:  # the step keeps its code
                 step.status = "skipped"
                 step.problems = [(step.line, reason)]
                 blocked = True
-        blocked = analyzer.propagate_skips(steps) or blocked
+        blocked = Analyzer.propagate_skips(steps) or blocked
+    return [
+        _migrate_file(analyzer, found, bound[id(analyzer.file)], suites[id(analyzer.file)])
+        for analyzer, found in zip(analyzers, steps_of)
+    ]
+
+
+def _migrate_file(analyzer: Analyzer, steps: list[Step], bound: dict[str, str], suite_returns: set[int]) -> Migration:
+    module = analyzer.module
     edits = Edits()
     for step in steps:
         if step.status == "rewritten":
@@ -245,17 +279,30 @@ def migrate_module(module: cst.Module, *, base_class: bool = False) -> Migration
     if edits.return_values or edits.annotations or edits.bases:
         new_module = cst.ensure_type(module.visit(_Rewriter(edits)), cst.Module)
         new_module = add_imports(new_module, edits.imports)
+        replaced = {n for f in edits.annotations if f.returns is not None for n in names_in(f.returns.annotation)}
+        new_module = remove_unused_imports(new_module, replaced)
     findings = list(analyzer.findings)
+    verdicts: dict[str, Literal["rewritten", "typed", "nothing", "ignored"]] = {
+        "rewritten": "rewritten",
+        "typed": "typed",
+        "nothing": "nothing",
+        "ignored": "ignored",
+    }
     for step in steps:
-        if step.status == "rewritten":
-            findings.append(Finding("rewritten", step.qualname, step.line))
-        elif step.status == "skipped":
+        if step.status == "skipped":
             line, reason = step.problems[0]
             findings.append(Finding("skipped", step.qualname, line, reason))
+        elif step.status in verdicts:
+            findings.append(Finding(verdicts[step.status], step.qualname, step.line))
         if step.status in ("rewritten", "typed"):
             findings += [Finding("note", step.qualname, note_line, text) for note_line, text in step.notes]
     findings.sort(key=lambda f: (f.line, f.where, f.kind))
-    return Migration(module, new_module, tuple(findings))
+    return Migration(module, new_module, tuple(findings), analyzer.file.path)
+
+
+def migrate_module(module: cst.Module, *, base_class: bool = False, path: str = "<string>") -> Migration:
+    """Rewrite the steps of every LightningModule in ``module``; nothing else changes."""
+    return migrate_run([(path, module)], Options(base_class=base_class))[0]
 
 
 def migrate_source(source: str | bytes, *, base_class: bool = False) -> Migration:

@@ -28,8 +28,9 @@ class Binding:
     """One place a method binds a local name: ``kind`` is assign/unpack/augassign/for/with/... ."""
 
     kind: str
-    value: cst.BaseExpression | None
+    value: cst.BaseExpression | None  # for "unpack", the whole right-hand side
     node: cst.CSTNode
+    index: int | None = None  # for "unpack": the position in the unpacked tuple (None after a `*`)
 
 
 class BodyScan(cst.CSTVisitor):
@@ -43,17 +44,29 @@ class BodyScan(cst.CSTVisitor):
         self.bindings: dict[str, list[Binding]] = {}
         self.mutations: dict[str, list[cst.CSTNode]] = {}
 
-    def _bind(self, name: str, kind: str, value: cst.BaseExpression | None, node: cst.CSTNode) -> None:
-        self.bindings.setdefault(name, []).append(Binding(kind, value, node))
+    def _bind(
+        self, name: str, kind: str, value: cst.BaseExpression | None, node: cst.CSTNode, index: int | None = None
+    ) -> None:
+        self.bindings.setdefault(name, []).append(Binding(kind, value, node, index))
 
     def _bind_target(
-        self, target: cst.BaseExpression, value: cst.BaseExpression | None, node: cst.CSTNode, kind: str
+        self,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression | None,
+        node: cst.CSTNode,
+        kind: str,
+        index: int | None = None,
     ) -> None:
         if isinstance(target, cst.Name):
-            self._bind(target.value, kind, value, node)
+            self._bind(target.value, kind, value, node, index)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind_target(element.value, None, node, "unpack" if kind == "assign" else kind)
+            starred = False
+            for position, element in enumerate(target.elements):
+                starred = starred or isinstance(element, cst.StarredElement)
+                unpacked = value if kind == "assign" and index is None else None
+                self._bind_target(
+                    element.value, unpacked, node, "unpack" if kind == "assign" else kind, None if starred else position
+                )
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value, None, node, kind)
         elif isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name):

@@ -1,6 +1,6 @@
 """Written for Lightning 0.x: metrics travel in the returned dict under 'log' and 'progress_bar'."""
 
-from typing import Any, Dict
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

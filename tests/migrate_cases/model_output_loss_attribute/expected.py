@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from lightning_step_types import TrainStepResult, ValStepResult
 
 TEXT = "the quick brown fox jumps over the lazy dog " * 8
 
@@ -54,14 +53,14 @@ class LitCharLM(pl.LightningModule):
         super().__init__()
         self.model = CharLM()
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> TrainStepResult:
-        outputs = self.model(**batch)
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        outputs: CausalLMOutput = self.model(**batch)
         self.log("train_loss", outputs.loss)
-        return TrainStepResult(loss=outputs.loss)
+        return outputs.loss
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> ValStepResult:
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
         outputs = self.model(**batch)
-        return ValStepResult(loss=outputs.loss, metadata={"logits": outputs.logits})
+        return {"loss": outputs.loss, "logits": outputs.logits}
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=3e-3)

@@ -54,7 +54,7 @@ class LitCharLM(pl.LightningModule):
         self.model = CharLM()
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        outputs = self.model(**batch)
+        outputs: CausalLMOutput = self.model(**batch)
         self.log("train_loss", outputs.loss)
         return outputs.loss
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from pytorch_lightning.utilities.types import STEP_OUTPUT
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from lightning_step_types import TrainStepResult
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,12 +60,12 @@ class PointsModule(pl.LightningModule):
 
 
 class VariableShapes(PointsModule):
-    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> STEP_OUTPUT:
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> TrainStepResult:
         x, y = batch
         logits = self.linear(x)
         out = {"loss": F.cross_entropy(logits, y)}
         out["logits"] = logits.detach()
-        return out
+        return TrainStepResult(loss=out["loss"], metadata={"logits": out["logits"]})
 
     def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> Any:
         x, y = batch

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from pytorch_lightning.utilities.types import STEP_OUTPUT
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from lightning_step_types import TrainStepResult, ValStepResult
