@@ -26,7 +26,6 @@ import argparse
 import logging
 import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,8 @@ from torchmetrics.classification import MulticlassAccuracy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import pytorch_lightning as pl  # noqa: E402
+
+from step_timing import median_step_time  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import StepMetric, TrainStepResult, TypedLightningModule  # noqa: E402
 
@@ -107,36 +108,6 @@ VARIANTS: dict[str, type[pl.LightningModule]] = {
     "declared (step+epoch)": DeclaredSteps,
 }
 PAIRS = [("declared (epoch)", "hand-written (epoch)"), ("declared (step+epoch)", "hand-written (step+epoch)")]
-
-
-class StepClock(pl.Callback):
-    def __init__(self) -> None:
-        self.starts: list[float] = []
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        self.starts.append(time.perf_counter())
-
-    def median_step(self, warmup: int) -> float:
-        intervals = [b - a for a, b in zip(self.starts, self.starts[1:])][warmup:]
-        return statistics.median(intervals)
-
-
-def median_step_time(model_class: type[pl.LightningModule], loader: DataLoader[Any], steps: int) -> float:
-    clock = StepClock()
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_steps=steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        callbacks=[clock],
-    )
-    torch.manual_seed(0)
-    trainer.fit(model_class(), loader)
-    return clock.median_step(warmup=min(20, steps // 4))
 
 
 def main() -> None:
