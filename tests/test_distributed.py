@@ -198,12 +198,20 @@ def run_equivalence_script(tmp_path: Path, args: list[str], timeout: int) -> sub
 
     Now and then a spawned gloo child aborts while its interpreter shuts down ("terminate called
     without an active exception"), after Lightning's run: a torch/gloo teardown crash, not an
-    outcome of the fit. Such a run is repeated once; any other failure, or a second one, stands.
+    outcome of the fit. Such a run is repeated, at most twice; any other failure stands.
     """
     completed = run_script(tmp_path, args, timeout)
-    if completed.returncode != 0 and "SIGABRT" in completed.stderr:
+    for _ in range(2):  # on a loaded 2-core machine the teardown crash was seen twice in a row
+        if completed.returncode == 0 or not _teardown_abort(completed):
+            break
         completed = run_script(tmp_path, args, timeout)
     return completed
+
+
+def _teardown_abort(completed: subprocess.CompletedProcess[str]) -> bool:
+    """A child's SIGABRT at interpreter exit, after every fit of the script had finished."""
+    output = completed.stdout + completed.stderr
+    return "SIGABRT" in output or ("terminate called without an active exception" in output and completed.returncode == -6)
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from lightning_step_types.migrate.conventions import (
     TYPED_BASE_MODULES,
 )
 from lightning_step_types.migrate.dicts import DictRules
-from lightning_step_types.migrate.facts import FactCollector, FileFacts, RunFacts
+from lightning_step_types.migrate.facts import FactCollector, FileFacts, Positions, RunFacts
 from lightning_step_types.migrate.imports import name_is_free
 from lightning_step_types.migrate.leftovers import leftovers
 from lightning_step_types.migrate.losses import LossRules, scope_of
@@ -34,11 +34,11 @@ class Analyzer:
     """Decides, step by step, what can be rewritten in one file of the run; rewrites nothing itself."""
 
     def __init__(self, file: FileContext, classes: list[ClassInfo], run: RunFacts) -> None:
-        self.file = file
-        self.module = file.module
-        self.positions = file.positions
-        self.base_class = run.options.base_class
-        self.run = run
+        self.file: FileContext = file
+        self.module: cst.Module = file.module
+        self.positions: Positions = file.positions
+        self.base_class: bool = run.options.base_class
+        self.run: RunFacts = run
         self.imports: ImportTable = file.imports
         self.all_classes: list[ClassInfo] = classes
         self.classes: list[ClassInfo] = [c for c in classes if c.is_lightning]
