@@ -1,4 +1,4 @@
-"""Every access to a name Lightning keeps private, in one place.
+"""Every access to a name Lightning (or torchmetrics) keeps private, in one place.
 
 A Lightning upgrade is this one file to check: each function says which private name it
 reads and what it relies on. Both flavours (``pytorch_lightning`` and ``lightning.pytorch``)
@@ -26,10 +26,12 @@ __all__ = [
     "logged_metric",
     "logging_context",
     "metric_states",
+    "set_update_bookkeeping",
     "stop_calling_before_updates",
     "trainer_is_running",
     "trainer_of",
     "training_epoch_results",
+    "update_bookkeeping",
     "write_logged_tensors",
 ]
 
@@ -210,7 +212,7 @@ def metric_states(metric: Any) -> dict[str, Any]:
     `update_called`, which `compute()` checks.
     """
     states = {name: _copied(value) for name, value in metric.metric_state.items()}
-    return {"states": states, "update_count": int(getattr(metric, "_update_count", 0))}
+    return {"states": states, "update_count": update_bookkeeping(metric)[0]}
 
 
 def load_metric_states(metric: Any, saved: Mapping[str, Any]) -> None:
@@ -218,8 +220,23 @@ def load_metric_states(metric: Any, saved: Mapping[str, Any]) -> None:
     device = getattr(metric, "device", None)
     for name, value in saved["states"].items():
         setattr(metric, name, _copied(value, device))
-    metric._update_count = saved["update_count"]
-    metric._computed = None  # torchmetrics' cached `compute()` result: the states changed
+    set_update_bookkeeping(metric, saved["update_count"], None)  # the states changed: no cached compute()
+
+
+def update_bookkeeping(metric: Any) -> tuple[int, Any]:
+    """A torchmetrics object's ``(_update_count, _computed)``.
+
+    torchmetrics (private): ``Metric._update_count`` backs the public ``update_count`` and
+    ``update_called``, which ``compute()`` checks; ``Metric._computed`` caches ``compute()``'s
+    result until the next update.
+    """
+    return int(metric._update_count), metric._computed
+
+
+def set_update_bookkeeping(metric: Any, update_count: int, computed: Any) -> None:
+    """Put back what ``update_bookkeeping`` read (after restoring the metric's states)."""
+    metric._update_count = update_count
+    metric._computed = computed
 
 
 def _copied(value: Any, device: Any = None) -> Any:

@@ -39,6 +39,8 @@ from lightning_step_types.lightning_internals import (
     logged_in_current_hook,
     logged_metric,
     logging_context,
+    set_update_bookkeeping,
+    update_bookkeeping,
 )
 from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import StepResult
@@ -542,7 +544,7 @@ def _snapshot(metric: Metric, forward: bool) -> _Snapshot:
             states[name] = value.clone() if clone else value
         else:
             states[name] = list(value) if forward else _ListLength(value)
-    return (metric.update_count, metric._computed, states)  # pyright: ignore[reportPrivateUsage]
+    return (*update_bookkeeping(metric), states)
 
 
 def _restore(metric: Metric, saved: _Snapshot) -> None:
@@ -552,8 +554,7 @@ def _restore(metric: Metric, saved: _Snapshot) -> None:
             del value.items[value.length :]
             value = value.items
         setattr(metric, name, value)
-    metric._update_count = update_count  # pyright: ignore[reportPrivateUsage]
-    metric._computed = computed  # pyright: ignore[reportPrivateUsage]
+    set_update_bookkeeping(metric, update_count, computed)
 
 
 def _log(module: Any, stage_copies: _StageCopies, metric: Metric | MetricCollection, on_step: bool) -> None:
