@@ -21,9 +21,10 @@ from models import (
     make_loader,
     make_trainer,
     params_of,
+    spawn_with_teardown_retry,
 )
 from pytorch_lightning.strategies import DDPStrategy
-from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
+from torch.multiprocessing.spawn import ProcessRaisedException
 
 from lightning_step_types import StepResultAdapter, TrainStepResult
 
@@ -55,27 +56,18 @@ STRATEGIES: dict[str, Callable[[], Any]] = {
 def fit_on_two_processes(
     model: pl.LightningModule, root: Path, make_strategy: Callable[[], Any], callbacks: list[pl.Callback] | None = None
 ) -> dict[str, torch.Tensor]:
-    """Fit on two spawned CPU processes; return rank 0's final parameters and global step.
+    """Fit on two spawned CPU processes; return rank 0's final parameters and global step (a gloo
+    teardown abort after both ranks' end markers is repeated: ``models.spawn_with_teardown_retry``)."""
 
-    Rarely, a child process aborts at interpreter exit ("terminate called without an active
-    exception", SIGABRT) after its Lightning run has fully finished: a torch/gloo shutdown crash,
-    not a test outcome. Only then, shown by both ranks' end markers, is the run repeated once.
-    """
-    for attempt in range(2):
-        run_root = root / f"attempt{attempt}"
-        run_root.mkdir(parents=True)
-        trainer = make_trainer(
-            run_root, devices=2, strategy=make_strategy(), callbacks=[*(callbacks or []), RecordRun(run_root)]
-        )
-        try:
-            trainer.fit(model, make_loader())
-        except ProcessExitedException as error:
-            finished = all((run_root / f"finished-rank{rank}").exists() for rank in (0, 1))
-            if attempt == 1 or error.signal_name != "SIGABRT" or not finished:
-                raise
-            continue
-        return torch.load(run_root / "rank0.pt")
-    raise AssertionError("unreachable")
+    def fit(run_root: Path) -> None:
+        strategy = make_strategy()
+        trainer = make_trainer(run_root, devices=2, strategy=strategy, callbacks=[*(callbacks or []), RecordRun(run_root)])
+        trainer.fit(model, make_loader())
+
+    run_root = spawn_with_teardown_retry(
+        fit, root, lambda r: all((r / f"finished-rank{rank}").exists() for rank in (0, 1))
+    )
+    return torch.load(run_root / "rank0.pt")
 
 
 PlainRun = Callable[[str], dict[str, torch.Tensor]]

@@ -23,7 +23,6 @@ import pytest
 import pytorch_lightning as pl
 import pytorch_lightning.cli
 import torch
-from torch.multiprocessing.spawn import ProcessExitedException
 import torch.nn.functional as F
 from metric_models import (
     CLASSES_BY_FLAVOUR,
@@ -33,7 +32,7 @@ from metric_models import (
     train_loader,
     val_loaders,
 )
-from models import TypedRegressor, make_loader, make_trainer
+from models import TypedRegressor, make_loader, make_trainer, spawn_with_teardown_retry
 from torchmetrics import MeanSquaredError, Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -675,22 +674,12 @@ class RecordMetrics(pl.Callback):
 
 
 def fit_under_ddp(model: pl.LightningModule, root: Path) -> list[dict[str, float]]:
-    """Rarely a spawned gloo child aborts at interpreter exit (SIGABRT, "terminate called without an
-    active exception") after its fit has finished and written its record: only then, with both
-    ranks' records there, is the run repeated once (as tests/test_ddp.py does)."""
-    for attempt in range(2):
-        run_root = root / f"attempt{attempt}"
-        run_root.mkdir(parents=True)
+    def fit(run_root: Path) -> None:
         trainer = make_trainer(run_root, devices=2, strategy="ddp_spawn", max_epochs=2, callbacks=[RecordMetrics(run_root)])
-        try:
-            trainer.fit(model, train_loader(), val_loaders())
-        except ProcessExitedException as error:
-            finished = all((run_root / f"rank{rank}.pt").exists() for rank in (0, 1))
-            if attempt == 1 or error.signal_name != "SIGABRT" or not finished:
-                raise
-            continue
-        return [torch.load(run_root / f"rank{rank}.pt") for rank in (0, 1)]
-    raise AssertionError("unreachable")
+        trainer.fit(model, train_loader(), val_loaders())
+
+    run_root = spawn_with_teardown_retry(fit, root, lambda r: all((r / f"rank{rank}.pt").exists() for rank in (0, 1)))
+    return [torch.load(run_root / f"rank{rank}.pt") for rank in (0, 1)]
 
 
 @pytest.mark.slow

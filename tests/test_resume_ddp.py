@@ -12,7 +12,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from test_resume import EXACT, Logs, stateful_loader
-from models import assert_same_metrics, trainer_kwargs
+from models import assert_same_metrics, spawn_with_teardown_retry, trainer_kwargs
 
 from lightning_step_types import StepResultWarning, TrainStepResult, TypedLightningModule
 
@@ -52,27 +52,31 @@ class RecordMetrics(pl.Callback):
         torch.save(record, self.root / f"rank{trainer.global_rank}.pt")
 
 
-def fit_on_two(root: Path, ckpt_path: Path | None) -> list[dict[str, Any]]:
-    root.mkdir(parents=True)
-    callbacks: list[pl.Callback] = [RecordMetrics(root)]
-    if ckpt_path is None:
-        callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=3, save_top_k=-1, filename="{step}"))
-    kwargs = trainer_kwargs(root, devices=2, strategy="ddp_spawn", callbacks=callbacks, enable_checkpointing=True)
-    trainer = pl.Trainer(**kwargs)
-    trainer.fit(DistributedResume(), stateful_loader(), ckpt_path=ckpt_path)
-    return [torch.load(root / f"rank{rank}.pt") for rank in (0, 1)]
+def fit_on_two(root: Path, ckpt_path: Path | None) -> tuple[list[dict[str, Any]], Path]:
+    """Each rank's record, and the run's root (its checkpoints are under ``ckpt/``)."""
+
+    def fit(run_root: Path) -> None:
+        callbacks: list[pl.Callback] = [RecordMetrics(run_root)]
+        if ckpt_path is None:
+            checkpoints = ModelCheckpoint(dirpath=run_root / "ckpt", every_n_train_steps=3, save_top_k=-1, filename="{step}")
+            callbacks.append(checkpoints)
+        kwargs = trainer_kwargs(run_root, devices=2, strategy="ddp_spawn", callbacks=callbacks, enable_checkpointing=True)
+        pl.Trainer(**kwargs).fit(DistributedResume(), stateful_loader(), ckpt_path=ckpt_path)
+
+    run_root = spawn_with_teardown_retry(fit, root, lambda r: all((r / f"rank{rank}.pt").exists() for rank in (0, 1)))
+    return [torch.load(run_root / f"rank{rank}.pt") for rank in (0, 1)], run_root
 
 
 def test_two_processes_resume_exactly_and_one_process_says_what_starts_fresh(tmp_path: Path) -> None:
-    full = fit_on_two(tmp_path / "full", None)
-    checkpoint = tmp_path / "full" / "ckpt" / "step=3.ckpt"  # batch 3 of 6 on each rank (11 samples each)
+    full, full_root = fit_on_two(tmp_path / "full", None)
+    checkpoint = full_root / "ckpt" / "step=3.ckpt"  # batch 3 of 6 on each rank (11 samples each)
     saved = torch.load(checkpoint, weights_only=False)["lightning_step_types"]["epoch_state"]
     assert saved["next_batch"] == 3 and len(saved["ranks"]) == 2
     assert not torch.equal(  # each rank's own running sum, not rank 0's twice
         saved["ranks"][0]["logged"]["training_step.train_loss"]["tensors"]["value"],
         saved["ranks"][1]["logged"]["training_step.train_loss"]["tensors"]["value"],
     )
-    resumed = fit_on_two(tmp_path / "resumed", checkpoint)
+    resumed, _ = fit_on_two(tmp_path / "resumed", checkpoint)
     for rank in (0, 1):
         for part in ("callback", "logged", "params"):
             assert_same_metrics(resumed[rank][part], full[rank][part])
