@@ -16,22 +16,19 @@ Run: ``python benchmarks/loss_logging.py [--steps 400] [--repeats 15]``. Target:
 from __future__ import annotations
 
 import argparse
-import logging
 import statistics
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import pytorch_lightning as pl  # noqa: E402
 
-from step_timing import median_step_time  # noqa: E402  (benchmarks/ is sys.path[0])
+from step_timing import interleaved_step_times  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import TrainStepResult, TypedLightningModule  # noqa: E402
 
@@ -95,28 +92,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15, help="fits per variant, interleaved")
     args = parser.parse_args()
 
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")  # Lightning's advice about workers and log intervals
-    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
-
-    generator = torch.Generator().manual_seed(0)
-    n = args.steps * BATCH_SIZE
-    data = TensorDataset(torch.randn(n, 32, generator=generator), torch.randint(0, 2, (n,), generator=generator))
-    loader = DataLoader(data, batch_size=BATCH_SIZE, shuffle=False)
-
-    names = list(VARIANTS)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    median_step_time(NoLogging, loader, 50)  # warm up imports, allocator and caches
-    for repeat in range(args.repeats):
-        order = names[repeat % len(names) :] + names[: repeat % len(names)]
-        for name in order:
-            times[name].append(median_step_time(VARIANTS[name], loader, args.steps))
-
+    times = interleaved_step_times(VARIANTS, NoLogging, args.steps, args.repeats, BATCH_SIZE)
     median = {name: statistics.median(values) for name, values in times.items()}
     adapter, explicit, bare = median["adapter log_loss"], median["explicit self.log"], median["no logging"]
     print(f"torch {torch.__version__}, pytorch_lightning {pl.__version__}, 1 thread, Linear(32, 2), batch size {BATCH_SIZE}")
     print(f"{args.repeats} interleaved fits of {args.steps} steps per variant; median of per-fit median step times")
-    for name in names:
+    for name in VARIANTS:
         spread = f"{min(times[name]) * 1e6:.1f}-{max(times[name]) * 1e6:.1f}"
         print(f"  {name:<18} {median[name] * 1e6:8.1f} us/step   (per-fit medians {spread} us)")
     print(f"  logging cost: adapter {(adapter - bare) * 1e6:.1f} us, explicit {(explicit - bare) * 1e6:.1f} us per step")

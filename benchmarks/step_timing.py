@@ -3,13 +3,16 @@ metrics_cost.py): the median interval between consecutive ``on_train_batch_start
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 
 class StepClock(pl.Callback):
@@ -41,3 +44,34 @@ def median_step_time(model_class: type[pl.LightningModule], loader: DataLoader[A
     torch.manual_seed(0)
     trainer.fit(model_class(), loader)
     return clock.median_step(warmup=min(20, steps // 4))
+
+
+def interleaved_step_times(
+    variants: Mapping[str, type[pl.LightningModule]],
+    warmup: type[pl.LightningModule],
+    steps: int,
+    repeats: int,
+    batch_size: int,
+) -> dict[str, list[float]]:
+    """Each variant's per-fit median step time, for ``repeats`` fits, on one CPU thread.
+
+    The fits take turns in a rotating order, so a drift in the machine's load spreads over all
+    variants; a short fit of ``warmup`` first warms up imports, the allocator and caches.
+    """
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")  # Lightning's advice about workers and log intervals
+    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
+
+    generator = torch.Generator().manual_seed(0)
+    n = steps * batch_size
+    data = TensorDataset(torch.randn(n, 32, generator=generator), torch.randint(0, 2, (n,), generator=generator))
+    loader = DataLoader(data, batch_size=batch_size, shuffle=False)
+
+    names = list(variants)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    median_step_time(warmup, loader, 50)
+    for repeat in range(repeats):
+        order = names[repeat % len(names) :] + names[: repeat % len(names)]
+        for name in order:
+            times[name].append(median_step_time(variants[name], loader, steps))
+    return times
