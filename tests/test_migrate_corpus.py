@@ -129,3 +129,14 @@ def test_migrated_module_trains_to_the_same_parameters(runs: dict[str, measure.R
     assert original.keys() == migrated.keys()
     different = [key for key in original if not torch.equal(original[key], migrated[key])]
     assert different == []
+
+
+@pytest.mark.parametrize("recipe", training.RECIPES, ids=lambda r: r.id)
+def test_released_module_trains_alike_under_the_adapter(runs: dict[str, measure.Run], recipe: training.Recipe) -> None:
+    """``StepResultAdapter()`` on the module as released, unchanged: no error or warning stops it,
+    and it ends with the parameters plain Lightning gives it."""
+    run = runs[recipe.fixture]
+    plain = training.train(recipe, run.before)
+    adapted = training.train(recipe, run.before, adapter=True)
+    assert plain.keys() == adapted.keys()
+    assert [key for key in plain if not torch.equal(plain[key], adapted[key])] == []

@@ -112,21 +112,29 @@ class Recipe:
         return f"{self.fixture}:{self.owner}"
 
 
-def trainer_for(cls: type, log_dir: str, **settings: Any) -> Any:
-    """A plain Lightning Trainer of the class's own flavour (``lightning.pytorch`` or ``pytorch_lightning``)."""
+def trainer_for(cls: type, log_dir: str, adapter: bool = False, **settings: Any) -> Any:
+    """A Lightning Trainer of the class's own flavour (``lightning.pytorch`` or ``pytorch_lightning``):
+    plain, or with that flavour's ``StepResultAdapter()`` as its one callback."""
     import lightning.pytorch as lightning_pytorch
     import pytorch_lightning
 
-    flavour = lightning_pytorch if issubclass(cls, lightning_pytorch.LightningModule) else pytorch_lightning
+    import lightning_step_types.lightning_pytorch
+    import lightning_step_types.pytorch_lightning
+
+    if issubclass(cls, lightning_pytorch.LightningModule):
+        flavour, ours = lightning_pytorch, lightning_step_types.lightning_pytorch
+    else:
+        flavour, ours = pytorch_lightning, lightning_step_types.pytorch_lightning
     return flavour.Trainer(
         accelerator="cpu", devices=1, logger=flavour.loggers.CSVLogger(log_dir), enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **settings,
-    )
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        callbacks=[ours.StepResultAdapter()] if adapter else [], **settings,
+    )  # fmt: skip
 
 
-def train(recipe: Recipe, files: dict[str, bytes]) -> dict[str, torch.Tensor]:
-    """Train the recipe's class from the fixture's ``files`` (released or migrated) and return its
-    final parameters and buffers."""
+def train(recipe: Recipe, files: dict[str, bytes], adapter: bool = False) -> dict[str, torch.Tensor]:
+    """Train the recipe's class from the fixture's ``files`` (released or migrated), under plain
+    Lightning or under ``StepResultAdapter()``, and return its final parameters and buffers."""
     stubs = recipe.stubs()
     for file, qualified_name in recipe.siblings:
         stubs[qualified_name] = load(files[file], qualified_name, stubs)
@@ -143,7 +151,7 @@ def train(recipe: Recipe, files: dict[str, bytes]) -> dict[str, torch.Tensor]:
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     test_loaders = fit_kwargs.pop("test_dataloaders", fit_kwargs.get("val_dataloaders"))
     log_dir = tempfile.mkdtemp(prefix="corpus-train-")
-    trainer = trainer_for(cls, log_dir, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2)
+    trainer = trainer_for(cls, log_dir, adapter, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2)
     cwd = os.getcwd()
     os.chdir(log_dir)  # whatever a module writes relative to the working folder lands in the temporary one
     try:
