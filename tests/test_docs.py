@@ -146,6 +146,22 @@ def test_site_builds_strict_with_every_page_in_the_nav(built_site: Path) -> None
     assert in_order == NAV
 
 
+def test_nav_lists_every_guide_once_and_the_home_page_points_to_each() -> None:
+    import yaml
+
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = [next(iter(entry.items())) for entry in yaml.safe_load(re.sub(r"!!python/\S+", "", config))["nav"]]
+    assert [title for title, _ in nav] == NAV
+    pages = [page for _, page in nav]
+    assert len(set(pages)) == len(pages), pages
+    # Every page is in the nav, and nothing is built outside it.
+    assert sorted(pages) == sorted(path.name for path in DOCS.glob("*.md"))
+    assert "not_in_nav" not in config
+    where_to_go = (DOCS / "index.md").read_text(encoding="utf-8").split("## Where to go", 1)[1].split("\n## ", 1)[0]
+    linked = re.findall(r"^\| \[([^\]]+)\]\(([^)]+)\) \|", where_to_go, re.M)
+    assert linked == [(title, page) for title, page in nav if page != "index.md"]
+
+
 def test_api_page_documents_the_public_surface(built_site: Path) -> None:
     api = (built_site / "api" / "index.html").read_text(encoding="utf-8")
     text = _page_text(built_site / "api" / "index.html")
@@ -696,132 +712,3 @@ def test_catalogue_quotes_the_distributed_message(name: str) -> None:
     assert marker in traceback_text, traceback_text
     message = traceback_text[traceback_text.rindex(marker) + len(marker) :].strip()
     assert message in catalogue_blocks(), f"docs/errors.md lacks the current message for {name!r}:\n{message}"
-
-
-README = REPO / "README.md"
-README_MAX_LINES = 250  # a first-time user's page; the full catalogue and design notes live in docs/
-
-
-def _readme_section(heading_start: str) -> str:
-    """The README's ``## `` section whose heading starts with ``heading_start``, up to the next one."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {heading_start}")
-    following = text.find("\n## ", start + 1)
-    return text[start : following if following != -1 else len(text)]
-
-
-def _catalogue_kinds() -> dict[str, list[str]]:
-    """docs/errors.md's ``## `` sections that quote messages: heading -> its ```text blocks."""
-    lines = (DOCS / "errors.md").read_text(encoding="utf-8").splitlines()
-    kinds: dict[str, list[str]] = {}
-    for block in fenced_blocks(DOCS / "errors.md"):
-        if block.lang == "text":
-            heading = next(line[3:] for line in reversed(lines[: block.line]) if line.startswith("## "))
-            kinds.setdefault(heading, []).append(block.code)
-    return kinds
-
-
-def _heading_anchors(page: Path) -> set[str]:
-    """The anchors of a Markdown page's headings, as MkDocs' toc (and GitHub) make them."""
-    from markdown.extensions.toc import slugify
-
-    anchors = set()
-    in_fence = False
-    for line in page.read_text(encoding="utf-8").splitlines():
-        if line.lstrip().startswith("```"):
-            in_fence = not in_fence
-        elif not in_fence and (match := re.match(r"^#{1,6} (.*)$", line)):
-            anchors.add(slugify(match[1].replace("`", ""), "-"))
-    return anchors
-
-
-def test_readme_is_short_and_says_how_long_the_tests_take_and_how_to_run_the_fast_subset() -> None:
-    readme = README.read_text(encoding="utf-8")
-    assert len(readme.splitlines()) <= README_MAX_LINES
-    headings = re.findall(r"^## (.*)$", readme, re.M)
-    order = ["What it does", "Quick start", "Two ways in", "Metrics", "Resuming a run", "Errors"]
-    positions = [next(i for i, h in enumerate(headings) if h.startswith(name)) for name in order]
-    assert positions == sorted(positions), headings
-    assert "about 9 minutes on a fresh 2-core machine" in readme
-    assert '`python -m pytest -m "not slow"`' in readme
-    # The fast subset leaves something out: the marker is declared and used.
-    assert "slow:" in (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert "pytestmark = pytest.mark.slow" in (REPO / "tests" / "test_ddp.py").read_text(encoding="utf-8")
-
-
-def test_readme_shows_one_checked_message_of_each_kind_and_links_to_it() -> None:
-    """Each README message is one the docs' catalogue proves by triggering it, and every kind of
-    message in the catalogue has an example in the README, next to a link to that kind's section."""
-    section = _readme_section("Errors")
-    blocks = re.findall(r"```text\n(.*?)\n```", section, re.S)
-    assert len(blocks) >= 5
-    kinds = _catalogue_kinds()
-    kind_of = {code: kind for kind, codes in kinds.items() for code in codes}
-    assert [block for block in blocks if block not in kind_of] == [], "README quotes a message docs/errors.md lacks"
-    assert {kind_of[block] for block in blocks} == set(kinds), "README lacks an example of some kind"
-    from markdown.extensions.toc import slugify
-
-    for kind in kinds:
-        assert f"(docs/errors.md#{slugify(kind.replace('`', ''), '-')})" in section, kind
-
-
-def test_readme_links_resolve() -> None:
-    text = README.read_text(encoding="utf-8")
-    prose = re.sub(r"```.*?```", "", text, flags=re.S)  # links only in prose, not in code
-    prose = re.sub(r"`[^`]*`", "", prose)
-    links = re.findall(r"\]\(([^)\s]+)\)", prose)
-    assert len(links) >= 10
-    for link in links:
-        assert not link.startswith(("http:", "https:")), f"{link}: the README links into this repository only"
-        path, _, anchor = link.partition("#")
-        target = REPO / path
-        assert target.is_file(), f"README links to {path}, which does not exist"
-        if anchor:
-            assert anchor in _heading_anchors(target), f"README links to {link}: no such heading"
-    assert "docs/metrics.md" in _readme_section("Metrics")
-    assert "docs/resume.md" in _readme_section("Resuming a run")
-
-
-def test_readme_quick_start_trains_and_its_result_hook_collects_the_predictions() -> None:
-    python = [block.code for block in fenced_blocks(README) if block.lang == "python"]
-    quick_start = next(code for code in python if "class Classifier(TypedLightningModule)" in code)
-    result_hook = next(code for code in python if "class CollectPredictions(TypedCallback)" in code)
-    namespace: dict[str, Any] = {"__name__": "readme_examples"}
-    exec(compile(quick_start, "README.md (quick start)", "exec"), namespace)
-    exec(compile(result_hook, "README.md (result hooks)", "exec"), namespace)
-    torch.manual_seed(0)
-    x, y = torch.randn(16, 32), torch.randint(0, 2, (16,))
-    model, collect = namespace["Classifier"](), namespace["CollectPredictions"]()
-    trainer = pl.Trainer(**QUIET, callbacks=[collect])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*(does not have many workers|LeafSpec|smaller than the logging).*")
-        trainer.fit(model, DataLoader(TensorDataset(x, y), batch_size=4), DataLoader(TensorDataset(x, y), batch_size=8))
-    assert trainer.global_step == 4
-    assert {"train_loss", "val_loss"} <= set(trainer.callback_metrics)
-    # Validation ran once, after training, on the final weights: the hook got each batch's predictions.
-    with torch.no_grad():
-        expected = model.net(x).argmax(dim=1)
-    assert len(collect.preds) == 2
-    assert torch.equal(torch.cat(collect.preds), expected)
-
-
-def readme_commands() -> list[str]:
-    """The commands of the README's first bash block (its two setup commands)."""
-    readme = (REPO / "README.md").read_text().splitlines()
-    first_block = readme[readme.index("```bash") + 1 : readme.index("```", readme.index("```bash") + 1)]
-    return [line for line in first_block if not line.startswith("#")]
-
-
-# The editable install in strict mode lays the package out as links, stubs included, that mypy and
-# pyright follow; the default mode's import hook hides the package from them (tests/test_wheel.py).
-EDITABLE = "--config-settings editable_mode=strict"
-
-
-def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_second() -> None:
-    commands = readme_commands()
-    assert commands == [
-        f"pip install torch==2.13.0 && pip install -e . {EDITABLE} && python -m lightning_step_types.demo",
-        f'pip install torch==2.13.0 && pip install -e ".[test]" {EDITABLE} && python -m pytest',
-    ]
-    ci_script = (REPO / ".ci" / "run").read_text().splitlines()
-    assert commands[1] in ci_script

@@ -1,8 +1,8 @@
 """The resume tests again, under the oldest Lightning that pyproject.toml allows.
 
-The suite itself runs on the installed (newest) Lightning. Here a second virtual env sees this
-machine's packages (``--system-site-packages``, so torch is not installed again) with
-pytorch-lightning 2.1.4 on top, and ``tests/test_resume.py`` runs in it as a subprocess. There the
+The suite itself runs on the installed (newest) Lightning. Here a second virtual env sees the
+running interpreter's packages (``tests/environments.py``, so torch is not installed again) with
+pytorch-lightning 2.1.4 installed into it, first on its path, and ``tests/test_resume.py`` runs in it as a subprocess. There the
 exact-resume tests skip (Lightning before 2.5 trains the checkpoint's batch again on resume) and
 the test of the one-time "exact resume unavailable" warning runs instead.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
 import torch
+from environments import make_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 OLDEST = "2.1.4"  # the last release of the 2.1 series: pyproject allows pytorch-lightning>=2.1
@@ -29,9 +29,7 @@ def test_pyproject_still_allows_the_oldest_lightning_tested_here() -> None:
 
 @pytest.mark.slow
 def test_resume_tests_pass_on_the_oldest_lightning(tmp_path: Path) -> None:
-    env_dir = tmp_path / "oldest-lightning"
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
-    python = str(env_dir / "bin" / "python")
+    python = str(make_venv(tmp_path / "oldest-lightning"))
     # --no-deps: 2.1.4's requirements are met by this machine's packages, and a resolver run would
     # replace torch (torch 2.13 needs setuptools>=77, while 2.1.4 imports pkg_resources, gone in
     # setuptools 70).

@@ -1,11 +1,11 @@
 """Every install gives a user's mypy and pyright the typed contract, with no configuration.
 
-Two installs, each into a fresh virtual environment that reuses this interpreter's site-packages
-(torch, Lightning, mypy and pyright are not reinstalled; the environment's own copy of
-``lightning_step_types`` comes first on its path):
+Two installs, each into a fresh virtual environment that sees this interpreter's packages
+(``tests/environments.py``: torch, Lightning, mypy and pyright are not reinstalled, and the
+environment's own copy of ``lightning_step_types`` comes first on its path):
 
 - the built wheel (``pip install <wheel>``);
-- the README's editable install (``pip install -e . --config-settings editable_mode=strict``) of a
+- the README's editable install (``pip install -e .``, strict by the project's build backend) of a
   copy of the checkout, so that its link tree is the copy's and not this checkout's ``build/``.
 
 Then both checkers run from a directory holding nothing but user files, on a selection of the
@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from test_docs import readme_commands
+from environments import make_venv
+from test_readme import readme_commands
 from test_static_typing import CASES_DIR, ROOT, expected_diagnostics, parse_mypy, parse_pyright
 
 pytestmark = pytest.mark.slow
@@ -132,10 +133,8 @@ def install(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytes
     env["PATH"] = os.pathsep.join([str(base / "venv" / "bin"), env.get("PATH", "")])
     env["VIRTUAL_ENV"] = str(base / "venv")
     venv = base / "venv"
-    # No pip of its own: this interpreter's pip and setuptools (from the reused site-packages) install into it.
-    created = _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], ROOT)
-    assert created.returncode == 0, created.stderr
-    python = str(venv / "bin" / "python")
+    # No pip of its own: this interpreter's pip and setuptools, which it sees, install into it.
+    python = str(make_venv(venv))
     purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], base, env)
     site_packages = Path(purelib.stdout.strip())
     pip = [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation"]
@@ -226,3 +225,39 @@ def test_verifytypes_scores_the_installed_package(install: Install, project: Pat
     problems = [symbol["name"] for symbol in report["symbols"] if not symbol["isTypeKnown"]]
     assert (report["completenessScore"], problems) == (1.0, []), run.stdout[-4000:]
     assert report["exportedSymbolCounts"]["withKnownType"] > 400
+
+
+BUILD_EDITABLE = """
+import sys, zipfile
+import build_backend
+out, settings = sys.argv[1], dict(arg.split("=", 1) for arg in sys.argv[2:])  # setuptools rewrites sys.argv
+wheel = build_backend.build_editable(out, settings or None)
+with zipfile.ZipFile(f"{out}/{wheel}") as archive:
+    print(sorted(name for name in archive.namelist() if "dist-info" not in name))
+"""
+
+
+@pytest.mark.parametrize(
+    ("settings", "shipped"),
+    [
+        # The default: a .pth naming the link tree, which both checkers read as a plain path entry.
+        ([], ["__editable__.lightning_step_types-0.1.0.pth"]),
+        # A mode asked for explicitly is setuptools' own: here, its import hook (a finder module).
+        (
+            ["editable_mode=lenient"],
+            [
+                "__editable__.lightning_step_types-0.1.0.pth",
+                "__editable___lightning_step_types_0_1_0_finder.py",
+            ],
+        ),
+    ],
+)
+def test_build_backend_makes_editable_installs_strict_unless_told_otherwise(
+    tmp_path: Path, settings: list[str], shipped: list[str]
+) -> None:
+    checkout = _checkout_copy(tmp_path / "checkout")
+    (tmp_path / "out").mkdir()
+    built = _run([sys.executable, "-c", BUILD_EDITABLE, str(tmp_path / "out"), *settings], checkout)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert built.stdout.strip().splitlines()[-1] == repr(shipped)
+    assert (checkout / "build").exists() == (not settings)
