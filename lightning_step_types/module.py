@@ -265,4 +265,7 @@ def _check_boundary(module: TypedModuleMixin, hook_name: str) -> None:
 
 
 def _with_boundary_check(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
-    return run_ours_first(func, lambda module, *_: _check_boundary(module, hook_name))
+    def check(module: TypedModuleMixin, *_: object) -> None:
+        _check_boundary(module, hook_name)
+
+    return run_ours_first(func, check)

@@ -28,8 +28,8 @@ import inspect
 import sys
 import warnings
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import torch
 
@@ -115,10 +115,10 @@ def validation_ended(trainer: Any, module: torch.nn.Module) -> None:
 def _fit_state(trainer: Any, module: torch.nn.Module) -> _Isolation | None:
     """The module's state during a validation run inside the training epoch of a fit, else None
     (the sanity check, ``validate``, or a fit whose training epoch has not started)."""
+    if trainer.sanity_checking or trainer.state.fn != "fit":  # TrainerFn is a str enum
+        return None
     state = _STATES.get(module)
     if state is None or state.trainer is None or state.trainer() is not trainer:
-        return None
-    if trainer.sanity_checking or trainer.state.fn != "fit":  # TrainerFn is a str enum
         return None
     return state
 
@@ -131,7 +131,8 @@ def _metrics_of(module: torch.nn.Module) -> dict[str, Any]:
         return {}
     metric_type: type = torchmetrics.Metric
     found: dict[str, Any] = {}
-    for name, child in module.named_modules():
+    children = cast("Iterator[tuple[str, torch.nn.Module]]", module.named_modules())
+    for name, child in children:
         if name and isinstance(child, metric_type):
             found[_attribute_path(module, name)] = child
     return found
@@ -151,10 +152,10 @@ def _attribute_path(module: torch.nn.Module, dotted: str) -> str:
     return path
 
 
-def _warn(module: torch.nn.Module, path: str, metric: Any) -> None:
+def _warn(module: torch.nn.Module, path: str, metric: object) -> None:
     owner = type(module).__qualname__
     training, validation = f"{owner}.training_step", f"{owner}.validation_step"
-    kind = type(metric)
+    kind: type[object] = type(metric)
     warning = StepResultWarning(
         format_problem(
             path,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from metric_models import CLASSES, Parts, loader
+from metric_models import CLASSES, CLASSES_BY_FLAVOUR, Parts, declared, loader
 from models import trainer_kwargs
 from test_flavours import FLAVOUR_IDS, FLAVOURS
 from torchmetrics import Accuracy, MetricCollection
@@ -306,3 +306,20 @@ def test_a_validation_metric_kept_across_runs_without_logging_gives_no_warning(w
         fit("pytorch_lightning", way, model, tmp_path, max_epochs=2, num_sanity_val_steps=2)
     assert messages == []
     assert model.seen.update_count == 2 + 4 * 10  # the sanity check's 2 batches, then 4 validation runs
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+@pytest.mark.parametrize("way", WAYS)
+def test_declared_metrics_give_no_warning(flavour: str, way: str, tmp_path: Path) -> None:
+    """Declared metrics keep one copy per stage (the typed module's are its child module)."""
+    prefix = "" if flavour == "pytorch_lightning" else "Lightning"
+    lst = FLAVOURS[flavour][1]
+    if way == "typed":
+        model, callbacks = CLASSES_BY_FLAVOUR[flavour][f"{prefix}Typed"](), []
+    else:
+        model, callbacks = CLASSES_BY_FLAVOUR[flavour][f"{prefix}Plain"](), [lst.StepResultAdapter(metrics=declared("acc", False))]
+    trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(tmp_path, val_check_interval=5, max_epochs=2), callbacks=callbacks)
+    with step_result_warnings() as messages:
+        trainer.fit(model, loader(0, 40, 4), loader(1, 40, 4))
+    assert messages == []
+    assert sorted(trainer.callback_metrics) == ["train_acc", "val_acc"]
