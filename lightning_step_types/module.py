@@ -75,7 +75,8 @@ class TypedModuleMixin:
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _EPOCH_STATE_HOOKS}, _with_epoch_state)
         wrap_inherited_hooks(cls, {"setup": "setup"}, _adapt_setup)
-        wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in stage_isolation.BOUNDARY_HOOKS}, _with_boundary_check)
+        boundaries = {hook_name: hook_name for hook_name in stage_isolation.BOUNDARY_HOOKS}
+        wrap_inherited_hooks(cls, boundaries, _with_boundary_check)
         plan = batch_end_plan(cls, TypedModuleMixin)
         if plan != cls._batch_end_plan:  # the flavour classes add nothing of their own
             cls._batch_end_plan = plan
