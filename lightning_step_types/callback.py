@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 import lightning_step_types.epoch_state as epoch_state
+import lightning_step_types.stage_isolation as stage_isolation
 from lightning_step_types.adapter import STEP_HOOKS
 from lightning_step_types.metrics import (
     MetricSet,
@@ -145,6 +146,19 @@ class StepResultAdapterMixin:
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if epoch_state.resuming() and self._keeps_epoch_state(pl_module):
             epoch_state.finish_resumed_epoch(trainer, pl_module)
+
+    # Stage isolation (stage_isolation.py), for modules this callback adapts; a typed module checks itself.
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        if not isinstance(pl_module, TypedModuleMixin):
+            stage_isolation.training_epoch_started(trainer, pl_module)
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        if not isinstance(pl_module, TypedModuleMixin):
+            stage_isolation.validation_started(trainer, pl_module)
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if not isinstance(pl_module, TypedModuleMixin):
+            stage_isolation.validation_ended(trainer, pl_module)
 
     def _keeps_epoch_state(self, pl_module: Any) -> bool:
         return self.exact_resume and not isinstance(pl_module, TypedModuleMixin)

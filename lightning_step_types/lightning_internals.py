@@ -19,11 +19,13 @@ __all__ = [
     "batch_position",
     "call_before_updates",
     "epoch_results_mismatch",
+    "evaluation_results",
     "load_metric_states",
     "log_clash_name",
     "logged_entries",
     "logged_in_current_hook",
     "logged_metric",
+    "logged_metric_objects",
     "logging_context",
     "metric_states",
     "set_update_bookkeeping",
@@ -302,6 +304,37 @@ def logged_metric(context: LoggingContext, name: str) -> Any:
     if entry is None or entry.has_reset or entry.is_tensor:
         return None
     return entry.value
+
+
+def evaluation_results(trainer: Any) -> Any:
+    """The running evaluation loop's `_ResultCollection` (in ``on_validation_start``/``_end``), or None.
+
+    Reads ``Trainer._results`` (private): the active loop's ``_results``, which during a fit's
+    validation run is ``fit_loop.epoch_loop.val_loop._results``.
+    """
+    return trainer._results
+
+
+def logged_metric_objects(results: Any, since_reset: bool) -> list[tuple[Any, str]]:
+    """The torchmetrics objects logged into a `_ResultCollection` (``self.log(name, metric)``), with their keys.
+
+    Relies on `_ResultMetric.is_tensor` (False for a logged metric object), `.value` (that object,
+    the last one logged under the key) and `.has_reset` (set by `reset()`, cleared by the next
+    `self.log`). ``since_reset=True``: only those logged since the collection was last reset (this
+    epoch); False: every one, which is what `_ResultCollection.reset()` resets (`Metric.reset()` on the
+    object, whether or not it was logged since). The loops call that reset at each epoch's end: for
+    validation in `_EvaluationLoop._on_evaluation_end`, right after the `on_validation_end` hooks.
+    A collection of another shape gives nothing (``epoch_results_mismatch`` probes the same fields).
+    """
+    if not isinstance(results, dict):
+        return []
+    items: Mapping[str, Any] = cast(Any, results)  # isinstance leaves the type arguments unknown
+    found: list[tuple[Any, str]] = []
+    for key, item in items.items():
+        if getattr(item, "is_tensor", True) or (since_reset and getattr(item, "has_reset", True)):
+            continue
+        found.append((getattr(item, "value", None), key))
+    return found
 
 
 # MisconfigurationException from `_ResultCollection.log` when one name is logged twice in a hook

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, cast
 
 import lightning_step_types.epoch_state as epoch_state
+import lightning_step_types.stage_isolation as stage_isolation
 from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, module_state, typed_outputs
 from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.metrics import (
@@ -74,6 +75,8 @@ class TypedModuleMixin:
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _EPOCH_STATE_HOOKS}, _with_epoch_state)
         wrap_inherited_hooks(cls, {"setup": "setup"}, _adapt_setup)
+        boundaries = {hook_name: hook_name for hook_name in stage_isolation.BOUNDARY_HOOKS}
+        wrap_inherited_hooks(cls, boundaries, _with_boundary_check)
         plan = batch_end_plan(cls, TypedModuleMixin)
         if plan != cls._batch_end_plan:  # the flavour classes add nothing of their own
             cls._batch_end_plan = plan
@@ -133,6 +136,23 @@ class TypedModuleMixin:
     def on_train_epoch_end(self) -> None:
         _finish_resumed_epoch(self)
         cast(Any, super()).on_train_epoch_end()
+
+    # Stage isolation (stage_isolation.py) checks at these stage boundaries, overridden or not.
+    @converts_its_outputs
+    def on_train_epoch_start(self) -> None:
+        _check_boundary(self, "on_train_epoch_start")
+        cast(Any, super()).on_train_epoch_start()
+
+    @converts_its_outputs
+    def on_validation_start(self) -> None:
+        _check_boundary(self, "on_validation_start")
+        cast(Any, super()).on_validation_start()
+
+    @converts_its_outputs
+    def on_validation_end(self) -> None:
+        _check_boundary(self, "on_validation_end")
+        cast(Any, super()).on_validation_end()
+
     def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
         """Declare metrics fed by each step's result, e.g.
         ``{"acc": StepMetric(Accuracy(task="multiclass", num_classes=3), update=lambda result, batch:
@@ -237,3 +257,16 @@ _EPOCH_STATE_HOOKS: dict[str, Callable[..., None]] = {
 
 def _with_epoch_state(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
     return run_ours_first(func, _EPOCH_STATE_HOOKS[hook_name])
+
+
+def _check_boundary(module: TypedModuleMixin, hook_name: str) -> None:
+    trainer = trainer_of(module)
+    if trainer is not None:
+        stage_isolation.BOUNDARY_HOOKS[hook_name](trainer, cast(Any, module))
+
+
+def _with_boundary_check(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
+    def check(module: TypedModuleMixin, *_: object) -> None:
+        _check_boundary(module, hook_name)
+
+    return run_ours_first(func, check)

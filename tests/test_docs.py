@@ -565,6 +565,41 @@ def _metric_class() -> Any:
 
     return MeanSquaredError()
 
+# --- one metric object that training and validation share (MyModel keeps `self.mse`) ---
+
+
+def _shares_mse_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    from torchmetrics import MeanSquaredError
+
+    super(type(self), self).__init__(*args, **kwargs)
+    self.mse = MeanSquaredError()
+
+
+def _shares_mse_step(stage: str, result: Callable[[torch.Tensor], Any]) -> Callable[..., Any]:
+    def step(self: Any, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        preds = self.net(x)
+        self.mse.update(preds.detach(), y)
+        self.log(f"{stage}_mse", self.mse, on_step=False, on_epoch=True)
+        return result(F.mse_loss(preds, y))
+
+    return step
+
+
+def _sharing_model(base: type[Any], train_result: Callable[[torch.Tensor], Any], val_result: Callable[[torch.Tensor], Any]) -> Any:
+    namespace = {
+        "__module__": __name__,
+        "__init__": _shares_mse_init,
+        "training_step": _shares_mse_step("train", train_result),
+        "validation_step": _shares_mse_step("val", val_result),
+    }
+    return type("MyModel", (base,), namespace)
+
+
+SharesMetricMyModel = _sharing_model(MyModel, lambda loss: TrainStepResult(loss=loss), lambda loss: ValStepResult(loss=loss))
+SharesMetricPlainMyModel = _sharing_model(_PlainModel, lambda loss: loss, lambda loss: None)
+
+
 # name -> how to produce the message; names only identify failures.
 TRIGGERS: dict[str, Callable[[], str]] = {
     # building a result
@@ -654,6 +689,10 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "metric unknown stage": lambda: error_of(lambda: fit_metrics({"mse": mse(stages=untyped(("train", "validation")))})),
     "metric name twice": lambda: error_of(lambda: fit_metrics({"mse": mse(), "error": mse(log_name="{stage}_mse")})),
     "metric name of log_loss": lambda: error_of(lambda: fit_metrics({"loss": mse()}, log_loss=True)),
+    "metric shared by training and validation": lambda: warning_of(lambda: fit(SharesMetricMyModel(), validate=True)),
+    "metric shared by training and validation, callback": lambda: warning_of(
+        lambda: fit(SharesMetricPlainMyModel(typed_train), A(), validate=True)
+    ),
     # settings
     "bad nonfinite_loss": lambda: error_of(lambda: A(nonfinite_loss=untyped("ignore")), ValueError),
     "bad log_loss": lambda: error_of(lambda: A(log_loss=untyped("yes")), ValueError),

@@ -1,0 +1,325 @@
+"""Stage isolation: one torchmetrics object that training and validation share in a fit is named in one warning.
+
+The mix-up first, measured under plain Lightning: a shared ``Accuracy`` with ``val_check_interval=5``
+over 10 training batches gives ``train_acc`` 0.0 and a ``val_acc`` that counts training batches,
+where one object per stage gives the accuracy over the epoch's samples. Then the warning, its
+exact text for each place a metric can live (an attribute, a ``ModuleList`` or ``ModuleDict``
+item, a ``MetricCollection`` member), under ``TypedLightningModule`` and ``StepResultAdapter``, in
+both Lightning flavours; and what must stay silent: validation and test sharing an object, one
+object per stage, and a second warning for the same object.
+"""
+
+from __future__ import annotations
+
+import types
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from metric_models import CLASSES, CLASSES_BY_FLAVOUR, Parts, declared, loader
+from models import trainer_kwargs
+from test_flavours import FLAVOUR_IDS, FLAVOURS
+from torchmetrics import Accuracy, MetricCollection
+
+from lightning_step_types import StepResultError, StepResultWarning, TrainStepResult, ValStepResult
+
+WAYS = ["typed", "adapter"]
+WHERE = {  # how the module keeps the metric -> the path the warning names
+    "attribute": "self.acc",
+    "ModuleList": "self.metrics[0]",
+    "ModuleDict": "self.metrics['acc']",
+    "MetricCollection": "self.collection['acc']",
+}
+
+
+def accuracy() -> Accuracy:
+    return Accuracy(task="multiclass", num_classes=CLASSES)  # micro average: hits / samples
+
+
+# --- one classifier, built per flavour and way, named MyModel as in the catalogue ----------------------
+
+
+def init(self: Any, where: str = "attribute", shared: bool = True, test_shares_val: bool = False) -> None:
+    super(self._own_class, self).__init__()
+    self.build("acc", False)
+    self.where, self.hits = where, {"train": [], "val": []}
+    if where == "attribute":
+        self.acc = accuracy()
+        self.val_acc = self.acc if shared else accuracy()
+    elif where == "ModuleList":
+        self.metrics = torch.nn.ModuleList([accuracy()])
+    elif where == "ModuleDict":
+        self.metrics = torch.nn.ModuleDict({"acc": accuracy()})
+    elif where == "MetricCollection":
+        self.collection = MetricCollection({"acc": accuracy()})
+    if test_shares_val:
+        self.test_acc = self.val_acc
+
+
+def metric_for(self: Any, stage: str) -> Any:
+    if self.where == "attribute":
+        return {"train": self.acc, "val": self.val_acc, "test": getattr(self, "test_acc", None)}[stage]
+    if self.where == "ModuleList":
+        return self.metrics[0]
+    if self.where == "ModuleDict":
+        return self.metrics["acc"]
+    return self.collection
+
+
+def use_metric(self: Any, stage: str, logits: torch.Tensor, y: torch.Tensor) -> None:
+    """The hand-written pattern: update, then log the object for its epoch value."""
+    self.hits.setdefault(stage, []).append((logits.argmax(dim=1) == y).tolist())
+    metric = metric_for(self, stage)
+    metric.update(logits, y)
+    if isinstance(metric, MetricCollection):
+        self.log_dict({f"{stage}_{name}": member for name, member in metric.items(keep_base=True)}, on_step=False, on_epoch=True)
+    else:
+        self.log(f"{stage}_acc", metric, on_step=False, on_epoch=True)
+
+
+def training_step(self: Any, batch: Any, batch_idx: int) -> Any:
+    loss, logits, y = self.forward_batch(batch)
+    use_metric(self, "train", logits.detach(), y)
+    return TrainStepResult(loss=loss) if self.typed else loss
+
+
+def validation_step(self: Any, batch: Any, batch_idx: int) -> Any:
+    loss, logits, y = self.forward_batch(batch)
+    use_metric(self, "val", logits, y)
+    return ValStepResult(loss=loss) if self.typed else None
+
+
+def final_step(self: Any, batch: Any, batch_idx: int) -> Any:
+    loss, logits, y = self.forward_batch(batch)
+    use_metric(self, "test", logits, y)
+    return ValStepResult(loss=loss) if self.typed else None
+
+
+STEPS = {"__init__": init, "training_step": training_step, "validation_step": validation_step, "test_step": final_step}
+
+
+def model_class(flavour: str, way: str, name: str = "MyModel", **namespace: Any) -> type[Any]:
+    """``way``: "plain" (no adapter), "typed" (a TypedLightningModule), "adapter" (for StepResultAdapter())."""
+    package, lst = FLAVOURS[flavour]
+    base = lst.TypedLightningModule if way == "typed" else package.LightningModule
+    body = {**STEPS, "typed": way != "plain", "_own_class": None, **namespace}
+    cls = types.new_class(name, (Parts, base), exec_body=lambda ns: ns.update(body, __module__=__name__, __qualname__=name))
+    cls._own_class = cls
+    return cls
+
+
+def fit(flavour: str, way: str, model: Any, root: Path, strict: bool = False, **overrides: Any) -> Any:
+    """Fit on 10 training batches of 4 with validation (10 batches of 4) after batches 5 and 10."""
+    callbacks = [FLAVOURS[flavour][1].StepResultAdapter(strict=strict)] if way == "adapter" else []
+    settings = {"val_check_interval": 5, **overrides}
+    trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, **settings), callbacks=callbacks)
+    trainer.fit(model, loader(0, 40, 4), loader(1, 40, 4))
+    return trainer
+
+
+@contextmanager
+def step_result_warnings() -> Iterator[list[str]]:
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield messages
+    messages.extend(str(w.message) for w in caught if issubclass(w.category, StepResultWarning))
+
+
+def shared_warning(path: str, fix_for: str, declare: str) -> str:
+    return (
+        f"MyModel.training_step and MyModel.validation_step: {path}\n"
+        "  got:      one torchmetrics.classification.accuracy.MulticlassAccuracy object updated or logged in both"
+        " training and validation: validation updates and resets it in the middle of the training epoch, so the"
+        " training value is wrong and the validation value counts training batches\n"
+        "  expected: one metric object per stage (validation and test may share one)\n"
+        f"  fix:      give validation its own object, {fix_for}, and use it in MyModel.validation_step; or declare"
+        f" the metric once {declare}, which keeps one copy per stage"
+    )
+
+
+def expected_warning(way: str, where: str, val_acc_taken: bool = False) -> str:
+    path = WHERE[where]
+    if where == "attribute" and not val_acc_taken:  # the fix names the attribute to add
+        fix_for = "`self.val_acc = self.acc.clone()` in `__init__`"
+    else:
+        fix_for = f"a `{path}.clone()` made in `__init__`"
+    declare = "in `configure_step_metrics`" if way == "typed" else "with `StepResultAdapter(metrics=...)`"
+    return shared_warning(path, fix_for, declare)
+
+
+def accuracy_of(hits: list[list[bool]]) -> float:
+    flat = [hit for batch in hits for hit in batch]
+    return sum(flat) / len(flat)
+
+
+# --- the mix-up, measured --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+def test_a_shared_metric_gives_a_wrong_training_value_under_plain_lightning(flavour: str, tmp_path: Path) -> None:
+    values: dict[bool, dict[str, float]] = {}
+    models: dict[bool, Any] = {}
+    for shared in (False, True):
+        models[shared] = model_class(flavour, "plain")(shared=shared)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"The ``compute`` method of metric MulticlassAccuracy was called before the ``update`` method")
+            trainer = fit(flavour, "plain", models[shared], tmp_path / str(shared))
+        values[shared] = {name: float(value) for name, value in trainer.callback_metrics.items()}
+    # One object per stage: the accuracy over the epoch's 40 training samples, and over the last validation.
+    separate = models[False].hits
+    assert values[False] == {"train_acc": pytest.approx(0.35), "val_acc": pytest.approx(0.4)}
+    assert values[False]["train_acc"] == pytest.approx(accuracy_of(separate["train"]), abs=1e-7)
+    assert values[False]["val_acc"] == pytest.approx(accuracy_of(separate["val"][10:]), abs=1e-7)
+    # One shared object: validation reset it at the end of the epoch, so training computes nothing (0.0),
+    # and the last validation counted the 20 training samples since the previous validation.
+    shared_hits = models[True].hits
+    assert values[True]["train_acc"] == 0.0
+    assert values[True]["val_acc"] == pytest.approx(accuracy_of(shared_hits["train"][5:] + shared_hits["val"][10:]), abs=1e-7)
+    assert values[True]["val_acc"] != values[False]["val_acc"]
+
+
+# --- the warning -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("where", list(WHERE))
+def test_a_metric_shared_by_training_and_validation_is_named_once(flavour: str, way: str, where: str, tmp_path: Path) -> None:
+    model = model_class(flavour, way)(where=where)
+    # Two epochs, validation twice in each: four validation runs, one warning.
+    with step_result_warnings() as messages:
+        trainer = fit(flavour, way, model, tmp_path, max_epochs=2)
+    assert messages == [expected_warning(way, where)]
+    assert trainer.callback_metrics["train_acc"] == 0.0  # the warning changes nothing
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_each_shared_object_is_named_once_and_the_warning_points_at_the_validation_step(way: str, tmp_path: Path) -> None:
+    def two_members(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, "MetricCollection")
+        self.collection.add_metrics({"top2": Accuracy(task="multiclass", num_classes=CLASSES, top_k=2)})
+        self.acc = self.val_acc = accuracy()  # updated by hand in both steps, next to the collection
+
+    def training(self: Any, batch: Any, batch_idx: int) -> Any:
+        loss, logits, y = self.forward_batch(batch)
+        self.acc(logits.detach(), y)  # forward updates it too
+        use_metric(self, "train", logits.detach(), y)
+        return TrainStepResult(loss=loss) if self.typed else loss
+
+    def validation(self: Any, batch: Any, batch_idx: int) -> Any:
+        self.acc.update(*self.forward_batch(batch)[1:])
+        return validation_step(self, batch, batch_idx)
+
+    model = model_class("pytorch_lightning", way, __init__=two_members, training_step=training, validation_step=validation)()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
+    shared = [w for w in caught if issubclass(w.category, StepResultWarning)]
+    assert [str(w.message).splitlines()[0] for w in shared] == [
+        "MyModel.training_step and MyModel.validation_step: self.collection['acc']",
+        "MyModel.training_step and MyModel.validation_step: self.collection['top2']",
+        "MyModel.training_step and MyModel.validation_step: self.acc",
+    ]
+    assert {(w.filename, w.lineno) for w in shared} == {(__file__, validation.__code__.co_firstlineno)}
+
+
+def test_a_training_metric_logged_by_validation_without_an_update_is_named(tmp_path: Path) -> None:
+    """A typo: validation updates its own metric but logs the training one (``self.log('val_acc', self.acc)``)."""
+
+    def logs_the_training_metric(self: Any, batch: Any, batch_idx: int) -> Any:
+        loss, logits, y = self.forward_batch(batch)
+        self.val_acc.update(logits, y)
+        self.log("val_acc", self.acc)
+        return ValStepResult(loss=loss)
+
+    model = model_class("pytorch_lightning", "typed", validation_step=logs_the_training_metric)(shared=False)
+    with step_result_warnings() as messages:
+        fit("pytorch_lightning", "typed", model, tmp_path)
+    assert messages == [expected_warning("typed", "attribute", val_acc_taken=True)]
+
+
+def test_overridden_boundary_hooks_without_super_still_check(tmp_path: Path) -> None:
+    def nothing(self: Any) -> None:
+        pass
+
+    hooks = {name: nothing for name in ("on_train_epoch_start", "on_validation_start", "on_validation_end")}
+    model = model_class("lightning.pytorch", "typed", **hooks)()
+    with step_result_warnings() as messages:
+        fit("lightning.pytorch", "typed", model, tmp_path)
+    assert messages == [expected_warning("typed", "attribute")]
+
+
+def test_strict_adapter_warns_too(tmp_path: Path) -> None:
+    """strict=True is about what steps return; a shared metric is a warning in every mode (docs/metrics.md)."""
+    model = model_class("pytorch_lightning", "adapter")()
+    with step_result_warnings() as messages:
+        trainer = fit("pytorch_lightning", "adapter", model, tmp_path, strict=True)
+    assert messages == [expected_warning("adapter", "attribute")]
+    assert trainer.global_step == 10
+    with pytest.raises(StepResultError):  # strict is on: a loss tensor from training_step is refused
+        fit("pytorch_lightning", "adapter", model_class("pytorch_lightning", "plain")(shared=False), tmp_path, strict=True)
+
+
+# --- what stays silent -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+@pytest.mark.parametrize("way", WAYS)
+def test_one_object_per_stage_and_validation_sharing_with_test_give_no_warning(flavour: str, way: str, tmp_path: Path) -> None:
+    model = model_class(flavour, way)(shared=False, test_shares_val=True)
+    with step_result_warnings() as messages:
+        trainer = fit(flavour, way, model, tmp_path, max_epochs=2, num_sanity_val_steps=2)
+        validated = trainer.validate(model, loader(1, 40, 4), verbose=False)
+        tested = trainer.test(model, loader(2, 40, 4), verbose=False)
+    assert messages == []
+    assert validated[0]["val_acc"] == pytest.approx(accuracy_of(model.hits["val"][-10:]), abs=1e-7)
+    assert tested[0]["test_acc"] == pytest.approx(accuracy_of(model.hits["test"]), abs=1e-7)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_validation_metric_kept_across_runs_without_logging_gives_no_warning(way: str, tmp_path: Path) -> None:
+    """A validation-only metric that is never logged or reset keeps its count between validation runs:
+    training did not move it, so it is not shared. Nor is a metric only training uses."""
+
+    def counts_all_validation(self: Any, batch: Any, batch_idx: int) -> Any:
+        self.seen.update(*self.forward_batch(batch)[1:])
+        return validation_step(self, batch, batch_idx)
+
+    def with_seen(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, shared=False)
+        self.seen = accuracy()
+        self.train_only = accuracy()
+
+    def also_train_only(self: Any, batch: Any, batch_idx: int) -> Any:
+        self.train_only.update(*self.forward_batch(batch)[1:])
+        return training_step(self, batch, batch_idx)
+
+    model = model_class(
+        "pytorch_lightning", way, __init__=with_seen, validation_step=counts_all_validation, training_step=also_train_only
+    )()
+    with step_result_warnings() as messages:
+        fit("pytorch_lightning", way, model, tmp_path, max_epochs=2, num_sanity_val_steps=2)
+    assert messages == []
+    assert model.seen.update_count == 2 + 4 * 10  # the sanity check's 2 batches, then 4 validation runs
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+@pytest.mark.parametrize("way", WAYS)
+def test_declared_metrics_give_no_warning(flavour: str, way: str, tmp_path: Path) -> None:
+    """Declared metrics keep one copy per stage (the typed module's are its child module)."""
+    prefix = "" if flavour == "pytorch_lightning" else "Lightning"
+    lst = FLAVOURS[flavour][1]
+    if way == "typed":
+        model, callbacks = CLASSES_BY_FLAVOUR[flavour][f"{prefix}Typed"](), []
+    else:
+        model, callbacks = CLASSES_BY_FLAVOUR[flavour][f"{prefix}Plain"](), [lst.StepResultAdapter(metrics=declared("acc", False))]
+    trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(tmp_path, val_check_interval=5, max_epochs=2), callbacks=callbacks)
+    with step_result_warnings() as messages:
+        trainer.fit(model, loader(0, 40, 4), loader(1, 40, 4))
+    assert messages == []
+    assert sorted(trainer.callback_metrics) == ["train_acc", "val_acc"]
