@@ -31,12 +31,19 @@ from lightning_step_types.errors import StepResultWarning, format_problem
 from lightning_step_types.metrics import step_metric_objects
 from lightning_step_types.lightning_internals import (
     LoggedEntry,
+    LoggedSnapshot,
+    batch_in_flight,
     batch_position,
     call_before_updates,
     epoch_results_mismatch,
     load_metric_states,
+    loaded_loader_states,
     logged_entries,
+    logged_entries_at,
+    logged_snapshot,
     metric_states,
+    rewrite_in_flight_batch,
+    stateful_loader_states,
     stop_calling_before_updates,
     training_epoch_results,
     write_logged_tensors,
@@ -47,6 +54,7 @@ __all__ = [
     "exact_resume_enabled",
     "finish_resumed_epoch",
     "load_epoch_state",
+    "note_batch_start",
     "restore_before_first_batch",
     "resuming",
     "save_epoch_state",
@@ -94,23 +102,42 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
         _warn_unavailable(mismatch)
         return
     epoch, processed, epoch_ended = batch_position(trainer)
+    rank_state: dict[str, Any] | None = None
+    after_update: int | None = None  # the batch whose optimizer step is in the weights, saved before its end
+    if not epoch_ended and batch_in_flight(trainer):
+        start = _BATCH_STARTS.get(module)
+        if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
+            if int(trainer.global_step) == start.global_step:  # no update yet: the resumed run trains it
+                rewrite_in_flight_batch(checkpoint, start.loader_before, redo=True)
+                rank_state = start.rank_state()
+            else:  # its update is in the weights: the resumed run goes on after it
+                rewrite_in_flight_batch(checkpoint, None, redo=False)
+                after_update = processed
+                processed += 1
     in_flight = not epoch_ended and processed > 0
     # in_flight is the same on every rank (the loops run in step), so all or none gather
-    ranks = _gathered(_rank_state(module, results), trainer) if in_flight else []
+    if in_flight and rank_state is None:
+        rank_state = _rank_state(module, results)
+    ranks = _gathered(rank_state, trainer) if in_flight and rank_state is not None else []
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
+    if after_update is not None:
+        ours[_STATE]["after_update"] = after_update
 
 
 def _rank_state(module: Any, results: Any) -> dict[str, Any]:
     entries = logged_entries(results)
-    logged = {
+    return {
+        "logged": _saved_logged(entries),
+        "logged_metrics": _saved_metrics(_logged_metric_objects(module, entries)),
+        "declared_metrics": _saved_metrics(_declared_metrics(module)),
+    }
+
+
+def _saved_logged(entries: list[LoggedEntry]) -> dict[str, Any]:
+    return {
         entry.key: {"shown": entry.shown, "fingerprint": entry.fingerprint, "tensors": _on_cpu(entry.tensors)}
         for entry in entries
         if entry.in_flight and entry.tensors
-    }
-    return {
-        "logged": logged,
-        "logged_metrics": _saved_metrics(_logged_metric_objects(module, entries)),
-        "declared_metrics": _saved_metrics(_declared_metrics(module)),
     }
 
 
@@ -131,6 +158,82 @@ def _gathered(rank_state: dict[str, Any], trainer: Any) -> list[dict[str, Any]]:
     all_gather_object: Any = getattr(torch.distributed, "all_gather_object")  # torch leaves its parameters untyped
     all_gather_object(gathered, rank_state)
     return gathered
+
+
+# --- the state at each training batch's start, for a checkpoint saved inside it ---
+
+
+class _BatchStart:
+    """One module's state at the start of the training batch in flight (updated every batch).
+
+    A checkpoint saved inside a batch (an exception caught by ``OnExceptionCheckpoint``, SLURM's
+    requeue signal, ``trainer.save_checkpoint`` from a step or hook) is rewritten to resume as if
+    saved just before it: this holds what that needs. The logged tensors are held by reference
+    (Lightning rebinds them on update); the metric objects' states are copied, since their owners
+    update them in place; the loaders' state is the one taken at the previous batch's start, which
+    is their state before this batch was fetched.
+    """
+
+    __slots__ = ("trainer", "usable", "where", "global_step", "logged", "logged_metrics", "declared_metrics",
+                 "stateful", "loader_before", "loader_after")
+
+    def __init__(self, trainer: Any, loaded: list[dict[str, Any]] | None) -> None:
+        self.trainer = weakref.ref(trainer)
+        self.usable = True  # False where this Lightning's logging internals are not the ones read here
+        self.where: tuple[int, int] = (-1, -1)  # (epoch, batch index) of the batch these belong to
+        self.global_step = 0
+        self.logged: LoggedSnapshot = []
+        self.logged_metrics: dict[str, Any] = {}
+        self.declared_metrics: dict[str, Any] = {}
+        self.stateful: bool | None = None  # whether a training loader has a state_dict (asked once per fit)
+        self.loader_before: list[dict[str, Any]] | None = None
+        self.loader_after = loaded  # from a checkpoint: the state before the resumed run's first fetch
+
+    def rank_state(self) -> dict[str, Any]:
+        return {
+            "logged": _saved_logged(logged_entries_at(self.logged)),
+            "logged_metrics": self.logged_metrics,
+            "declared_metrics": self.declared_metrics,
+        }
+
+
+_BATCH_STARTS: weakref.WeakKeyDictionary[Any, _BatchStart] = weakref.WeakKeyDictionary()
+
+
+def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
+    """At each training batch's start (``on_train_batch_start``): restore a resumed epoch, note the state."""
+    if _RESUMES:
+        restore_before_first_batch(trainer, module, batch_idx)
+    if trainer is None:
+        return
+    start = _BATCH_STARTS.get(module)
+    if start is None or start.trainer() is not trainer:
+        start = _BATCH_STARTS[module] = _BatchStart(trainer, None)
+    if not start.usable:
+        return
+    epoch = int(trainer.current_epoch)
+    results = training_epoch_results(trainer)
+    try:
+        start.logged = logged_snapshot(results)
+    except AttributeError:  # another Lightning's `_ResultMetric`: save_epoch_state says so once
+        start.usable = False
+        return
+    start.logged_metrics = _saved_metrics(
+        {path: item.value for _, item, tensors, has_reset in start.logged
+         if not tensors and not has_reset and (path := getattr(item.meta, "metric_attribute", None)) is not None}
+    )
+    start.declared_metrics = _saved_metrics(_declared_metrics(module))
+    start.global_step = int(trainer.global_step)
+    if start.stateful is None:
+        start.stateful = stateful_loader_states(trainer) is not None
+    if batch_idx == 0:  # the epoch's iterator is new: a resumed run makes its own
+        start.loader_before = None
+    elif start.where == (epoch, batch_idx - 1) or start.where == (-1, -1):
+        start.loader_before = start.loader_after
+    else:
+        start.loader_before = None
+    start.loader_after = stateful_loader_states(trainer) if start.stateful else None
+    start.where = (epoch, batch_idx)
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -168,6 +271,7 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(_STATE) if isinstance(ours, Mapping) else None
     _RESUMES[module] = _Resume(trainer, cast(Any, saved) if isinstance(saved, Mapping) else None)
+    _BATCH_STARTS[module] = _BatchStart(trainer, loaded_loader_states(checkpoint))
 
 
 def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> None:
@@ -224,6 +328,8 @@ def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> Non
     resume.results = results
     if resume.pending:
         call_before_updates(results, _restorer(resume))
+    if saved.get("after_update") is not None:
+        _warn(module, resume.where, *_after_update_problem(saved["after_update"]))
 
 
 def _named_modules(module: Any) -> dict[str, Any]:
@@ -324,6 +430,18 @@ def _world_size_problem(saved: int, now: int, names: list[str]) -> tuple[str, st
         f" own data, so these start fresh: {', '.join(names) or 'none'}",
         f"the world size the checkpoint was saved with ({saved})",
         f"resume on {saved} processes to continue the epoch exactly",
+    )
+
+
+def _after_update_problem(batch: int) -> tuple[str, str, str]:
+    return (
+        f"a checkpoint saved inside batch {batch} after its optimizer step: the weights hold batch {batch}'s"
+        f" update, so the resumed run goes on at batch {batch + 1}; what batch {batch} logged before the save is"
+        " counted, anything it would have logged after the save (in on_train_batch_end, for example) is not",
+        "a checkpoint saved before a batch's optimizer step (an exception or signal in training_step, backward or"
+        " the hooks before the step), which resumes by training that batch, or between batches",
+        "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
+        " optimizer.step() inside the batch",
     )
 
 

@@ -18,10 +18,16 @@ __all__ = [
     "LoggingContext",
     "batch_position",
     "call_before_updates",
+    "batch_in_flight",
+    "logged_snapshot",
+    "rewrite_in_flight_batch",
+    "stateful_loader_states",
     "epoch_results_mismatch",
     "load_metric_states",
     "log_clash_name",
     "logged_entries",
+    "logged_entries_at",
+    "loaded_loader_states",
     "logged_in_current_hook",
     "logged_metric",
     "logging_context",
@@ -136,7 +142,7 @@ def logged_entries(results: Any) -> list[LoggedEntry]:
     return [_entry(key, item) for key, item in items.items()]
 
 
-def _entry(key: str, item: Any) -> LoggedEntry:
+def _entry(key: str, item: Any, snapshot: tuple[dict[str, torch.Tensor], bool] | None = None) -> LoggedEntry:
     meta = item.meta
     shown = meta.name
     if meta.add_dataloader_idx and meta.dataloader_idx is not None:
@@ -145,18 +151,51 @@ def _entry(key: str, item: Any) -> LoggedEntry:
     reduction = _reduction(meta)
     fingerprint = (meta.fx, meta.name, bool(item.is_tensor), reduction, bool(meta.on_step), bool(meta.on_epoch))
     tensors: dict[str, torch.Tensor] = {}
-    if item.is_tensor:
-        tensors["value"] = item.value
-        if reduction == "mean":
-            tensors["cumulated_batch_size"] = item.cumulated_batch_size
+    if snapshot is not None:
+        tensors, has_reset = snapshot
+    else:
+        has_reset = bool(item.has_reset)
+        if item.is_tensor:
+            tensors["value"] = item.value
+            if reduction == "mean":
+                tensors["cumulated_batch_size"] = item.cumulated_batch_size
     return LoggedEntry(
         key=key,
         shown=f"{shown!r} ({fx})",
         fingerprint=fingerprint,
-        in_flight=bool(meta.on_epoch) and not item.has_reset,
+        in_flight=bool(meta.on_epoch) and not has_reset,
         tensors=tensors,
         metric_attribute=getattr(meta, "metric_attribute", None),
     )
+
+
+# What `logged_snapshot` keeps per `_ResultMetric`: the item, its running tensors and `has_reset`.
+LoggedSnapshot = list[tuple[str, Any, dict[str, torch.Tensor], bool]]
+
+
+def logged_snapshot(results: Any) -> LoggedSnapshot:
+    """The collection's running state now, by reference (taken at every training batch's start).
+
+    No copy is needed: `_ResultMetric.update` rebinds `value` and `cumulated_batch_size` (``self.value =
+    self.value + ...``, never ``+=``), and `reset()` / `.to()` rebind them too, so the tensors held here
+    keep the values they had. A logged torchmetrics object is updated in place by the user's code:
+    its states are copied separately (`metric_states`).
+    """
+    items: Mapping[str, Any] = results
+    snapshot: LoggedSnapshot = []
+    for key, item in items.items():
+        tensors: dict[str, torch.Tensor] = {}
+        if item.is_tensor:
+            tensors["value"] = item.value
+            if _reduction(item.meta) == "mean":
+                tensors["cumulated_batch_size"] = item.cumulated_batch_size
+        snapshot.append((key, item, tensors, bool(item.has_reset)))
+    return snapshot
+
+
+def logged_entries_at(snapshot: LoggedSnapshot) -> list[LoggedEntry]:
+    """`logged_entries` as they were when `logged_snapshot` was taken."""
+    return [_entry(key, item, (tensors, has_reset)) for key, item, tensors, has_reset in snapshot]
 
 
 def write_logged_tensors(item: Any, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -203,6 +242,78 @@ def batch_position(trainer: Any) -> tuple[int, int, bool]:
     return int(trainer.current_epoch), int(fit_loop.epoch_loop.batch_progress.current.processed), (
         epoch.processed >= epoch.started
     )
+
+
+# --- a checkpoint saved inside a training batch ---
+# `_TrainingEpochLoop.advance` counts a batch in `batch_progress` (`_BatchProgress`): `ready` after the
+# fetch, `started` after the `on_train_batch_start` hooks, `processed` after the step (forward,
+# backward, optimizer step), `completed` after the `on_train_batch_end` hooks. A checkpoint saved in
+# between (an exception caught by `OnExceptionCheckpoint`, SLURM's requeue signal handler,
+# `trainer.save_checkpoint` from a step or hook) reads ``ready N+1, processed N``. Lightning 2.6 then
+# resumes at batch N (`reset_on_restart` sets ready back to completed) but loads the
+# `StatefulDataLoader` state saved after batch N was fetched: batch N is never trained.
+
+
+def batch_in_flight(trainer: Any) -> bool:
+    """Whether a training batch has been fetched and not yet processed (`batch_progress.current`)."""
+    current = trainer.fit_loop.epoch_loop.batch_progress.current
+    return bool(current.ready > current.processed)
+
+
+def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
+    """The training loaders' ``state_dict()``s as Lightning saves them, or None without a stateful one.
+
+    `CombinedLoader._state_dicts` (private) is what `FitLoop.on_save_checkpoint` stores under
+    ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]``; `FitLoop._combined_loader`
+    (private) is the training `CombinedLoader`, set in `setup_data`.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    if loader is None:
+        return None
+    states: list[dict[str, Any]] = loader._state_dicts()
+    return states or None
+
+
+def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The loader states a checkpoint resumes with (written by `FitLoop.on_save_checkpoint`)."""
+    fit_loop: Any = checkpoint.get("loops", {}).get("fit_loop", {})
+    states = fit_loop.get("state_dict", {}).get("combined_loader") if isinstance(fit_loop, Mapping) else None
+    return cast("list[dict[str, Any]] | None", states) or None
+
+
+def rewrite_in_flight_batch(checkpoint: dict[str, Any], loader_states: list[dict[str, Any]] | None, *, redo: bool) -> None:
+    """Make a checkpoint saved inside batch N resume as Lightning resumes a checkpoint saved between batches.
+
+    ``redo=True`` (batch N has not updated the weights): the checkpoint reads as saved before batch N
+    was fetched, so the resumed run trains batch N: every `batch_progress` counter (current and total)
+    set to its `completed` value, which `_TrainingEpochLoop.update_restart_stage` reads as
+    `RESTARTED_ON_LAST` (saved after a batch's end: `_batches_that_stepped` is already counted), the
+    optimizer progress (`optim_progress`, `optim_step_progress`) back to its completed steps, and the
+    loaders' states from before the fetch (``loader_states``; None: no state, the epoch's iterator
+    starts afresh). ``redo=False`` (its optimizer step is done): it reads as saved at batch N's
+    `on_train_batch_end` (`processed` = `ready`), which Lightning resumes at batch N + 1.
+    """
+    fit_loop: dict[str, Any] = checkpoint["loops"]["fit_loop"]
+    progress: dict[str, Any] = fit_loop["epoch_loop.batch_progress"]
+    for counters in (progress["current"], progress["total"]):
+        if redo:
+            counters["ready"] = counters["started"] = counters["processed"] = counters["completed"]
+        else:
+            counters["started"] = counters["processed"] = counters["ready"]
+    if not redo:
+        return
+    optimization = fit_loop.get("epoch_loop.automatic_optimization.optim_progress", {}).get("optimizer", {})
+    trackers = [*optimization.values(), fit_loop.get("epoch_loop.manual_optimization.optim_step_progress", {})]
+    for tracker in trackers:
+        for counters in (tracker.get("current", {}), tracker.get("total", {})):
+            for name in counters:
+                if name != "completed":
+                    counters[name] = counters["completed"]
+    loop_state: dict[str, Any] = fit_loop.setdefault("state_dict", {})
+    if loader_states is None:
+        loop_state.pop("combined_loader", None)
+    else:
+        loop_state["combined_loader"] = loader_states
 
 
 def metric_states(metric: Any) -> dict[str, Any]:
