@@ -107,7 +107,7 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     if not epoch_ended and batch_in_flight(trainer):
         start = _BATCH_STARTS.get(module)
         if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
-            if int(trainer.global_step) == start.global_step:  # no update yet: the resumed run trains it
+            if start.steps_done[0] == start.steps_at_start:  # no update yet: the resumed run trains it
                 rewrite_in_flight_batch(checkpoint, start.loader_before, redo=True)
                 rank_state = start.rank_state()
             else:  # its update is in the weights: the resumed run goes on after it
@@ -174,14 +174,16 @@ class _BatchStart:
     is their state before this batch was fetched.
     """
 
-    __slots__ = ("trainer", "usable", "where", "global_step", "logged", "logged_metrics", "declared_metrics",
+    __slots__ = ("trainer", "usable", "where", "steps_done", "steps_at_start", "hooked", "logged", "logged_metrics", "declared_metrics",
                  "stateful", "loader_before", "loader_after")
 
     def __init__(self, trainer: Any, loaded: list[dict[str, Any]] | None) -> None:
         self.trainer = weakref.ref(trainer)
         self.usable = True  # False where this Lightning's logging internals are not the ones read here
         self.where: tuple[int, int] = (-1, -1)  # (epoch, batch index) of the batch these belong to
-        self.global_step = 0
+        self.steps_done = [0]  # optimizer steps done in this fit, counted by a step post-hook
+        self.steps_at_start = 0
+        self.hooked: list[Any] = []  # the hooks' handles: one per optimizer of this fit
         self.logged: LoggedSnapshot = []
         self.logged_metrics: dict[str, Any] = {}
         self.declared_metrics: dict[str, Any] = {}
@@ -198,6 +200,20 @@ class _BatchStart:
 
 
 _BATCH_STARTS: weakref.WeakKeyDictionary[Any, _BatchStart] = weakref.WeakKeyDictionary()
+
+
+def _count_steps(optimizer: Any, counter: list[int]) -> Any:
+    """Count ``optimizer.step()`` calls as they return (torch's public step post-hook).
+
+    Lightning counts an optimizer step only after its ``optimizer_step`` hook returns, so a save from
+    inside that hook, or from manual optimization after ``opt.step()``, would look like before it.
+    A post-hook: in automatic optimization the step, its closure and backward run inside ``step()``.
+    """
+
+    def done(*_: Any) -> None:
+        counter[0] += 1
+
+    return optimizer.register_step_post_hook(done)
 
 
 def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
@@ -223,7 +239,9 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
          if not tensors and not has_reset and (path := getattr(item.meta, "metric_attribute", None)) is not None}
     )
     start.declared_metrics = _saved_metrics(_declared_metrics(module))
-    start.global_step = int(trainer.global_step)
+    if not start.hooked:
+        start.hooked = [_count_steps(optimizer, start.steps_done) for optimizer in trainer.optimizers]
+    start.steps_at_start = start.steps_done[0]
     if start.stateful is None:
         start.stateful = stateful_loader_states(trainer) is not None
     if batch_idx == 0:  # the epoch's iterator is new: a resumed run makes its own
