@@ -42,6 +42,8 @@ from lightning_step_types.lightning_internals import (
     logged_entries_at,
     logged_snapshot,
     metric_states,
+    metric_states_on_cpu,
+    metric_states_on_device,
     rewrite_in_flight_batch,
     stateful_loader_states,
     stop_calling_before_updates,
@@ -194,9 +196,19 @@ class _BatchStart:
     def rank_state(self) -> dict[str, Any]:
         return {
             "logged": _saved_logged(logged_entries_at(self.logged)),
-            "logged_metrics": self.logged_metrics,
-            "declared_metrics": self.declared_metrics,
+            "logged_metrics": _typed_copies(self.logged_metrics),
+            "declared_metrics": _typed_copies(self.declared_metrics),
         }
+
+
+def _copied_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Each metric with a copy of its states (every batch: the type names wait for a save)."""
+    return {name: (metric, metric_states_on_device(metric)) for name, metric in metrics.items()}
+
+
+def _typed_copies(copies: Mapping[str, Any]) -> dict[str, Any]:
+    """``_copied_metrics`` in the form ``_saved_metrics`` gives."""
+    return {name: {"type": _type_name(metric), **metric_states_on_cpu(states)} for name, (metric, states) in copies.items()}
 
 
 _BATCH_STARTS: weakref.WeakKeyDictionary[Any, _BatchStart] = weakref.WeakKeyDictionary()
@@ -228,17 +240,14 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
     if not start.usable:
         return
     epoch = int(trainer.current_epoch)
-    results = training_epoch_results(trainer)
     try:
-        start.logged = logged_snapshot(results)
+        start.logged, logged_metrics = logged_snapshot(training_epoch_results(trainer))
     except AttributeError:  # another Lightning's `_ResultMetric`: save_epoch_state says so once
         start.usable = False
         return
-    start.logged_metrics = _saved_metrics(
-        {path: item.value for _, item, tensors, has_reset in start.logged
-         if not tensors and not has_reset and (path := getattr(item.meta, "metric_attribute", None)) is not None}
-    )
-    start.declared_metrics = _saved_metrics(_declared_metrics(module))
+    start.logged_metrics = _copied_metrics(logged_metrics) if logged_metrics else {}
+    declared = _declared_metrics(module)
+    start.declared_metrics = _copied_metrics(declared) if declared else {}
     if not start.hooked:
         start.hooked = [_count_steps(optimizer, start.steps_done) for optimizer in trainer.optimizers]
     start.steps_at_start = start.steps_done[0]

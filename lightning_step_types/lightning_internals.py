@@ -32,6 +32,8 @@ __all__ = [
     "logged_metric",
     "logging_context",
     "metric_states",
+    "metric_states_on_cpu",
+    "metric_states_on_device",
     "set_update_bookkeeping",
     "stop_calling_before_updates",
     "trainer_is_running",
@@ -169,33 +171,43 @@ def _entry(key: str, item: Any, snapshot: tuple[dict[str, torch.Tensor], bool] |
     )
 
 
-# What `logged_snapshot` keeps per `_ResultMetric`: the item, its running tensors and `has_reset`.
-LoggedSnapshot = list[tuple[str, Any, dict[str, torch.Tensor], bool]]
+# What `logged_snapshot` keeps per `_ResultMetric`: its key, the item, its `value` and
+# `cumulated_batch_size` (None where it has none) and `has_reset`.
+LoggedSnapshot = list[tuple[str, Any, Any, Any, bool]]
 
 
-def logged_snapshot(results: Any) -> LoggedSnapshot:
-    """The collection's running state now, by reference (taken at every training batch's start).
+def logged_snapshot(results: Any) -> tuple[LoggedSnapshot, dict[str, Any]]:
+    """The collection's running state now, by reference, and the torchmetrics objects logged this epoch.
 
-    No copy is needed: `_ResultMetric.update` rebinds `value` and `cumulated_batch_size` (``self.value =
-    self.value + ...``, never ``+=``), and `reset()` / `.to()` rebind them too, so the tensors held here
-    keep the values they had. A logged torchmetrics object is updated in place by the user's code:
-    its states are copied separately (`metric_states`).
+    Taken at every training batch's start, so it copies nothing: `_ResultMetric.update` rebinds
+    `value` and `cumulated_batch_size` (``self.value = self.value + ...``, never ``+=``), and `reset()`
+    and `.to()` rebind them too, so the tensors held here keep their values. A logged torchmetrics
+    object (``value`` is the object; `_Metadata.metric_attribute` its path) is updated in place by the
+    user's code: the caller copies its states (`metric_states`).
     """
     items: Mapping[str, Any] = results
     snapshot: LoggedSnapshot = []
+    metric_objects: dict[str, Any] = {}
     for key, item in items.items():
-        tensors: dict[str, torch.Tensor] = {}
-        if item.is_tensor:
-            tensors["value"] = item.value
-            if _reduction(item.meta) == "mean":
-                tensors["cumulated_batch_size"] = item.cumulated_batch_size
-        snapshot.append((key, item, tensors, bool(item.has_reset)))
-    return snapshot
+        has_reset = item.has_reset
+        # the instance __dict__: a missing state would go through nn.Module.__getattr__ and raise
+        snapshot.append((key, item, item.value, item.__dict__.get("cumulated_batch_size"), has_reset))
+        if not item.is_tensor and not has_reset and item.meta.metric_attribute is not None:
+            metric_objects[item.meta.metric_attribute] = item.value
+    return snapshot, metric_objects
 
 
 def logged_entries_at(snapshot: LoggedSnapshot) -> list[LoggedEntry]:
     """`logged_entries` as they were when `logged_snapshot` was taken."""
-    return [_entry(key, item, (tensors, has_reset)) for key, item, tensors, has_reset in snapshot]
+    entries: list[LoggedEntry] = []
+    for key, item, value, cumulated_batch_size, has_reset in snapshot:
+        tensors: dict[str, torch.Tensor] = {}
+        if item.is_tensor:
+            tensors["value"] = value
+            if _reduction(item.meta) == "mean":
+                tensors["cumulated_batch_size"] = cumulated_batch_size
+        entries.append(_entry(key, item, (tensors, bool(has_reset))))
+    return entries
 
 
 def write_logged_tensors(item: Any, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -326,6 +338,16 @@ def metric_states(metric: Any) -> dict[str, Any]:
     return {"states": states, "update_count": update_bookkeeping(metric)[0]}
 
 
+def metric_states_on_device(metric: Any) -> dict[str, Any]:
+    """`metric_states`, copied where they are (every batch: `metric_states_on_cpu` when saving)."""
+    # torchmetrics (private): `Metric._update_count`, as in `update_bookkeeping`
+    return {"states": {name: _cloned(value) for name, value in metric.metric_state.items()}, "update_count": int(metric._update_count)}
+
+
+def metric_states_on_cpu(copied: Mapping[str, Any]) -> dict[str, Any]:
+    return {"states": {name: _copied(value) for name, value in copied["states"].items()}, "update_count": copied["update_count"]}
+
+
 def load_metric_states(metric: Any, saved: Mapping[str, Any]) -> None:
     """Put states saved by `metric_states` back into the same kind of metric, device kept."""
     device = getattr(metric, "device", None)
@@ -348,6 +370,15 @@ def set_update_bookkeeping(metric: Any, update_count: int, computed: Any) -> Non
     """Put back what ``update_bookkeeping`` read (after restoring the metric's states)."""
     metric._update_count = update_count
     metric._computed = computed
+
+
+def _cloned(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()  # a metric state: no graph to detach from
+    if isinstance(value, list):
+        items: list[Any] = cast(Any, value)
+        return [_cloned(item) for item in items]
+    return value
 
 
 def _copied(value: Any, device: Any = None) -> Any:
