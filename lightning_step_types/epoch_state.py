@@ -106,12 +106,16 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     epoch, processed, epoch_ended = batch_position(trainer)
     rank_state: dict[str, Any] | None = None
     after_update: int | None = None  # the batch whose optimizer step is in the weights, saved before its end
+    lost_gradients: tuple[int, int] | None = None  # (first batch of the accumulation window, its length)
     if not epoch_ended and batch_in_flight(trainer):
         start = _BATCH_STARTS.get(module)
         if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
             if start.steps_done[0] == start.steps_at_start:  # no update yet: the resumed run trains it
                 rewrite_in_flight_batch(checkpoint, start.loader_before, redo=True)
                 rank_state = start.rank_state()
+                window = int(getattr(trainer, "accumulate_grad_batches", 1))
+                if processed % window:  # gradients of the window's earlier batches live only in .grad
+                    lost_gradients = (processed - processed % window, window)
             else:  # its update is in the weights: the resumed run goes on after it
                 rewrite_in_flight_batch(checkpoint, None, redo=False)
                 after_update = processed
@@ -124,6 +128,8 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
     if after_update is not None:
         ours[_STATE]["after_update"] = after_update
+    if lost_gradients is not None:
+        ours[_STATE]["lost_gradients"] = list(lost_gradients)
 
 
 def _rank_state(module: Any, results: Any) -> dict[str, Any]:
@@ -357,6 +363,8 @@ def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> Non
         call_before_updates(results, _restorer(resume))
     if saved.get("after_update") is not None:
         _warn(module, resume.where, *_after_update_problem(saved["after_update"]))
+    if saved.get("lost_gradients") is not None:
+        _warn(module, resume.where, *_lost_gradients_problem(batch_idx, *saved["lost_gradients"]))
 
 
 def _named_modules(module: Any) -> dict[str, Any]:
@@ -469,6 +477,18 @@ def _after_update_problem(batch: int) -> tuple[str, str, str]:
         " the hooks before the step), which resumes by training that batch, or between batches",
         "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
         " optimizer.step() inside the batch",
+    )
+
+
+def _lost_gradients_problem(batch: int, window_start: int, window: int) -> tuple[str, str, str]:
+    earlier = f"batch {window_start}" if batch - 1 == window_start else f"batches {window_start} to {batch - 1}"
+    return (
+        f"a checkpoint saved inside batch {batch}, in a window of accumulate_grad_batches={window} that began at"
+        f" batch {window_start}: the gradients of {earlier} are in no checkpoint, so the window's optimizer step"
+        " misses them and the weights differ from the uninterrupted run's from then on",
+        "a checkpoint saved inside the first batch of an accumulation window, or accumulate_grad_batches=1",
+        "nothing restores the lost gradients; for an exact resume save between windows (ModelCheckpoint("
+        "every_n_train_steps=...) counts optimizer steps) or train without gradient accumulation",
     )
 
 

@@ -232,6 +232,44 @@ def test_a_checkpoint_saved_after_the_optimizer_step_goes_on_at_the_next_batch_w
     assert_same_run(resumed, full)
 
 
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_a_fault_inside_an_accumulation_window_names_the_lost_gradients(how: str, tmp_path: Path) -> None:
+    # accumulate_grad_batches=2: batch 5 is the second of the window 4-5; batch 4's gradients were only in .grad
+    full = run(tmp_path / "full", how, accumulate_grad_batches=2)
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+            accumulate_grad_batches=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint saved inside batch 5, in a window of accumulate_grad_batches=2 that began at batch 4:"
+        " the gradients of batch 4 are in no checkpoint, so the window's optimizer step misses them and the weights"
+        " differ from the uninterrupted run's from then on\n"
+        "  expected: a checkpoint saved inside the first batch of an accumulation window, or accumulate_grad_batches=1\n"
+        "  fix:      nothing restores the lost gradients; for an exact resume save between windows"
+        " (ModelCheckpoint(every_n_train_steps=...) counts optimizer steps) or train without gradient accumulation"
+    ]
+    assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
+    assert resumed.trainer.global_step == full.trainer.global_step == 6
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_a_fault_in_the_first_batch_of_an_accumulation_window_resumes_exactly(how: str, tmp_path: Path) -> None:
+    full = run(tmp_path / "full", how, accumulate_grad_batches=2)
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+            accumulate_grad_batches=2, fault_at=(0, 4))
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
+    )
+    assert_same_run(resumed, full)
+
+
 # --- SLURM: the requeue signal inside a step, and Lightning's own automatic resume ----------------------
 
 
