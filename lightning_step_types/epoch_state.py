@@ -220,6 +220,15 @@ def _typed_copies(copies: Mapping[str, Any]) -> dict[str, Any]:
 _BATCH_STARTS: weakref.WeakKeyDictionary[Any, _BatchStart] = weakref.WeakKeyDictionary()
 
 
+def _new_batch_start(module: Any, trainer: Any, loaded: list[dict[str, Any]] | None) -> _BatchStart:
+    """A fit's first batch-start state for ``module``; the previous fit's step hooks come off its optimizers."""
+    previous = _BATCH_STARTS.get(module)
+    for handle in previous.hooked if previous is not None else []:
+        handle.remove()
+    start = _BATCH_STARTS[module] = _BatchStart(trainer, loaded)
+    return start
+
+
 def _count_steps(optimizer: Any, counter: list[int]) -> Any:
     """Count ``optimizer.step()`` calls as they return (torch's public step post-hook).
 
@@ -242,7 +251,7 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
         return
     start = _BATCH_STARTS.get(module)
     if start is None or start.trainer() is not trainer:
-        start = _BATCH_STARTS[module] = _BatchStart(trainer, None)
+        start = _new_batch_start(module, trainer, None)
     if not start.usable:
         return
     epoch = int(trainer.current_epoch)
@@ -304,7 +313,7 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(_STATE) if isinstance(ours, Mapping) else None
     _RESUMES[module] = _Resume(trainer, cast(Any, saved) if isinstance(saved, Mapping) else None)
-    _BATCH_STARTS[module] = _BatchStart(trainer, loaded_loader_states(checkpoint))
+    _new_batch_start(module, trainer, loaded_loader_states(checkpoint))
 
 
 def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> None:
