@@ -288,9 +288,11 @@ def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
 
 def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """The loader states a checkpoint resumes with (written by `FitLoop.on_save_checkpoint`)."""
-    fit_loop: Any = checkpoint.get("loops", {}).get("fit_loop", {})
-    states = fit_loop.get("state_dict", {}).get("combined_loader") if isinstance(fit_loop, Mapping) else None
-    return cast("list[dict[str, Any]] | None", states) or None
+    loops: Any = checkpoint.get("loops") or {}
+    fit_loop: Any = loops.get("fit_loop") or {}
+    loop_state: Any = fit_loop.get("state_dict") or {}
+    states: list[dict[str, Any]] | None = loop_state.get("combined_loader")
+    return states or None
 
 
 def rewrite_in_flight_batch(checkpoint: dict[str, Any], loader_states: list[dict[str, Any]] | None, *, redo: bool) -> None:

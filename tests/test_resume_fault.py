@@ -23,6 +23,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import OnExceptionCheckpoint
 from pytorch_lightning.plugins.environments import SLURMEnvironment
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader
 
 from lightning_step_types import StepResultAdapter, StepResultWarning, TrainStepResult
@@ -73,6 +74,8 @@ class Faults(Logs):
             loss = FailInBackward.apply(loss)
         if self._at == "slurm_signal":  # the signal handler runs here, inside the step
             os.kill(os.getpid(), signal.SIGUSR1)
+        if self._at == "sigterm":  # Lightning notes it, and stops at the batch's end
+            os.kill(os.getpid(), signal.SIGTERM)
         if self._at == "save_in_step":
             trainer.save_checkpoint(self.save_to)
         return loss
@@ -315,6 +318,20 @@ def test_a_slurm_requeue_signal_inside_a_step_resumes_exactly(
     assert_same_run(requeued_run, full)
 
 
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_sigterm_inside_a_step_is_handled_at_the_batch_end_and_resumes_exactly(how: str, tmp_path: Path) -> None:
+    full = run(tmp_path / "full", how)
+    with pytest.raises(SIGTERMException):
+        run(tmp_path / "faulty", how, "sigterm", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
+    checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
+    # saved after batch 5 ended: nothing in flight, nothing rewritten
+    progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]
+    assert progress == {"ready": 6, "started": 6, "processed": 6, "completed": 6}
+    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    assert_same_run(resumed, full)
+
+
 # --- the other flavour ---------------------------------------------------------------------------------
 
 
@@ -357,6 +374,16 @@ def test_lightning_pytorch_flavour_resumes_a_fault_inside_a_batch_exactly(tmp_pa
 # --- without a stateful loader ----------------------------------------------------------------------------
 
 
+class SeenBatches(TypedResume):
+    """Records which data each batch index trains on (the first feature of its first sample)."""
+
+    seen: list[tuple[int, float]]
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        self.__dict__.setdefault("seen", []).append((batch_idx, float(batch[0][0, 0])))
+        return super().training_step(batch, batch_idx)
+
+
 @exact
 def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s_warning(tmp_path: Path) -> None:
     """What docs/resume.md says happens without a StatefulDataLoader (figures measured here)."""
@@ -364,10 +391,10 @@ def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s
     def loader() -> DataLoader[Any]:
         return DataLoader(dataset(), batch_size=2)
 
-    full = fit(tmp_path / "full", TypedResume, every=5, loader=loader)
+    full = fit(tmp_path / "full", SeenBatches, every=5, loader=loader)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = fit(tmp_path / "resumed", TypedResume, loader=loader, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+        resumed = fit(tmp_path / "resumed", SeenBatches, loader=loader, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
     lightning_warnings = [str(w.message) for w in caught if "not resumable" in str(w.message)]
     assert lightning_warnings == [
         "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable."
@@ -375,7 +402,9 @@ def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s
         " or make your dataloader resumable by implementing the `state_dict` / `load_state_dict` interface."
     ]
     assert [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)] == []
-    # the resumed run trains batches 0 to 5 again as its batches 5 to 10, on top of the restored aggregates
+    # the resumed run trains the epoch's batches 0 to 5 again as its batches 5 to 10, on top of the restored aggregates
+    full_seen, resumed_seen = getattr(full.module, "seen"), getattr(resumed.module, "seen")
+    assert resumed_seen == [(index + 5, data) for index, (_, data) in enumerate(full_seen[:6])]
     assert resumed.trainer.global_step == BATCHES
     assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
     assert round(float(full.trainer.callback_metrics["train_loss_epoch"]), 3) == 4.375
