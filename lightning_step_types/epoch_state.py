@@ -111,13 +111,12 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
         start = _BATCH_STARTS.get(module)
         if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
             if start.steps_done[0] == start.steps_at_start:  # no update yet: the resumed run trains it
-                rewrite_in_flight_batch(checkpoint, start.loader_before, redo=True)
-                rank_state = start.rank_state()
-                window = int(getattr(trainer, "accumulate_grad_batches", 1))
-                if processed % window:  # gradients of the window's earlier batches live only in .grad
-                    lost_gradients = (processed - processed % window, window)
-            else:  # its update is in the weights: the resumed run goes on after it
-                rewrite_in_flight_batch(checkpoint, None, redo=False)
+                if rewrite_in_flight_batch(trainer, checkpoint, start.loader_before, redo=True):
+                    rank_state = start.rank_state()
+                    window = int(getattr(trainer, "accumulate_grad_batches", 1))
+                    if processed % window:  # gradients of the window's earlier batches live only in .grad
+                        lost_gradients = (processed - processed % window, window)
+            elif rewrite_in_flight_batch(trainer, checkpoint, None, redo=False):  # the update is in the weights
                 after_update = processed
                 processed += 1
     in_flight = not epoch_ended and processed > 0

@@ -295,7 +295,17 @@ def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] 
     return states or None
 
 
-def rewrite_in_flight_batch(checkpoint: dict[str, Any], loader_states: list[dict[str, Any]] | None, *, redo: bool) -> None:
+_COUNTERS = ("ready", "started", "processed", "completed")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    """A checkpoint's nested dict, or a detached empty one where it has none (so reads find nothing)."""
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def rewrite_in_flight_batch(
+    trainer: Any, checkpoint: dict[str, Any], loader_states: list[dict[str, Any]] | None, *, redo: bool
+) -> bool:
     """Make a checkpoint saved inside batch N resume as Lightning resumes a checkpoint saved between batches.
 
     ``redo=True`` (batch N has not updated the weights): the checkpoint reads as saved before batch N
@@ -306,28 +316,39 @@ def rewrite_in_flight_batch(checkpoint: dict[str, Any], loader_states: list[dict
     loaders' states from before the fetch (``loader_states``; None: no state, the epoch's iterator
     starts afresh). ``redo=False`` (its optimizer step is done): it reads as saved at batch N's
     `on_train_batch_end` (`processed` = `ready`), which Lightning resumes at batch N + 1.
+
+    False, and the checkpoint left as it is, before Lightning 2.5 (no restart stages: such a
+    resume replays a batch anyway, and `epoch_state` says exact resume is unavailable) or where
+    the checkpoint's loops are not laid out as read here.
     """
-    fit_loop: dict[str, Any] = checkpoint["loops"]["fit_loop"]
-    progress: dict[str, Any] = fit_loop["epoch_loop.batch_progress"]
-    for counters in (progress["current"], progress["total"]):
+    if not callable(getattr(trainer.fit_loop.epoch_loop, "update_restart_stage", None)):
+        return False
+    fit_loop = _dict(_dict(checkpoint.get("loops")).get("fit_loop"))
+    progress = _dict(fit_loop.get("epoch_loop.batch_progress"))
+    parts = [_dict(progress.get("current")), _dict(progress.get("total"))]
+    if not all(name in counters for counters in parts for name in _COUNTERS):
+        return False
+    for counters in parts:
         if redo:
             counters["ready"] = counters["started"] = counters["processed"] = counters["completed"]
         else:
             counters["started"] = counters["processed"] = counters["ready"]
     if not redo:
-        return
-    optimization = fit_loop.get("epoch_loop.automatic_optimization.optim_progress", {}).get("optimizer", {})
-    trackers = [*optimization.values(), fit_loop.get("epoch_loop.manual_optimization.optim_step_progress", {})]
+        return True
+    optimizer = _dict(_dict(fit_loop.get("epoch_loop.automatic_optimization.optim_progress")).get("optimizer"))
+    trackers = [_dict(tracker) for tracker in optimizer.values()]
+    trackers.append(_dict(fit_loop.get("epoch_loop.manual_optimization.optim_step_progress")))
     for tracker in trackers:
-        for counters in (tracker.get("current", {}), tracker.get("total", {})):
+        for counters in (_dict(tracker.get("current")), _dict(tracker.get("total"))):
             for name in counters:
-                if name != "completed":
+                if name != "completed" and "completed" in counters:
                     counters[name] = counters["completed"]
-    loop_state: dict[str, Any] = fit_loop.setdefault("state_dict", {})
+    loop_state = fit_loop.setdefault("state_dict", {})
     if loader_states is None:
         loop_state.pop("combined_loader", None)
     else:
         loop_state["combined_loader"] = loader_states
+    return True
 
 
 def metric_states(metric: Any) -> dict[str, Any]:
