@@ -11,6 +11,11 @@ declared step metrics. On resume it goes back in before the first step of the re
 tensors into the ``_ResultMetric`` Lightning builds for the key, before its first update (so the
 sums run in the uninterrupted order, bit for bit); metric objects before the first step.
 
+A checkpoint saved inside a training batch (``OnExceptionCheckpoint``, SLURM's requeue signal,
+``trainer.save_checkpoint`` from a step or hook) is rewritten to resume as if saved just before
+that batch: the epoch state and the loaders' state noted at the batch's start go in, so the
+resumed run trains the batch once and counts it once.
+
 One code path for ``TypedLightningModule`` (its checkpoint and batch hooks, wrapped in
 ``wrapping.py``) and ``StepResultAdapter`` (its callback hooks). Every private Lightning name is
 read in ``lightning_internals.py``. Whatever cannot be restored is named in one
@@ -181,8 +186,10 @@ class _BatchStart:
     is their state before this batch was fetched.
     """
 
-    __slots__ = ("trainer", "usable", "where", "steps_done", "steps_at_start", "hooked", "logged", "logged_metrics", "declared_metrics",
-                 "stateful", "loader_before", "loader_after")
+    __slots__ = (
+        "trainer", "usable", "where", "steps_done", "steps_at_start", "hooked",
+        "logged", "logged_metrics", "declared_metrics", "stateful", "loader_before", "loader_after",
+    )
 
     def __init__(self, trainer: Any, loaded: list[dict[str, Any]] | None) -> None:
         self.trainer = weakref.ref(trainer)
