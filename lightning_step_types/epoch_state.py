@@ -117,7 +117,7 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
         if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
             if start.steps_done[0] == start.steps_at_start:  # no update yet: the resumed run trains it
                 if rewrite_in_flight_batch(trainer, checkpoint, start.loader_before, redo=True):
-                    rank_state = start.rank_state()
+                    rank_state = start.rank_state(module)
                     window = int(getattr(trainer, "accumulate_grad_batches", 1))
                     if processed % window:  # gradients of the window's earlier batches live only in .grad
                         lost_gradients = (processed - processed % window, window)
@@ -188,7 +188,7 @@ class _BatchStart:
 
     __slots__ = (
         "trainer", "usable", "where", "steps_done", "steps_at_start", "hooked",
-        "logged", "logged_metrics", "declared_metrics", "stateful", "loader_before", "loader_after",
+        "logged", "logged_metrics", "declared", "declared_metrics", "stateful", "loader_before", "loader_after",
     )
 
     def __init__(self, trainer: Any, loaded: list[dict[str, Any]] | None) -> None:
@@ -200,15 +200,19 @@ class _BatchStart:
         self.hooked: list[Any] = []  # the hooks' handles: one per optimizer of this fit
         self.logged: LoggedSnapshot = []
         self.logged_metrics: dict[str, Any] = {}
+        self.declared: dict[str, Any] | None = None  # the declared training metrics (found once per fit)
         self.declared_metrics: dict[str, Any] = {}
         self.stateful: bool | None = None  # whether a training loader has a state_dict (asked once per fit)
         self.loader_before: list[dict[str, Any]] | None = None
         self.loader_after = loaded  # from a checkpoint: the state before the resumed run's first fetch
 
-    def rank_state(self) -> dict[str, Any]:
+    def rank_state(self, module: Any) -> dict[str, Any]:
+        # as `_logged_metric_objects`: only metrics at a path in the module (the adapter's declared
+        # copies are logged from the callback, and saved with the declared metrics)
+        paths = {path for path, _ in module.named_modules()}
         return {
             "logged": _saved_logged(logged_entries_at(self.logged)),
-            "logged_metrics": _typed_copies(self.logged_metrics),
+            "logged_metrics": _typed_copies({path: copy for path, copy in self.logged_metrics.items() if path in paths}),
             "declared_metrics": _typed_copies(self.declared_metrics),
         }
 
@@ -266,9 +270,13 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
     except AttributeError:  # another Lightning's `_ResultMetric`: save_epoch_state says so once
         start.usable = False
         return
+    if start.declared is None:  # the training copies exist from setup on, for the whole fit
+        start.declared = _declared_metrics(module)
+    if logged_metrics and start.declared:  # declared copies are copied once, below
+        declared_ids = {id(metric) for metric in start.declared.values()}
+        logged_metrics = {path: metric for path, metric in logged_metrics.items() if id(metric) not in declared_ids}
     start.logged_metrics = _copied_metrics(logged_metrics) if logged_metrics else {}
-    declared = _declared_metrics(module)
-    start.declared_metrics = _copied_metrics(declared) if declared else {}
+    start.declared_metrics = _copied_metrics(start.declared) if start.declared else {}
     if not start.hooked:
         start.hooked = [_count_steps(optimizer, start.steps_done) for optimizer in trainer.optimizers]
     start.steps_at_start = start.steps_done[0]

@@ -26,10 +26,21 @@ from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader
 
-from lightning_step_types import StepResultAdapter, StepResultWarning, TrainStepResult
+from lightning_step_types import StepMetric, StepResultAdapter, StepResultWarning, TrainStepResult
 from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
 from models import assert_same_metrics, assert_same_params
-from test_resume import BATCHES, Logs, PlainResume, Run, TypedResume, assert_same_run, dataset, exact, fit
+from test_resume import (
+    BATCHES,
+    Logs,
+    PlainResume,
+    Run,
+    TypedResume,
+    assert_same_run,
+    dataset,
+    declared_mse,
+    exact,
+    fit,
+)
 
 FAULT_BATCH = 5
 
@@ -270,6 +281,40 @@ def test_a_fault_in_the_first_batch_of_an_accumulation_window_resumes_exactly(ho
     resumed = no_step_result_warning(
         lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
     )
+    assert_same_run(resumed, full)
+
+
+class DeclaredFaulty(FaultyTyped):
+    """Declared step metrics: the library updates them from the step's result, before backward."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss = self.faulty_training(batch, batch_idx)
+        return TrainStepResult(loss=loss, metadata={"preds": self.loss_and_preds(batch)[1].detach()})
+
+    def configure_step_metrics(self) -> dict[str, StepMetric[Any]]:
+        return declared_mse()
+
+
+class DeclaredFaultyPlain(FaultyPlain):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return {"loss": self.faulty_training(batch, batch_idx), "preds": self.loss_and_preds(batch)[1].detach()}
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_declared_metrics_updated_before_a_backward_fault_count_the_batch_once(how: str, tmp_path: Path) -> None:
+    def go(root: Path, fault: str | None = None, **kwargs: Any) -> Run:
+        if how == "typed":
+            return fit(root, lambda: DeclaredFaulty(fault), enable_checkpointing=True, **kwargs)
+        adapter = StepResultAdapter(metrics=declared_mse())
+        callbacks = [*kwargs.pop("callbacks", []), adapter]
+        return fit(root, lambda: DeclaredFaultyPlain(fault), enable_checkpointing=True, callbacks=callbacks, **kwargs)
+
+    full = go(tmp_path / "full")
+    with pytest.raises(SimulatedFault):
+        go(tmp_path / "faulty", "backward", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
+    resumed = no_step_result_warning(lambda: go(tmp_path / "resumed", ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    assert "train_mse" in full.trainer.callback_metrics
     assert_same_run(resumed, full)
 
 
