@@ -187,12 +187,14 @@ class _BatchStart:
     """
 
     __slots__ = (
-        "trainer", "usable", "where", "steps_done", "steps_at_start", "hooked",
+        "trainer", "prepared", "results", "usable", "where", "steps_done", "steps_at_start", "hooked",
         "logged", "logged_metrics", "declared", "declared_metrics", "stateful", "loader_before", "loader_after",
     )
 
     def __init__(self, trainer: Any, loaded: list[dict[str, Any]] | None) -> None:
         self.trainer = weakref.ref(trainer)
+        self.prepared = False  # whether what stays the same for the fit has been found (first batch)
+        self.results: Any = None  # the training epoch's `_ResultCollection` (one per Trainer)
         self.usable = True  # False where this Lightning's logging internals are not the ones read here
         self.where: tuple[int, int] = (-1, -1)  # (epoch, batch index) of the batch these belong to
         self.steps_done = [0]  # optimizer steps done in this fit, counted by a step post-hook
@@ -200,9 +202,9 @@ class _BatchStart:
         self.hooked: list[Any] = []  # the hooks' handles: one per optimizer of this fit
         self.logged: LoggedSnapshot = []
         self.logged_metrics: dict[str, Any] = {}
-        self.declared: dict[str, Any] | None = None  # the declared training metrics (found once per fit)
+        self.declared: dict[str, Any] = {}  # the declared training metrics (found once per fit)
         self.declared_metrics: dict[str, Any] = {}
-        self.stateful: bool | None = None  # whether a training loader has a state_dict (asked once per fit)
+        self.stateful = False  # whether a training loader has a state_dict (asked once per fit)
         self.loader_before: list[dict[str, Any]] | None = None
         self.loader_after = loaded  # from a checkpoint: the state before the resumed run's first fetch
 
@@ -254,42 +256,57 @@ def _count_steps(optimizer: Any, counter: list[int]) -> Any:
 
 
 def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
-    """At each training batch's start (``on_train_batch_start``): restore a resumed epoch, note the state."""
+    """At each training batch's start (``on_train_batch_start``): restore a resumed epoch, note the state.
+
+    Runs on every batch, so what stays the same for a whole fit is found once, in ``_prepared``.
+    """
     if _RESUMES:
         restore_before_first_batch(trainer, module, batch_idx)
     if trainer is None:
         return
     start = _BATCH_STARTS.get(module)
-    if start is None or start.trainer() is not trainer:
-        start = _new_batch_start(module, trainer, None)
+    if start is None or start.trainer() is not trainer or not start.prepared:
+        start = _prepared(module, trainer, start)
     if not start.usable:
         return
-    epoch = int(trainer.current_epoch)
     try:
-        start.logged, logged_metrics = logged_snapshot(training_epoch_results(trainer))
+        start.logged, logged_metrics = logged_snapshot(start.results)
     except AttributeError:  # another Lightning's `_ResultMetric`: save_epoch_state says so once
         start.usable = False
         return
-    if start.declared is None:  # the training copies exist from setup on, for the whole fit
-        start.declared = _declared_metrics(module)
-    if logged_metrics and start.declared:  # declared copies are copied once, below
-        declared_ids = {id(metric) for metric in start.declared.values()}
-        logged_metrics = {path: metric for path, metric in logged_metrics.items() if id(metric) not in declared_ids}
-    start.logged_metrics = _copied_metrics(logged_metrics) if logged_metrics else {}
-    start.declared_metrics = _copied_metrics(start.declared) if start.declared else {}
-    if not start.hooked:
-        start.hooked = [_count_steps(optimizer, start.steps_done) for optimizer in trainer.optimizers]
+    if logged_metrics:
+        if start.declared:  # declared copies are copied once, below
+            declared_ids = {id(metric) for metric in start.declared.values()}
+            logged_metrics = {path: metric for path, metric in logged_metrics.items() if id(metric) not in declared_ids}
+        start.logged_metrics = _copied_metrics(logged_metrics)
+    elif start.logged_metrics:
+        start.logged_metrics = {}
+    if start.declared:
+        start.declared_metrics = _copied_metrics(start.declared)
     start.steps_at_start = start.steps_done[0]
-    if start.stateful is None:
-        start.stateful = stateful_loader_states(trainer) is not None
-    if batch_idx == 0:  # the epoch's iterator is new: a resumed run makes its own
-        start.loader_before = None
-    elif start.where == (epoch, batch_idx - 1) or start.where == (-1, -1):
-        start.loader_before = start.loader_after
-    else:
-        start.loader_before = None
-    start.loader_after = stateful_loader_states(trainer) if start.stateful else None
-    start.where = (epoch, batch_idx)
+    where = (int(trainer.current_epoch), batch_idx)
+    if start.stateful:
+        if batch_idx == 0:  # the epoch's iterator is new: a resumed run makes its own
+            start.loader_before = None
+        elif start.where in ((where[0], batch_idx - 1), (-1, -1)):
+            start.loader_before = start.loader_after
+        else:
+            start.loader_before = None
+        start.loader_after = stateful_loader_states(trainer)
+    start.where = where
+
+
+def _prepared(module: Any, trainer: Any, start: _BatchStart | None) -> _BatchStart:
+    """The batch-start state of this fit, with what stays the same for the whole fit found."""
+    if start is None or start.trainer() is not trainer:
+        start = _new_batch_start(module, trainer, None)
+    start.prepared = True
+    start.results = training_epoch_results(trainer)
+    start.usable = start.results is not None
+    start.declared = _declared_metrics(module)  # the training copies exist from setup on
+    start.hooked = [_count_steps(optimizer, start.steps_done) for optimizer in trainer.optimizers]
+    start.stateful = stateful_loader_states(trainer) is not None
+    return start
 
 
 # --- loading --------------------------------------------------------------------------------------
