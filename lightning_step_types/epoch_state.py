@@ -265,7 +265,9 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
     if trainer is None:
         return
     start = _BATCH_STARTS.get(module)
-    if start is None or start.trainer() is not trainer or not start.prepared:
+    where = (int(trainer.current_epoch), batch_idx)
+    # batches only move on within a fit: one at or before the last noted is another fit's
+    if start is None or start.trainer() is not trainer or not start.prepared or where <= start.where:
         start = _prepared(module, trainer, start)
     if not start.usable:
         return
@@ -284,7 +286,6 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
     if start.declared:
         start.declared_metrics = _copied_metrics(start.declared)
     start.steps_at_start = start.steps_done[0]
-    where = (int(trainer.current_epoch), batch_idx)
     if start.stateful:
         if batch_idx == 0:  # the epoch's iterator is new: a resumed run makes its own
             start.loader_before = None
@@ -298,8 +299,8 @@ def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
 
 def _prepared(module: Any, trainer: Any, start: _BatchStart | None) -> _BatchStart:
     """The batch-start state of this fit, with what stays the same for the whole fit found."""
-    if start is None or start.trainer() is not trainer:
-        start = _new_batch_start(module, trainer, None)
+    if start is None or start.trainer() is not trainer or start.prepared:
+        start = _new_batch_start(module, trainer, None)  # the last fit's step hooks come off
     start.prepared = True
     start.results = training_epoch_results(trainer)
     start.usable = start.results is not None
