@@ -140,8 +140,8 @@ class StepResultAdapterMixin:
             epoch_state.load_epoch_state(trainer, pl_module, checkpoint)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        if epoch_state.resuming() and self._keeps_epoch_state(pl_module):
-            epoch_state.restore_before_first_batch(trainer, pl_module, batch_idx)
+        if self._keeps_epoch_state(pl_module):
+            epoch_state.note_batch_start(trainer, pl_module, batch_idx)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if epoch_state.resuming() and self._keeps_epoch_state(pl_module):

@@ -11,6 +11,11 @@ declared step metrics. On resume it goes back in before the first step of the re
 tensors into the ``_ResultMetric`` Lightning builds for the key, before its first update (so the
 sums run in the uninterrupted order, bit for bit); metric objects before the first step.
 
+A checkpoint saved inside a training batch (``OnExceptionCheckpoint``, SLURM's requeue signal,
+``trainer.save_checkpoint`` from a step or hook) is rewritten to resume as if saved just before
+that batch: the epoch state and the loaders' state noted at the batch's start go in, so the
+resumed run trains the batch once and counts it once.
+
 One code path for ``TypedLightningModule`` (its checkpoint and batch hooks, wrapped in
 ``wrapping.py``) and ``StepResultAdapter`` (its callback hooks). Every private Lightning name is
 read in ``lightning_internals.py``. Whatever cannot be restored is named in one
@@ -31,12 +36,21 @@ from lightning_step_types.errors import StepResultWarning, format_problem
 from lightning_step_types.metrics import step_metric_objects
 from lightning_step_types.lightning_internals import (
     LoggedEntry,
+    LoggedSnapshot,
+    batch_in_flight,
     batch_position,
     call_before_updates,
     epoch_results_mismatch,
     load_metric_states,
+    loaded_loader_states,
     logged_entries,
+    logged_entries_at,
+    logged_snapshot,
     metric_states,
+    metric_states_on_cpu,
+    metric_states_on_device,
+    rewrite_in_flight_batch,
+    stateful_loader_states,
     stop_calling_before_updates,
     training_epoch_results,
     write_logged_tensors,
@@ -47,6 +61,7 @@ __all__ = [
     "exact_resume_enabled",
     "finish_resumed_epoch",
     "load_epoch_state",
+    "note_batch_start",
     "restore_before_first_batch",
     "resuming",
     "save_epoch_state",
@@ -94,23 +109,47 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
         _warn_unavailable(mismatch)
         return
     epoch, processed, epoch_ended = batch_position(trainer)
+    rank_state: dict[str, Any] | None = None
+    after_update: int | None = None  # the batch whose optimizer step is in the weights, saved before its end
+    lost_gradients: tuple[int, int] | None = None  # (first batch of the accumulation window, its length)
+    if not epoch_ended and batch_in_flight(trainer):
+        start = _BATCH_STARTS.get(module)
+        if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
+            if start.steps_done[0] == start.steps_at_start:  # no update yet: the resumed run trains it
+                if rewrite_in_flight_batch(trainer, checkpoint, start.loader_before, redo=True):
+                    rank_state = start.rank_state(module)
+                    window = int(getattr(trainer, "accumulate_grad_batches", 1))
+                    if processed % window:  # gradients of the window's earlier batches live only in .grad
+                        lost_gradients = (processed - processed % window, window)
+            elif rewrite_in_flight_batch(trainer, checkpoint, None, redo=False):  # the update is in the weights
+                after_update = processed
+                processed += 1
     in_flight = not epoch_ended and processed > 0
     # in_flight is the same on every rank (the loops run in step), so all or none gather
-    ranks = _gathered(_rank_state(module, results), trainer) if in_flight else []
+    if in_flight and rank_state is None:
+        rank_state = _rank_state(module, results)
+    ranks = _gathered(rank_state, trainer) if in_flight and rank_state is not None else []
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
+    if after_update is not None:
+        ours[_STATE]["after_update"] = after_update
+    if lost_gradients is not None:
+        ours[_STATE]["lost_gradients"] = list(lost_gradients)
 
 
 def _rank_state(module: Any, results: Any) -> dict[str, Any]:
     entries = logged_entries(results)
-    logged = {
+    return {
+        "logged": _saved_logged(entries),
+        "logged_metrics": _saved_metrics(_logged_metric_objects(module, entries)),
+        "declared_metrics": _saved_metrics(_declared_metrics(module)),
+    }
+
+
+def _saved_logged(entries: list[LoggedEntry]) -> dict[str, Any]:
+    return {
         entry.key: {"shown": entry.shown, "fingerprint": entry.fingerprint, "tensors": _on_cpu(entry.tensors)}
         for entry in entries
         if entry.in_flight and entry.tensors
-    }
-    return {
-        "logged": logged,
-        "logged_metrics": _saved_metrics(_logged_metric_objects(module, entries)),
-        "declared_metrics": _saved_metrics(_declared_metrics(module)),
     }
 
 
@@ -131,6 +170,144 @@ def _gathered(rank_state: dict[str, Any], trainer: Any) -> list[dict[str, Any]]:
     all_gather_object: Any = getattr(torch.distributed, "all_gather_object")  # torch leaves its parameters untyped
     all_gather_object(gathered, rank_state)
     return gathered
+
+
+# --- the state at each training batch's start, for a checkpoint saved inside it ---
+
+
+class _BatchStart:
+    """One module's state at the start of the training batch in flight (updated every batch).
+
+    A checkpoint saved inside a batch (an exception caught by ``OnExceptionCheckpoint``, SLURM's
+    requeue signal, ``trainer.save_checkpoint`` from a step or hook) is rewritten to resume as if
+    saved just before it: this holds what that needs. The logged tensors are held by reference
+    (Lightning rebinds them on update); the metric objects' states are copied, since their owners
+    update them in place; the loaders' state is the one taken at the previous batch's start, which
+    is their state before this batch was fetched.
+    """
+
+    __slots__ = (
+        "trainer", "prepared", "results", "usable", "where", "steps_done", "steps_at_start", "hooked",
+        "logged", "logged_metrics", "declared", "declared_metrics", "stateful", "loader_before", "loader_after",
+    )
+
+    def __init__(self, trainer: Any, loaded: list[dict[str, Any]] | None) -> None:
+        self.trainer = weakref.ref(trainer)
+        self.prepared = False  # whether what stays the same for the fit has been found (first batch)
+        self.results: Any = None  # the training epoch's `_ResultCollection` (one per Trainer)
+        self.usable = True  # False where this Lightning's logging internals are not the ones read here
+        self.where: tuple[int, int] = (-1, -1)  # (epoch, batch index) of the batch these belong to
+        self.steps_done = [0]  # optimizer steps done in this fit, counted by a step post-hook
+        self.steps_at_start = 0
+        self.hooked: list[Any] = []  # the hooks' handles: one per optimizer of this fit
+        self.logged: LoggedSnapshot = []
+        self.logged_metrics: dict[str, Any] = {}
+        self.declared: dict[str, Any] = {}  # the declared training metrics (found once per fit)
+        self.declared_metrics: dict[str, Any] = {}
+        self.stateful = False  # whether a training loader has a state_dict (asked once per fit)
+        self.loader_before: list[dict[str, Any]] | None = None
+        self.loader_after = loaded  # from a checkpoint: the state before the resumed run's first fetch
+
+    def rank_state(self, module: Any) -> dict[str, Any]:
+        # as `_logged_metric_objects`: only metrics at a path in the module (the adapter's declared
+        # copies are logged from the callback, and saved with the declared metrics)
+        paths = {path for path, _ in module.named_modules()}
+        return {
+            "logged": _saved_logged(logged_entries_at(self.logged)),
+            "logged_metrics": _typed_copies({path: copy for path, copy in self.logged_metrics.items() if path in paths}),
+            "declared_metrics": _typed_copies(self.declared_metrics),
+        }
+
+
+def _copied_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Each metric with a copy of its states (every batch: the type names wait for a save)."""
+    return {name: (metric, metric_states_on_device(metric)) for name, metric in metrics.items()}
+
+
+def _typed_copies(copies: Mapping[str, Any]) -> dict[str, Any]:
+    """``_copied_metrics`` in the form ``_saved_metrics`` gives."""
+    return {name: {"type": _type_name(metric), **metric_states_on_cpu(states)} for name, (metric, states) in copies.items()}
+
+
+_BATCH_STARTS: weakref.WeakKeyDictionary[Any, _BatchStart] = weakref.WeakKeyDictionary()
+
+
+def _new_batch_start(module: Any, trainer: Any, loaded: list[dict[str, Any]] | None) -> _BatchStart:
+    """A fit's first batch-start state for ``module``; the previous fit's step hooks come off its optimizers."""
+    previous = _BATCH_STARTS.get(module)
+    for handle in previous.hooked if previous is not None else []:
+        handle.remove()
+    start = _BATCH_STARTS[module] = _BatchStart(trainer, loaded)
+    return start
+
+
+def _count_steps(optimizer: Any, counter: list[int]) -> Any:
+    """Count ``optimizer.step()`` calls as they return (torch's public step post-hook).
+
+    Lightning counts an optimizer step only after its ``optimizer_step`` hook returns, so a save from
+    inside that hook, or from manual optimization after ``opt.step()``, would look like before it.
+    A post-hook: in automatic optimization the step, its closure and backward run inside ``step()``.
+    """
+
+    def done(*_: Any) -> None:
+        counter[0] += 1
+
+    return optimizer.register_step_post_hook(done)
+
+
+def note_batch_start(trainer: Any, module: Any, batch_idx: int) -> None:
+    """At each training batch's start (``on_train_batch_start``): restore a resumed epoch, note the state.
+
+    Runs on every batch, so what stays the same for a whole fit is found once, in ``_prepared``.
+    """
+    if _RESUMES:
+        restore_before_first_batch(trainer, module, batch_idx)
+    if trainer is None:
+        return
+    start = _BATCH_STARTS.get(module)
+    where = (int(trainer.current_epoch), batch_idx)
+    # batches only move on within a fit: one at or before the last noted is another fit's
+    if start is None or start.trainer() is not trainer or not start.prepared or where <= start.where:
+        start = _prepared(module, trainer, start)
+    if not start.usable:
+        return
+    try:
+        start.logged, logged_metrics = logged_snapshot(start.results)
+    except AttributeError:  # another Lightning's `_ResultMetric`: save_epoch_state says so once
+        start.usable = False
+        return
+    if logged_metrics:
+        if start.declared:  # declared copies are copied once, below
+            declared_ids = {id(metric) for metric in start.declared.values()}
+            logged_metrics = {path: metric for path, metric in logged_metrics.items() if id(metric) not in declared_ids}
+        start.logged_metrics = _copied_metrics(logged_metrics)
+    elif start.logged_metrics:
+        start.logged_metrics = {}
+    if start.declared:
+        start.declared_metrics = _copied_metrics(start.declared)
+    start.steps_at_start = start.steps_done[0]
+    if start.stateful:
+        if batch_idx == 0:  # the epoch's iterator is new: a resumed run makes its own
+            start.loader_before = None
+        elif start.where in ((where[0], batch_idx - 1), (-1, -1)):
+            start.loader_before = start.loader_after
+        else:
+            start.loader_before = None
+        start.loader_after = stateful_loader_states(trainer)
+    start.where = where
+
+
+def _prepared(module: Any, trainer: Any, start: _BatchStart | None) -> _BatchStart:
+    """The batch-start state of this fit, with what stays the same for the whole fit found."""
+    if start is None or start.trainer() is not trainer or start.prepared:
+        start = _new_batch_start(module, trainer, None)  # the last fit's step hooks come off
+    start.prepared = True
+    start.results = training_epoch_results(trainer)
+    start.usable = start.results is not None
+    start.declared = _declared_metrics(module)  # the training copies exist from setup on
+    start.hooked = [_count_steps(optimizer, start.steps_done) for optimizer in trainer.optimizers]
+    start.stateful = stateful_loader_states(trainer) is not None
+    return start
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -168,6 +345,7 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(_STATE) if isinstance(ours, Mapping) else None
     _RESUMES[module] = _Resume(trainer, cast(Any, saved) if isinstance(saved, Mapping) else None)
+    _new_batch_start(module, trainer, loaded_loader_states(checkpoint))
 
 
 def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> None:
@@ -224,6 +402,10 @@ def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> Non
     resume.results = results
     if resume.pending:
         call_before_updates(results, _restorer(resume))
+    if saved.get("after_update") is not None:
+        _warn(module, resume.where, *_after_update_problem(saved["after_update"]))
+    if saved.get("lost_gradients") is not None:
+        _warn(module, resume.where, *_lost_gradients_problem(batch_idx, *saved["lost_gradients"]))
 
 
 def _named_modules(module: Any) -> dict[str, Any]:
@@ -324,6 +506,30 @@ def _world_size_problem(saved: int, now: int, names: list[str]) -> tuple[str, st
         f" own data, so these start fresh: {', '.join(names) or 'none'}",
         f"the world size the checkpoint was saved with ({saved})",
         f"resume on {saved} processes to continue the epoch exactly",
+    )
+
+
+def _after_update_problem(batch: int) -> tuple[str, str, str]:
+    return (
+        f"a checkpoint saved inside batch {batch} after its optimizer step: the weights hold batch {batch}'s"
+        f" update, so the resumed run goes on at batch {batch + 1}; what batch {batch} logged before the save is"
+        " counted, anything it would have logged after the save (in on_train_batch_end, for example) is not",
+        "a checkpoint saved before a batch's optimizer step (an exception or signal in training_step, backward or"
+        " the hooks before the step), which resumes by training that batch, or between batches",
+        "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
+        " optimizer.step() inside the batch",
+    )
+
+
+def _lost_gradients_problem(batch: int, window_start: int, window: int) -> tuple[str, str, str]:
+    earlier = f"batch {window_start}" if batch - 1 == window_start else f"batches {window_start} to {batch - 1}"
+    return (
+        f"a checkpoint saved inside batch {batch}, in a window of accumulate_grad_batches={window} that began at"
+        f" batch {window_start}: the gradients of {earlier} are in no checkpoint, so the window's optimizer step"
+        " misses them and the weights differ from the uninterrupted run's from then on",
+        "a checkpoint saved inside the first batch of an accumulation window, or accumulate_grad_batches=1",
+        "nothing restores the lost gradients; for an exact resume save between windows (ModelCheckpoint("
+        "every_n_train_steps=...) counts optimizer steps) or train without gradient accumulation",
     )
 
 

@@ -18,16 +18,24 @@ __all__ = [
     "LoggingContext",
     "batch_position",
     "call_before_updates",
+    "batch_in_flight",
+    "logged_snapshot",
+    "rewrite_in_flight_batch",
+    "stateful_loader_states",
     "epoch_results_mismatch",
     "evaluation_results",
     "load_metric_states",
     "log_clash_name",
     "logged_entries",
+    "logged_entries_at",
+    "loaded_loader_states",
     "logged_in_current_hook",
     "logged_metric",
     "logged_metric_objects",
     "logging_context",
     "metric_states",
+    "metric_states_on_cpu",
+    "metric_states_on_device",
     "set_update_bookkeeping",
     "stop_calling_before_updates",
     "trainer_is_running",
@@ -138,7 +146,7 @@ def logged_entries(results: Any) -> list[LoggedEntry]:
     return [_entry(key, item) for key, item in items.items()]
 
 
-def _entry(key: str, item: Any) -> LoggedEntry:
+def _entry(key: str, item: Any, snapshot: tuple[dict[str, torch.Tensor], bool] | None = None) -> LoggedEntry:
     meta = item.meta
     shown = meta.name
     if meta.add_dataloader_idx and meta.dataloader_idx is not None:
@@ -147,18 +155,61 @@ def _entry(key: str, item: Any) -> LoggedEntry:
     reduction = _reduction(meta)
     fingerprint = (meta.fx, meta.name, bool(item.is_tensor), reduction, bool(meta.on_step), bool(meta.on_epoch))
     tensors: dict[str, torch.Tensor] = {}
-    if item.is_tensor:
-        tensors["value"] = item.value
-        if reduction == "mean":
-            tensors["cumulated_batch_size"] = item.cumulated_batch_size
+    if snapshot is not None:
+        tensors, has_reset = snapshot
+    else:
+        has_reset = bool(item.has_reset)
+        if item.is_tensor:
+            tensors["value"] = item.value
+            if reduction == "mean":
+                tensors["cumulated_batch_size"] = item.cumulated_batch_size
     return LoggedEntry(
         key=key,
         shown=f"{shown!r} ({fx})",
         fingerprint=fingerprint,
-        in_flight=bool(meta.on_epoch) and not item.has_reset,
+        in_flight=bool(meta.on_epoch) and not has_reset,
         tensors=tensors,
         metric_attribute=getattr(meta, "metric_attribute", None),
     )
+
+
+# What `logged_snapshot` keeps per `_ResultMetric`: its key, the item, its `value` and
+# `cumulated_batch_size` (None where it has none) and `has_reset`.
+LoggedSnapshot = list[tuple[str, Any, Any, Any, bool]]
+
+
+def logged_snapshot(results: Any) -> tuple[LoggedSnapshot, dict[str, Any]]:
+    """The collection's running state now, by reference, and the torchmetrics objects logged this epoch.
+
+    Taken at every training batch's start, so it copies nothing: `_ResultMetric.update` rebinds
+    `value` and `cumulated_batch_size` (``self.value = self.value + ...``, never ``+=``), and `reset()`
+    and `.to()` rebind them too, so the tensors held here keep their values. A logged torchmetrics
+    object (``value`` is the object; `_Metadata.metric_attribute` its path) is updated in place by the
+    user's code: the caller copies its states (`metric_states`).
+    """
+    items: Mapping[str, Any] = results
+    snapshot: LoggedSnapshot = []
+    metric_objects: dict[str, Any] = {}
+    for key, item in items.items():
+        has_reset = item.has_reset
+        # the instance __dict__: a missing state would go through nn.Module.__getattr__ and raise
+        snapshot.append((key, item, item.value, item.__dict__.get("cumulated_batch_size"), has_reset))
+        if not item.is_tensor and not has_reset and item.meta.metric_attribute is not None:
+            metric_objects[item.meta.metric_attribute] = item.value
+    return snapshot, metric_objects
+
+
+def logged_entries_at(snapshot: LoggedSnapshot) -> list[LoggedEntry]:
+    """`logged_entries` as they were when `logged_snapshot` was taken."""
+    entries: list[LoggedEntry] = []
+    for key, item, value, cumulated_batch_size, has_reset in snapshot:
+        tensors: dict[str, torch.Tensor] = {}
+        if item.is_tensor:
+            tensors["value"] = value
+            if _reduction(item.meta) == "mean":
+                tensors["cumulated_batch_size"] = cumulated_batch_size
+        entries.append(_entry(key, item, (tensors, bool(has_reset))))
+    return entries
 
 
 def write_logged_tensors(item: Any, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -207,6 +258,101 @@ def batch_position(trainer: Any) -> tuple[int, int, bool]:
     )
 
 
+# --- a checkpoint saved inside a training batch ---
+# `_TrainingEpochLoop.advance` counts a batch in `batch_progress` (`_BatchProgress`): `ready` after the
+# fetch, `started` after the `on_train_batch_start` hooks, `processed` after the step (forward,
+# backward, optimizer step), `completed` after the `on_train_batch_end` hooks. A checkpoint saved in
+# between (an exception caught by `OnExceptionCheckpoint`, SLURM's requeue signal handler,
+# `trainer.save_checkpoint` from a step or hook) reads ``ready N+1, processed N``. Lightning 2.6 then
+# resumes at batch N (`reset_on_restart` sets ready back to completed) but loads the
+# `StatefulDataLoader` state saved after batch N was fetched: batch N is never trained.
+
+
+def batch_in_flight(trainer: Any) -> bool:
+    """Whether a training batch has been fetched and not yet processed (`batch_progress.current`)."""
+    current = trainer.fit_loop.epoch_loop.batch_progress.current
+    return bool(current.ready > current.processed)
+
+
+def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
+    """The training loaders' ``state_dict()``s as Lightning saves them, or None without a stateful one.
+
+    `CombinedLoader._state_dicts` (private) is what `FitLoop.on_save_checkpoint` stores under
+    ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]``; `FitLoop._combined_loader`
+    (private) is the training `CombinedLoader`, set in `setup_data`.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    if loader is None:
+        return None
+    states: list[dict[str, Any]] = loader._state_dicts()
+    return states or None
+
+
+def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The loader states a checkpoint resumes with (written by `FitLoop.on_save_checkpoint`)."""
+    loops: Any = checkpoint.get("loops") or {}
+    fit_loop: Any = loops.get("fit_loop") or {}
+    loop_state: Any = fit_loop.get("state_dict") or {}
+    states: list[dict[str, Any]] | None = loop_state.get("combined_loader")
+    return states or None
+
+
+_COUNTERS = ("ready", "started", "processed", "completed")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    """A checkpoint's nested dict, or a detached empty one where it has none (so reads find nothing)."""
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def rewrite_in_flight_batch(
+    trainer: Any, checkpoint: dict[str, Any], loader_states: list[dict[str, Any]] | None, *, redo: bool
+) -> bool:
+    """Make a checkpoint saved inside batch N resume as Lightning resumes a checkpoint saved between batches.
+
+    ``redo=True`` (batch N has not updated the weights): the checkpoint reads as saved before batch N
+    was fetched, so the resumed run trains batch N: every `batch_progress` counter (current and total)
+    set to its `completed` value, which `_TrainingEpochLoop.update_restart_stage` reads as
+    `RESTARTED_ON_LAST` (saved after a batch's end: `_batches_that_stepped` is already counted), the
+    optimizer progress (`optim_progress`, `optim_step_progress`) back to its completed steps, and the
+    loaders' states from before the fetch (``loader_states``; None: no state, the epoch's iterator
+    starts afresh). ``redo=False`` (its optimizer step is done): it reads as saved at batch N's
+    `on_train_batch_end` (`processed` = `ready`), which Lightning resumes at batch N + 1.
+
+    False, and the checkpoint left as it is, before Lightning 2.5 (no restart stages: such a
+    resume replays a batch anyway, and `epoch_state` says exact resume is unavailable) or where
+    the checkpoint's loops are not laid out as read here.
+    """
+    if not callable(getattr(trainer.fit_loop.epoch_loop, "update_restart_stage", None)):
+        return False
+    fit_loop = _dict(_dict(checkpoint.get("loops")).get("fit_loop"))
+    progress = _dict(fit_loop.get("epoch_loop.batch_progress"))
+    parts = [_dict(progress.get("current")), _dict(progress.get("total"))]
+    if not all(name in counters for counters in parts for name in _COUNTERS):
+        return False
+    for counters in parts:
+        if redo:
+            counters["ready"] = counters["started"] = counters["processed"] = counters["completed"]
+        else:
+            counters["started"] = counters["processed"] = counters["ready"]
+    if not redo:
+        return True
+    optimizer = _dict(_dict(fit_loop.get("epoch_loop.automatic_optimization.optim_progress")).get("optimizer"))
+    trackers = [_dict(tracker) for tracker in optimizer.values()]
+    trackers.append(_dict(fit_loop.get("epoch_loop.manual_optimization.optim_step_progress")))
+    for tracker in trackers:
+        for counters in (_dict(tracker.get("current")), _dict(tracker.get("total"))):
+            for name in counters:
+                if name != "completed" and "completed" in counters:
+                    counters[name] = counters["completed"]
+    loop_state = fit_loop.setdefault("state_dict", {})
+    if loader_states is None:
+        loop_state.pop("combined_loader", None)
+    else:
+        loop_state["combined_loader"] = loader_states
+    return True
+
+
 def metric_states(metric: Any) -> dict[str, Any]:
     """A torchmetrics object's running state, copied: its states and how many updates made them.
 
@@ -215,6 +361,16 @@ def metric_states(metric: Any) -> dict[str, Any]:
     """
     states = {name: _copied(value) for name, value in metric.metric_state.items()}
     return {"states": states, "update_count": update_bookkeeping(metric)[0]}
+
+
+def metric_states_on_device(metric: Any) -> dict[str, Any]:
+    """`metric_states`, copied where they are (every batch: `metric_states_on_cpu` when saving)."""
+    # torchmetrics (private): `Metric._update_count`, as in `update_bookkeeping`
+    return {"states": {name: _cloned(value) for name, value in metric.metric_state.items()}, "update_count": int(metric._update_count)}
+
+
+def metric_states_on_cpu(copied: Mapping[str, Any]) -> dict[str, Any]:
+    return {"states": {name: _copied(value) for name, value in copied["states"].items()}, "update_count": copied["update_count"]}
 
 
 def load_metric_states(metric: Any, saved: Mapping[str, Any]) -> None:
@@ -239,6 +395,15 @@ def set_update_bookkeeping(metric: Any, update_count: int, computed: Any) -> Non
     """Put back what ``update_bookkeeping`` read (after restoring the metric's states)."""
     metric._update_count = update_count
     metric._computed = computed
+
+
+def _cloned(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()  # a metric state: no graph to detach from
+    if isinstance(value, list):
+        items: list[Any] = cast(Any, value)
+        return [_cloned(item) for item in items]
+    return value
 
 
 def _copied(value: Any, device: Any = None) -> Any:

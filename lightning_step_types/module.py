@@ -238,8 +238,8 @@ def _load_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> N
 
 
 def _restore_epoch_state(module: TypedModuleMixin, batch: Any, batch_idx: int, *_: Any) -> None:
-    if epoch_state.resuming():  # cheap: nothing is pending outside the first batch of a resumed fit
-        epoch_state.restore_before_first_batch(trainer_of(module), module, batch_idx)
+    if epoch_state.exact_resume_enabled(module):
+        epoch_state.note_batch_start(trainer_of(module), module, batch_idx)
 
 
 def _finish_resumed_epoch(module: TypedModuleMixin) -> None:

@@ -523,6 +523,30 @@ def _resume_warning(case: str) -> str:
         return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, **options))
 
 
+def _resume_inside_a_batch_warning(case: str) -> str:
+    """A checkpoint saved inside batch 5 (tests/test_resume_fault.py's model): after its optimizer step, or
+    by OnExceptionCheckpoint in the second batch of an accumulation window."""
+    import tempfile
+
+    from pytorch_lightning.callbacks import OnExceptionCheckpoint
+
+    import test_resume as resume
+    import test_resume_fault as fault
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        resumed_as = type("MyModel", (fault.FaultyTyped,), {})
+        if case == "after update":
+            saved_to = root / "saving" / "in_step.ckpt"
+            resume.fit(root / "saving", lambda: fault.FaultyTyped("save_after_optimizer_step", saved_to))
+            return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=saved_to))
+        with pytest.raises(fault.SimulatedFault):
+            resume.fit(root / "faulty", lambda: fault.FaultyTyped("after_log"), accumulate_grad_batches=2,
+                       enable_checkpointing=True, callbacks=[OnExceptionCheckpoint(root / "faulty")])
+        saved_to = root / "faulty" / "on_exception.ckpt"
+        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=saved_to, accumulate_grad_batches=2))
+
+
 ONE = torch.tensor(1.0)
 NAN = float("nan")
 A = StepResultAdapter
@@ -675,6 +699,8 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume from a plain checkpoint": lambda: _resume_warning("plain"),
     "resume after the module changed": lambda: _resume_warning("changed"),
     "resume from an epoch's last batch": lambda: _resume_warning("last batch"),
+    "resume after an optimizer step inside the batch": lambda: _resume_inside_a_batch_warning("after update"),
+    "resume inside an accumulation window": lambda: _resume_inside_a_batch_warning("accumulation"),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),
