@@ -54,6 +54,8 @@ class MetricUpdates(Protocol):
 
     def explain(self, error: BaseException, call: StepCall) -> StepResultError | None: ...
 
+    def skipped(self, call: StepCall, output: object) -> None: ...
+
 
 class _ModuleState:
     """Per-module runtime state, kept off the module so that it pickles and copies as it was."""
@@ -139,6 +141,9 @@ def run_step(
         batch = _batch_of(module, args, kwargs)
         for metric_set in state.metric_sets.values():
             metric_set.update(module, call, seen, batch)
+    elif state.metric_sets:  # noted, so that a stage whose steps feed its metrics nothing is told so
+        for metric_set in state.metric_sets.values():
+            metric_set.skipped(call, output)
     return lightning_output
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import types
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,7 +17,7 @@ import torch
 from torchmetrics import Metric, MetricCollection
 
 from lightning_step_types.checks import StepCall
-from lightning_step_types.errors import StepResultError, describe, describe_tensor, short_repr
+from lightning_step_types.errors import StepResultError, StepResultWarning, describe, describe_tensor, format_problem, short_repr
 from lightning_step_types.results import StepResult
 
 if TYPE_CHECKING:
@@ -65,7 +66,27 @@ def binding_error(
         key = error.args[0]
         keys = _result_keys(result)
         if key not in keys:
-            close = difflib.get_close_matches(str(key), [str(k) for k in keys], n=1, cutoff=0.6) if isinstance(key, str) else []
+            batch_keys = _batch_keys(batch)
+            close = _closest(key, keys)
+            if batch_keys is not None and key not in batch_keys:
+                close_in_batch = _closest(key, batch_keys)
+                if close_in_batch is not None and (close is None or close_in_batch[1] > close[1]):
+                    return StepResultError(
+                        where,
+                        f"KeyError {short_repr(key)}: the batch holds {_describe_items(batch)}",
+                        f"a key the batch holds: {batch_keys}",
+                        f"read {close_in_batch[0]!r}: `batch[{close_in_batch[0]!r}]` (keys are case-sensitive)",
+                        call.hook,
+                    )
+                if close is None:  # in neither: show both
+                    return StepResultError(
+                        where,
+                        f"KeyError {short_repr(key)}: the result holds {holds}, the batch holds {_describe_items(batch)}",
+                        f"a key the step's result holds: {keys}, or one the batch holds: {batch_keys}",
+                        f"read one of those keys, or put {short_repr(key)} in the step's metadata"
+                        f" (`metadata={{{short_repr(key)}: ...}}`)",
+                        call.hook,
+                    )
             fix = (
                 f"read {close[0]!r}: `result.metadata[{close[0]!r}]` (keys are case-sensitive)"
                 if close
@@ -191,6 +212,30 @@ def _result_keys(result: Any) -> list[Any]:
     return []
 
 
+def _closest(key: object, keys: list[Any]) -> tuple[str, float] | None:
+    """The key most like ``key`` (a str) among ``keys``, and how alike they are (difflib's ratio)."""
+    if not isinstance(key, str):
+        return None
+    candidates = [str(k) for k in keys if isinstance(k, str)]
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    return (close[0], difflib.SequenceMatcher(None, key, close[0]).ratio()) if close else None
+
+
+def _batch_keys(batch: object) -> list[Any] | None:
+    """The keys of a dict-like batch; None for other batches."""
+    if not isinstance(batch, Mapping):
+        return None
+    try:
+        return list(cast("Mapping[object, Any]", batch))
+    except Exception:  # a hostile mapping must not hide the real error
+        return None
+
+
+def _describe_items(mapping: object) -> str:
+    items = ", ".join(f"{short_repr(k)}: {describe(v)}" for k, v in cast("Mapping[object, Any]", mapping).items())
+    return f"{{{items}}}"
+
+
 def describe_callable(value: object) -> str:
     """Like ``describe``, without the memory address a function's repr shows."""
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
@@ -207,3 +252,43 @@ def short_str(value: object) -> str:
         return str(value)
     except Exception:
         return "name"
+
+
+def many_values_error(stage_copies: StageCopies, member: str | None, value: object, hook: str, how: str) -> StepResultError:
+    """A copy whose first value (its batch value, or its epoch's compute()) is not one number."""
+    metric = stage_copies.copies[0]
+    shown = type(metric).__name__ + (f"[{member!r}]" if member is not None else "")
+    return StepResultError(
+        f"{where_of(stage_copies)}: {shown}.{how}",
+        f"{how}() gave {describe(value)}",
+        "one number: Lightning logs one value per name",
+        "reduce it to one value in the metric's settings (e.g. `average='macro'`), or keep the metric out of"
+        " the declared metrics: update it in the step and read its compute() in on_validation_epoch_end",
+        hook,
+    )
+
+
+def warn_unfed(stage_copies: StageCopies, call: StepCall, output: object) -> None:
+    """A stage ran, and its steps fed this copy nothing: say so, naming what they returned."""
+    returned = "returned None" if output is None else "was skipped (a non-finite loss, nonfinite_loss='skip')"
+    others = tuple(s for s in stage_copies.binding.stages if s != stage_copies.stage)
+    drop = f"drop {stage_copies.stage!r} from its stages: `stages={others!r}`" if others else "drop the entry"
+    if call.policy.strict:
+        feed = "return a `ValStepResult(loss=..., metadata={...})` holding what its update reads"
+        if stage_copies.stage == "train":
+            feed = "return a `TrainStepResult(loss=..., metadata={...})` holding what its update reads"
+    else:
+        feed = "return what its update reads, e.g. `return {'loss': loss, 'logits': logits}` for `result['logits']`"
+    warning = StepResultWarning(
+        format_problem(
+            where_of(stage_copies),
+            f"no update in an epoch of this stage: every step {returned}, so {stage_copies.entry!r} logs nothing",
+            f"a step result each step, which update(result, batch) reads to feed {stage_copies.entry!r}",
+            f"{feed}; or {drop}",
+            call.hook,
+        )
+    )
+    if call.source is None:
+        warnings.warn(warning, stacklevel=3)
+    else:  # no frame of the user's is on the stack: point at the step's definition
+        warnings.warn_explicit(warning, StepResultWarning, *call.source)

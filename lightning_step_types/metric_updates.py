@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, cast
 
 import torch
@@ -38,8 +38,10 @@ from lightning_step_types.metric_messages import (
     arguments_error,
     binding_error,
     clash_error,
+    many_values_error,
     update_error,
     update_method,
+    warn_unfed,
 )
 
 STAGES: tuple[Literal["train"], Literal["val"], Literal["test"]] = ("train", "val", "test")
@@ -56,6 +58,12 @@ class Binding(Protocol):
 
     @property
     def on_step(self) -> bool: ...
+
+    @property
+    def on_epoch(self) -> bool: ...
+
+    @property
+    def stages(self) -> Sequence[str]: ...
 
 
 class StepMetricCopies(torch.nn.ModuleDict):
@@ -75,7 +83,10 @@ class StepMetricCopies(torch.nn.ModuleDict):
 class StageCopies:
     """One entry in one stage: its copy per dataloader, and the names they are logged under."""
 
-    __slots__ = ("entry", "stage", "binding", "read", "names", "first_name", "copies", "logged_first", "owner", "step_values")
+    __slots__ = (
+        "entry", "stage", "binding", "read", "names", "first_name", "copies", "logged_first", "owner",
+        "step_values", "epoch_values", "fed", "warned_unfed", "checked_one_value",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -92,12 +103,19 @@ class StageCopies:
         self.stage = stage
         self.binding = binding
         self.read = read  # the binding's update(result, batch)
-        self.step_values = bool(binding.on_step) and stage == "train"  # `on_step` applies to training
+        # `on_step` / `on_epoch` apply to training; validation and test log epoch values.
+        self.step_values = bool(binding.on_step) and stage == "train"
+        self.epoch_values = bool(binding.on_epoch) or stage != "train"
         self.names = names  # member key (or None) -> log name
         self.first_name = next(iter(self.names.values()))
         self.copies: dict[int, Metric | MetricCollection] = {0: first}  # dataloader index -> copy
         # dataloader index -> the object logged under first_name (the copy, or a collection's first member)
         self.logged_first: dict[int, Metric] = {0: _first_logged(first)}
+        # Set at the copy's first update in an epoch (no cost per step); read and reset at the
+        # stage's epoch end, which warns once per run about a copy the stage never fed.
+        self.fed = False
+        self.warned_unfed = False
+        self.checked_one_value = False  # its first value was checked to be one number
 
     def copy_for(self, dataloader_idx: int) -> Metric | MetricCollection:
         found = self.copies.get(dataloader_idx)
@@ -122,6 +140,8 @@ class MetricSet:
         self.by_hook: dict[str, list[StageCopies]] = {}
         self.stage_copies: list[StageCopies] = []
         self.container: StepMetricCopies | None = None  # set for modules that hold their copies
+        # hook -> (the first step this epoch whose result fed nothing, what it returned)
+        self.skipped_steps: dict[str, tuple[StepCall, object]] = {}
 
     def add(self, stage_copies: StageCopies) -> None:
         hook = STEP_HOOKS[STAGES.index(stage_copies.stage)]
@@ -159,7 +179,11 @@ class MetricSet:
         for stage_copies in declared:
             if stage_copies.step_values:  # training: one loader; the batch value is logged every step
                 metric = stage_copies.copies[0]
-                _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), True)
+                value = _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), True)
+                if not stage_copies.checked_one_value:
+                    stage_copies.checked_one_value = True
+                    _check_one_value(stage_copies, value, call.hook, "forward")
+                stage_copies.fed = True
                 _log(module, stage_copies, metric, on_step=True)
                 continue
             if context is None:
@@ -170,7 +194,39 @@ class MetricSet:
             if logged_metric(context, stage_copies.first_name) is not stage_copies.logged_first[idx]:
                 # The copy's first update in this epoch (in this process): Lightning does not hold it yet.
                 _check_no_clash(module, stage_copies, call)
+                stage_copies.fed = True
                 _log(module, stage_copies, metric, on_step=False)
+
+    def skipped(self, call: StepCall, output: object) -> None:
+        """A step whose result updates no metric (it returned None, or its batch was skipped)."""
+        if call.hook_name in self.by_hook and call.hook_name not in self.skipped_steps:
+            self.skipped_steps[call.hook_name] = (call, output)
+
+    # --- at the end of each stage's epoch ---------------------------------------------------------
+
+    def end_of_stage(self, stage: str, hook: str) -> None:
+        """Warn about copies the stage's steps never fed; check each copy's first epoch value.
+
+        ``hook`` names the epoch-end hook this runs in. Idempotent within one epoch end.
+        """
+        step_hook = STEP_HOOKS[STAGES.index(stage)]
+        declared = self.by_hook.get(step_hook)
+        if not declared:
+            return
+        skipped = self.skipped_steps.pop(step_hook, None)
+        for stage_copies in declared:
+            if stage_copies.fed:
+                stage_copies.fed = False
+                if not stage_copies.checked_one_value:
+                    stage_copies.checked_one_value = True
+                    for metric in stage_copies.copies.values():
+                        if _update_count(metric):
+                            # Cached by torchmetrics: Lightning's own compute() of this epoch gets this value.
+                            _check_one_value(stage_copies, _compute(metric), hook, "compute")
+            elif skipped is not None and not stage_copies.warned_unfed:
+                stage_copies.warned_unfed = True
+                call, output = skipped
+                warn_unfed(stage_copies, call, output)
 
     def explain(self, error: BaseException, call: StepCall) -> StepResultError | None:
         """Lightning's raw error when the step itself logs a declared name: the clear version."""
@@ -220,15 +276,18 @@ def _update_atomically(
     metric: Metric | MetricCollection,
     arguments: tuple[Any, ...],
     on_step: bool,
-) -> None:
-    """Update the copy; if its update raises, put its state back as it was and say what went wrong."""
+) -> Any:
+    """Update the copy; if its update raises, put its state back as it was and say what went wrong.
+
+    With ``on_step``, the batch value (what forward returns), else None.
+    """
     members = _members(metric)
     saved = [_snapshot(member, forward=on_step) for member in members]
     try:
         if on_step:
-            metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
-        else:
-            update_method(metric)(*arguments)
+            return metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
+        update_method(metric)(*arguments)
+        return None
     except Exception as error:
         for member, state in zip(members, saved):
             _restore(member, state)
@@ -298,7 +357,7 @@ def _log(module: Any, stage_copies: StageCopies, metric: Metric | MetricCollecti
                 stage_copies.names[str(member)],
                 member_metric,
                 on_step=on_step,
-                on_epoch=True,
+                on_epoch=stage_copies.epoch_values,
                 prog_bar=binding.prog_bar,
                 metric_attribute=f"{attribute}.{member}",
             )
@@ -307,10 +366,41 @@ def _log(module: Any, stage_copies: StageCopies, metric: Metric | MetricCollecti
             stage_copies.names[None],
             metric,
             on_step=on_step,
-            on_epoch=True,
+            on_epoch=stage_copies.epoch_values,
             prog_bar=binding.prog_bar,
             metric_attribute=attribute,
         )
+
+
+def _compute(metric: Metric | MetricCollection) -> object:
+    # torchmetrics wraps `compute` per instance (typed as a bare Callable).
+    compute: Callable[[], object] = metric.compute  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return compute()
+
+
+def _update_count(metric: Metric | MetricCollection) -> int:
+    return sum(member.update_count for member in _members(metric))
+
+
+def _check_one_value(stage_copies: StageCopies, value: object, hook: str, how: str) -> None:
+    """What Lightning will log for the copy must be one number per name (a collection: per member)."""
+    values = cast("dict[str, object]", value) if isinstance(value, dict) else {None: value}
+    for member, member_value in values.items():
+        if not _one_number(member_value):
+            raise many_values_error(stage_copies, member, member_value, hook, how)
+
+
+def _one_number(value: object) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def end_of_stage(module: Any, owner: object, stage: str, hook: str) -> None:
+    """At a stage's epoch end (``hook``): ``owner``'s declared metrics check what that epoch fed them."""
+    metric_set = module_state(module).metric_sets.get(owner)
+    if isinstance(metric_set, MetricSet):
+        metric_set.end_of_stage(stage, hook)
 
 
 def _check_no_clash(module: Any, stage_copies: StageCopies, call: StepCall) -> None:

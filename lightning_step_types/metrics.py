@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import string
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, cast
 
@@ -65,11 +66,14 @@ class StepMetric(Generic[ResultT]):
         on_step: in training, log the batch value as well (``train_acc_step`` and
             ``train_acc_epoch``, as Lightning names them). It costs one ``self.log`` and one
             ``metric(...)`` per step; epoch values alone cost one ``self.log`` per epoch.
+        on_epoch: with ``on_step=True``, ``False`` logs the training batch values only, under
+            the bare name (``train_acc``), as ``self.log_dict(metrics)`` in a training step does.
+            Validation and test always log epoch values.
         log_name: the logged name, with ``{stage}`` and ``{name}`` (the entry's key, or a
             ``MetricCollection`` member's name) filled in; default ``"{stage}_{name}"``.
     """
 
-    __slots__ = ("metric", "update", "stages", "prog_bar", "on_step", "log_name")
+    __slots__ = ("metric", "update", "stages", "prog_bar", "on_step", "on_epoch", "log_name")
 
     def __init__(
         self,
@@ -79,6 +83,7 @@ class StepMetric(Generic[ResultT]):
         *,
         prog_bar: bool = False,
         on_step: bool = False,
+        on_epoch: bool = True,
         log_name: str = DEFAULT_LOG_NAME,
     ) -> None:
         self.metric = metric
@@ -86,6 +91,7 @@ class StepMetric(Generic[ResultT]):
         self.stages = tuple(stages) if isinstance(stages, (tuple, list)) else stages
         self.prog_bar = prog_bar
         self.on_step = on_step
+        self.on_epoch = on_epoch
         self.log_name = log_name
 
     def __repr__(self) -> str:
@@ -122,7 +128,8 @@ def build_metric_set(
         for stage in cast("tuple[str, ...]", binding.stages):
             first = copy.deepcopy(binding.metric)
             first.reset()
-            stage_copies = StageCopies(metric_set, entry, stage, binding, binding.update, _log_names(entry, stage, binding), first)
+            names = _checked_log_names(declared_by, entry, stage, binding)
+            stage_copies = StageCopies(metric_set, entry, stage, binding, binding.update, names, first)
             for name in stage_copies.names.values():
                 if name in taken:
                     raise StepResultError(
@@ -250,6 +257,137 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
             f"pass `stages={tuple(dict.fromkeys(stages))!r}`",
             declared_by,
         )
+    _check_training_options(declared_by, where, typed)
+    _check_log_name(declared_by, where, typed.log_name)
+    _check_one_value(declared_by, where, typed.metric)
+
+
+def _check_training_options(declared_by: str, where: str, binding: StepMetric[Any]) -> None:
+    """``on_step`` and ``on_epoch`` choose what training logs: refused where they would do nothing."""
+    stages = cast("tuple[str, ...]", binding.stages)
+    with_training = ("train", *stages)
+    if binding.on_step and "train" not in stages:
+        raise StepResultError(
+            f"{where}.on_step",
+            f"on_step=True with stages={stages!r}",
+            "on_step=True in an entry that runs in 'train': validation and test log one value per epoch",
+            f"drop `on_step=True`, or add the training stage: `stages={with_training!r}`",
+            declared_by,
+        )
+    if not binding.on_epoch and not binding.on_step:
+        raise StepResultError(
+            f"{where}.on_epoch",
+            "on_epoch=False with on_step=False: nothing would be logged in training",
+            "on_epoch=False together with on_step=True: the training batch values only",
+            "log the batch values only with `on_step=True, on_epoch=False`, or drop `on_epoch=False`",
+            declared_by,
+        )
+    if not binding.on_epoch and "train" not in stages:
+        raise StepResultError(
+            f"{where}.on_epoch",
+            f"on_epoch=False with stages={stages!r}",
+            "on_epoch=False in an entry that runs in 'train': validation and test log one value per epoch",
+            f"drop `on_epoch=False`, or add the training stage: `stages={with_training!r}`",
+            declared_by,
+        )
+
+
+_LOG_NAME_FIELDS = ("stage", "name")
+
+
+def _check_log_name(declared_by: str, where: str, template: object) -> None:
+    """A ``log_name`` template whose fields are ``{stage}`` and ``{name}`` (each optional)."""
+    example = f"`log_name={DEFAULT_LOG_NAME!r}`"
+    if not isinstance(template, str):
+        raise StepResultError(
+            f"{where}.log_name",
+            describe(template),
+            "a str template with the fields {stage} and {name}",
+            f"pass e.g. {example}",
+            declared_by,
+        )
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as error:
+        raise StepResultError(
+            f"{where}.log_name",
+            f"{short_repr(template)}: ValueError: {error}",
+            "a template with the fields {stage} and {name}; a literal brace is written twice ('{{' or '}}')",
+            f"balance the braces, e.g. {example}",
+            declared_by,
+        ) from None
+    for field in fields:
+        base = field.partition(".")[0].partition("[")[0]
+        if base in _LOG_NAME_FIELDS:
+            continue
+        close = difflib.get_close_matches(base, _LOG_NAME_FIELDS, n=1, cutoff=0.5) if base else []
+        if close:
+            fixed = template.replace("{" + field, "{" + close[0])
+            fix = f"write {{{close[0]}}} for {{{field}}}: `log_name={fixed!r}`"
+        else:
+            fix = f"use only {{stage}} and {{name}}, e.g. {example}"
+        raise StepResultError(
+            f"{where}.log_name",
+            f"{short_repr(template)}: unknown field {{{field}}}",
+            "a template whose fields are {stage} (the stage: 'train', 'val', 'test') and {name} (the entry's key)",
+            fix,
+            declared_by,
+        )
+
+
+def _checked_log_names(declared_by: str, entry: str, stage: str, binding: StepMetric[Any]) -> dict[str | None, str]:
+    try:
+        return _log_names(entry, stage, binding)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:  # a format spec or an attribute of a field
+        raise StepResultError(
+            f"[{entry!r}].log_name",
+            f"{short_repr(binding.log_name)}: {type(error).__name__}: {error}",
+            "a template with the fields {stage} and {name}, both str",
+            f"pass e.g. `log_name={DEFAULT_LOG_NAME!r}`",
+            declared_by,
+        ) from None
+
+
+def _check_one_value(declared_by: str, where: str, metric: Metric | MetricCollection) -> None:
+    """Lightning logs one number per name: metrics whose kind gives more are refused here.
+
+    Others that turn out to give more are refused at their first compute (``metric_updates``).
+    """
+    members = list(metric.items(keep_base=True, copy_state=False)) if isinstance(metric, MetricCollection) else [(None, metric)]
+    for member, member_metric in members:
+        problem = many_values(member_metric)
+        if problem is None:
+            continue
+        kind, fix = problem
+        shown = f"{type(member_metric).__name__} ({kind})"
+        raise StepResultError(
+            f"{where}.metric" + (f"[{member!r}]" if member is not None else ""),
+            f"{shown}: its compute() gives more than one value",
+            "a metric whose compute() gives one value: Lightning logs one number per name",
+            fix,
+            declared_by,
+        )
+
+
+_OWN_EPOCH_END = (
+    "keep it out of the declared metrics: update it in the step and read its compute()"
+    " in on_validation_epoch_end (e.g. to plot it)"
+)
+
+
+def many_values(metric: Metric) -> tuple[str, str] | None:
+    """(what it gives, the fix) for a metric whose kind says its compute() gives more than one value."""
+    names = [cls.__name__ for cls in type(metric).__mro__]
+    if any(name.endswith("ConfusionMatrix") for name in names):
+        return "a confusion matrix", _OWN_EPOCH_END
+    if any(name.endswith(("ROC", "PrecisionRecallCurve")) for name in names):
+        return "a curve", _OWN_EPOCH_END
+    average = getattr(metric, "average", "")
+    if average is None or average == "none":
+        return f"average={average!r}: one value per class", "pass `average='macro'` (or 'micro', 'weighted') for one value"
+    if getattr(metric, "multidim_average", None) == "samplewise":
+        return "multidim_average='samplewise': one value per sample", "pass `multidim_average='global'` for one value"
+    return None
 
 
 def _rename_fix(entry: str, binding: StepMetric[Any], clashing: str) -> str:
