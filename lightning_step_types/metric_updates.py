@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, cast
 
 import torch
@@ -409,35 +409,5 @@ def _check_no_clash(module: Any, stage_copies: StageCopies, call: StepCall) -> N
             raise clash_error(stage_copies, name, call)
 
 
-def metric_sets_of(module: Any) -> list[MetricSet]:
-    return [s for s in module_state(module).metric_sets.values() if isinstance(s, MetricSet)]
-
-
-def step_metric_objects(module: Any) -> dict[str, Metric]:
-    """The live copies of a module's declared metrics, by stable name.
-
-    Keys are ``"{stage}/{entry}"`` (``"train/acc"``, ``"val/acc"``), with
-    ``"/dataloader_idx_{N}"`` for the copies of validation/test dataloaders after the first
-    (made when that loader first runs), and for a ``MetricCollection`` one key per member:
-    ``"train/scores/MulticlassAccuracy"`` (the members are what Lightning computes and resets).
-    Works for metrics declared by a ``TypedLightningModule`` or a ``StepResultAdapter``, from
-    setup on; the training copies exist from setup, so their state can be restored before the
-    first step.
-    """
-    found: dict[str, Metric] = {}
-    for metric_set in metric_sets_of(module):
-        found.update(metric_set.objects())
-    return found
-
-
 def stage_of(hook_name: str) -> str:
     return _STAGE_OF_HOOK[hook_name]
-
-
-def iter_stage_copies(module: Any) -> Iterator[tuple[str, str, int, Metric | MetricCollection]]:
-    """(stage, entry, dataloader index, copy) for each copy of the module's declared metrics."""
-    for metric_set in metric_sets_of(module):
-        for sc in metric_set.stage_copies:
-            for idx, metric in sc.copies.items():
-                yield sc.stage, sc.entry, idx, metric
-

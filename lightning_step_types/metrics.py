@@ -28,13 +28,14 @@ from lightning_step_types.metric_updates import CONTAINER_ATTRIBUTE as CONTAINER
 from lightning_step_types.metric_updates import MetricSet as MetricSet
 from lightning_step_types.metric_updates import StageCopies
 from lightning_step_types.metric_updates import StepMetricCopies as StepMetricCopies
-from lightning_step_types.metric_updates import iter_stage_copies as iter_stage_copies
-from lightning_step_types.metric_updates import metric_sets_of as metric_sets_of
 from lightning_step_types.metric_updates import stage_of as stage_of
-from lightning_step_types.metric_updates import step_metric_objects as step_metric_objects
+from lightning_step_types.metric_values import declared_metric as declared_metric
+from lightning_step_types.metric_values import iter_stage_copies as iter_stage_copies
+from lightning_step_types.metric_values import metric_sets_of as metric_sets_of
+from lightning_step_types.metric_values import step_metric_objects as step_metric_objects
 from lightning_step_types.policy import StepPolicy
 
-__all__ = ["StepMetric", "step_metric_objects"]
+__all__ = ["StepMetric", "declared_metric", "step_metric_objects"]
 
 # Words users write for a stage -> the stage.
 _STAGE_ALIASES = {
@@ -88,7 +89,8 @@ class StepMetric(Generic[ResultT]):
     ) -> None:
         self.metric = metric
         self.update = update
-        self.stages = tuple(stages) if isinstance(stages, (tuple, list)) else stages
+        # Any sequence of names (a list, a config's ListConfig) is kept as a tuple; a str is refused at setup.
+        self.stages = _as_tuple(stages)
         self.prog_bar = prog_bar
         self.on_step = on_step
         self.on_epoch = on_epoch
@@ -99,6 +101,14 @@ class StepMetric(Generic[ResultT]):
             f"StepMetric({type(self.metric).__name__}(...), update={callable_name(self.update)},"
             f" stages={self.stages!r})"
         )
+
+
+def _as_tuple(stages: Sequence[str]) -> Sequence[str]:
+    """Any sequence of names (a list, a config's list) as a tuple; a str, or what is no sequence, as
+    given (refused at setup, with its fix)."""
+    if isinstance(stages, str) or not isinstance(stages, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
+        return stages
+    return tuple(stages)
 
 
 def build_metric_set(
