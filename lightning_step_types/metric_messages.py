@@ -262,8 +262,8 @@ def many_values_error(stage_copies: StageCopies, member: str | None, value: obje
         f"{where_of(stage_copies)}: {shown}.{how}",
         f"{how}() gave {describe(value)}",
         "one number: Lightning logs one value per name",
-        "reduce it to one value in the metric's settings (e.g. `average='macro'`), or keep the metric out of"
-        " the declared metrics: update it in the step and read its compute() in on_validation_epoch_end",
+        "make it compute one value (e.g. `average='macro'` for a per-class metric), or keep it out of the"
+        " declared metrics: update it in the step and read its compute() in on_validation_epoch_end",
         hook,
     )
 

@@ -293,8 +293,8 @@ def test_a_metric_that_turns_out_to_give_many_values_is_refused_at_its_first_com
         f"{hook}: {declared_by(way)}['hits'] in stage 'train': PerClassHits.compute\n"
         "  got:      compute() gave Tensor(shape=(3,), dtype=float32, requires_grad=False)\n"
         "  expected: one number: Lightning logs one value per name\n"
-        "  fix:      reduce it to one value in the metric's settings (e.g. `average='macro'`), or keep the metric out of"
-        " the declared metrics: update it in the step and read its compute() in on_validation_epoch_end"
+        "  fix:      make it compute one value (e.g. `average='macro'` for a per-class metric), or keep it out of the"
+        " declared metrics: update it in the step and read its compute() in on_validation_epoch_end"
     )
 
 
