@@ -21,7 +21,7 @@ from lightning_step_types.policy import LossLogging, NonFiniteLoss
 from lightning_step_types.results import FrozenMetadata, StepResult, TrainStepResult, ValStepResult
 
 if TYPE_CHECKING:  # checkers see the lazily imported names (as the stubs declare them)
-    from lightning_step_types.metrics import StepMetric
+    from lightning_step_types.metrics import StepMetric, declared_metric
     from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedCallback, TypedLightningModule
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "TypedCallback",
     "TypedLightningModule",
     "ValStepResult",
+    "declared_metric",
 ]
 __version__ = "0.1.0"
 
@@ -45,8 +46,8 @@ _FLAVOURED = ("StepResultAdapter", "TypedCallback", "TypedLightningModule")
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that importing the results does not require a particular Lightning package (or torchmetrics).
-    if name == "StepMetric":
-        value = importlib.import_module("lightning_step_types.metrics").StepMetric
+    if name in ("StepMetric", "declared_metric"):
+        value = getattr(importlib.import_module("lightning_step_types.metrics"), name)
         globals()[name] = value
         return value
     if name not in _FLAVOURED:

@@ -54,6 +54,8 @@ class MetricUpdates(Protocol):
 
     def explain(self, error: BaseException, call: StepCall) -> StepResultError | None: ...
 
+    def skipped(self, call: StepCall, output: object) -> None: ...
+
 
 class _ModuleState:
     """Per-module runtime state, kept off the module so that it pickles and copies as it was."""
@@ -134,11 +136,15 @@ def run_step(
         state.latest[hook_name] = result
     if policy.log_loss is not None:
         _log_loss(module, call, policy.log_loss, lightning_output, result)
-    if state.metric_sets and lightning_output is not None:  # a skipped batch updates no metric
-        seen = result if result is not None else _legacy_view(lightning_output)
-        batch = _batch_of(module, args, kwargs)
-        for metric_set in state.metric_sets.values():
-            metric_set.update(module, call, seen, batch)
+    if state.metric_sets:
+        if lightning_output is not None:
+            seen = result if result is not None else _legacy_view(lightning_output)
+            batch = _batch_of(module, args, kwargs)
+            for metric_set in state.metric_sets.values():
+                metric_set.update(module, call, seen, batch)
+        else:  # a skipped batch updates no metric; noted, so that a stage that fed none is told so
+            for metric_set in state.metric_sets.values():
+                metric_set.skipped(call, output)
     return lightning_output
 
 

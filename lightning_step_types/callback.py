@@ -21,6 +21,7 @@ from lightning_step_types.metrics import (
     detach_metric_set,
     loss_log_names,
 )
+from lightning_step_types.metric_updates import end_of_stage
 from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
@@ -84,7 +85,7 @@ class StepResultAdapterMixin:
         return self._state_key
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if self.metrics is not None:
+        if self.metrics is not None and stage != "predict":  # predict_step's outputs feed no metric
             self._attach_metrics(trainer, pl_module)
         if isinstance(pl_module, TypedModuleMixin):
             self._warn_if_overridden(pl_module)
@@ -146,6 +147,14 @@ class StepResultAdapterMixin:
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if epoch_state.resuming() and self._keeps_epoch_state(pl_module):
             epoch_state.finish_resumed_epoch(trainer, pl_module)
+        end_of_stage(pl_module, self, "train", f"{type(self).__name__}.on_train_epoch_end")
+
+    # The declared metrics check what each stage's epoch fed them (metric_updates.end_of_stage).
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        end_of_stage(pl_module, self, "val", f"{type(self).__name__}.on_validation_epoch_end")
+
+    def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        end_of_stage(pl_module, self, "test", f"{type(self).__name__}.on_test_epoch_end")
 
     # Stage isolation (stage_isolation.py), for modules this callback adapts; a typed module checks itself.
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:

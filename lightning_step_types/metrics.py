@@ -1,54 +1,42 @@
-"""Declared metrics: ``StepMetric`` bindings, their per-stage copies, their update and logging.
+"""Declared metrics: ``StepMetric`` bindings, and the checks and copies made of them at setup.
 
 A module declares ``{"acc": StepMetric(Accuracy(...), update=lambda result, batch: (...))}`` in
 ``TypedLightningModule.configure_step_metrics`` (or passes it as ``StepResultAdapter(metrics=...)``).
 At setup each entry is checked and deep-copied once per stage it names; a validation or test
-stage gets one more copy per extra dataloader when that loader first runs. After every step,
-``adapter.run_step`` hands the checked result to ``MetricSet.update``: the binding's ``update``
-picks the arguments, the stage's copy is updated with them, and the copy is logged with
-Lightning's own ``self.log(name, metric)``. Lightning then computes, syncs and resets it at the
-epoch's end, as for the hand-written pattern.
-
-Cost: Lightning keeps a reference to a logged metric object and calls ``compute()`` on it at the
-epoch's end, so an epoch value needs one ``self.log`` per (stage, dataloader, epoch), not one per
-step: a copy is logged at its first update in an epoch (in this process: after a mid-epoch resume
-too), found by looking for it in Lightning's active result collection. Step values in training
-(``on_step=True``) need the batch value, hence ``metric(...)`` (forward) and ``self.log`` each step.
+stage gets one more copy per extra dataloader when that loader first runs. What happens to the
+copies after each step is in ``metric_updates``; the messages of per-step failures are in
+``metric_messages``.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import inspect
-import types
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Literal, cast
+import string
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, cast
 
 import torch
 from torchmetrics import Metric, MetricCollection
 from typing_extensions import TypeVar
 
 from lightning_step_types.adapter import STEP_HOOKS, module_state
-from lightning_step_types.checks import StepCall
-from lightning_step_types.errors import StepResultError, describe, describe_tensor, short_repr
-from lightning_step_types.lightning_internals import (
-    LoggingContext,
-    log_clash_name,
-    logged_in_current_hook,
-    logged_metric,
-    logging_context,
-    set_update_bookkeeping,
-    update_bookkeeping,
-)
+from lightning_step_types.errors import StepResultError, describe, short_repr
+from lightning_step_types.metric_messages import callable_name, describe_callable, short_str
+from lightning_step_types.metric_updates import STAGES as STAGES  # the rest of the package imports these from here
+from lightning_step_types.metric_updates import CONTAINER_ATTRIBUTE as CONTAINER_ATTRIBUTE
+from lightning_step_types.metric_updates import MetricSet as MetricSet
+from lightning_step_types.metric_updates import StageCopies
+from lightning_step_types.metric_updates import StepMetricCopies as StepMetricCopies
+from lightning_step_types.metric_updates import stage_of as stage_of
+from lightning_step_types.metric_values import declared_metric as declared_metric
+from lightning_step_types.metric_values import iter_stage_copies as iter_stage_copies
+from lightning_step_types.metric_values import metric_sets_of as metric_sets_of
+from lightning_step_types.metric_values import step_metric_objects as step_metric_objects
 from lightning_step_types.policy import StepPolicy
-from lightning_step_types.results import StepResult
 
-__all__ = ["StepMetric", "step_metric_objects"]
+__all__ = ["StepMetric", "declared_metric", "step_metric_objects"]
 
-STAGES: tuple[Literal["train"], Literal["val"], Literal["test"]] = ("train", "val", "test")
-_STAGE_OF_HOOK: dict[str, str] = dict(zip(STEP_HOOKS, STAGES))  # training_step -> train, ...
 # Words users write for a stage -> the stage.
 _STAGE_ALIASES = {
     "training": "train",
@@ -79,11 +67,14 @@ class StepMetric(Generic[ResultT]):
         on_step: in training, log the batch value as well (``train_acc_step`` and
             ``train_acc_epoch``, as Lightning names them). It costs one ``self.log`` and one
             ``metric(...)`` per step; epoch values alone cost one ``self.log`` per epoch.
+        on_epoch: with ``on_step=True``, ``False`` logs the training batch values only, under
+            the bare name (``train_acc``), as ``self.log_dict(metrics)`` in a training step does.
+            Validation and test always log epoch values.
         log_name: the logged name, with ``{stage}`` and ``{name}`` (the entry's key, or a
             ``MetricCollection`` member's name) filled in; default ``"{stage}_{name}"``.
     """
 
-    __slots__ = ("metric", "update", "stages", "prog_bar", "on_step", "log_name")
+    __slots__ = ("metric", "update", "stages", "prog_bar", "on_step", "on_epoch", "log_name")
 
     def __init__(
         self,
@@ -93,138 +84,31 @@ class StepMetric(Generic[ResultT]):
         *,
         prog_bar: bool = False,
         on_step: bool = False,
+        on_epoch: bool = True,
         log_name: str = DEFAULT_LOG_NAME,
     ) -> None:
         self.metric = metric
         self.update = update
-        self.stages = tuple(stages) if isinstance(stages, (tuple, list)) else stages
+        # Any sequence of names (a list, a config's ListConfig) is kept as a tuple; a str is refused at setup.
+        self.stages = _as_tuple(stages)
         self.prog_bar = prog_bar
         self.on_step = on_step
+        self.on_epoch = on_epoch
         self.log_name = log_name
 
     def __repr__(self) -> str:
         return (
-            f"StepMetric({type(self.metric).__name__}(...), update={_callable_name(self.update)},"
+            f"StepMetric({type(self.metric).__name__}(...), update={callable_name(self.update)},"
             f" stages={self.stages!r})"
         )
 
 
-# --- setup: checking the declaration, making the copies ----------------------------------------
-
-
-class StepMetricCopies(torch.nn.ModuleDict):
-    """The copies of a ``TypedLightningModule``'s declared metrics: a child module, so that
-    ``.to(device)`` and precision plugins move them with the module, but with nothing in the
-    module's ``state_dict`` (a checkpoint loads strictly with or without declared metrics;
-    their running state is saved by the exact-resume machinery instead)."""
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        destination: Any = kwargs.get("destination", args[0] if args else None)
-        return destination if destination is not None else OrderedDict[str, Any]()
-
-    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
-        pass  # nothing was saved
-
-
-class _StageCopies:
-    """One entry in one stage: its copy per dataloader, and the names they are logged under."""
-
-    __slots__ = ("entry", "stage", "binding", "names", "first_name", "copies", "logged_first", "owner", "step_values")
-
-    def __init__(self, owner: MetricSet, entry: str, stage: str, binding: StepMetric[Any], first: Metric | MetricCollection) -> None:
-        self.owner = owner
-        self.entry = entry
-        self.stage = stage
-        self.binding = binding
-        self.step_values = bool(binding.on_step) and stage == "train"  # `on_step` applies to training
-        self.names = _log_names(entry, stage, binding)  # member key (or None) -> log name
-        self.first_name = next(iter(self.names.values()))
-        self.copies: dict[int, Metric | MetricCollection] = {0: first}  # dataloader index -> copy
-        # dataloader index -> the object logged under first_name (the copy, or a collection's first member)
-        self.logged_first: dict[int, Metric] = {0: _first_logged(first)}
-
-    def copy_for(self, dataloader_idx: int) -> Metric | MetricCollection:
-        found = self.copies.get(dataloader_idx)
-        if found is None:
-            # Another loader of this stage: a fresh copy made like the first (device, dtype included).
-            found = copy.deepcopy(self.copies[0])
-            found.reset()
-            # Made mid-run, it is not among the modules whose train/eval mode Lightning records and
-            # restores around validation: give it the mode of those made at setup.
-            found.train()
-            self.copies[dataloader_idx] = found
-            self.logged_first[dataloader_idx] = _first_logged(found)
-            self.owner.register(self, dataloader_idx, found)
-        return found
-
-
-class MetricSet:
-    """The declared metrics of one module for one run (from the module, or from a ``StepResultAdapter``)."""
-
-    def __init__(self, declared_by: str) -> None:
-        self.declared_by = declared_by  # "MyModel.configure_step_metrics" or "StepResultAdapter(metrics=...)"
-        self.by_hook: dict[str, list[_StageCopies]] = {}
-        self.stage_copies: list[_StageCopies] = []
-        self.container: StepMetricCopies | None = None  # set for modules that hold their copies
-
-    def add(self, stage_copies: _StageCopies) -> None:
-        hook = STEP_HOOKS[STAGES.index(stage_copies.stage)]
-        self.by_hook.setdefault(hook, []).append(stage_copies)
-        self.stage_copies.append(stage_copies)
-
-    def register(self, stage_copies: _StageCopies, dataloader_idx: int, metric: Metric | MetricCollection) -> None:
-        if self.container is not None:
-            self.container[_container_key(stage_copies, dataloader_idx)] = metric
-
-    def log_names(self) -> dict[str, str]:
-        """log name -> the entry that logs it."""
-        return {name: sc.entry for sc in self.stage_copies for name in sc.names.values()}
-
-    def objects(self) -> dict[str, Metric]:
-        found: dict[str, Metric] = {}
-        for sc in self.stage_copies:
-            for idx, metric in sc.copies.items():
-                key = f"{sc.stage}/{sc.entry}" + (f"/dataloader_idx_{idx}" if idx else "")
-                if isinstance(metric, MetricCollection):
-                    for member, member_metric in metric.items(keep_base=True, copy_state=False):
-                        found[f"{key}/{member}"] = member_metric
-                else:
-                    found[key] = metric
-        return found
-
-    # --- per step: called by adapter.run_step after the checks ----------------------------------
-
-    def update(self, module: Any, call: StepCall, result: Any, batch: Any) -> None:
-        """Update (and, at its first update in an epoch, log) each copy declared for this step."""
-        declared = self.by_hook.get(call.hook_name)
-        if not declared:
-            return
-        context: LoggingContext | None = None
-        for stage_copies in declared:
-            if stage_copies.step_values:  # training: one loader; the batch value is logged every step
-                metric = stage_copies.copies[0]
-                _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), True)
-                _log(module, stage_copies, metric, on_step=True)
-                continue
-            if context is None:
-                context = logging_context(module)
-            idx = context[2] or 0
-            metric = stage_copies.copy_for(idx)
-            _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), False)
-            if logged_metric(context, stage_copies.first_name) is not stage_copies.logged_first[idx]:
-                # The copy's first update in this epoch (in this process): Lightning does not hold it yet.
-                _check_no_clash(module, stage_copies, call)
-                _log(module, stage_copies, metric, on_step=False)
-
-    def explain(self, error: BaseException, call: StepCall) -> StepResultError | None:
-        """Lightning's raw error when the step itself logs a declared name: the clear version."""
-        name = log_clash_name(error)
-        if name is None:
-            return None
-        for stage_copies in self.by_hook.get(call.hook_name, ()):
-            if name in stage_copies.names.values():
-                return _clash_error(stage_copies, name, call)
-        return None
+def _as_tuple(stages: Sequence[str]) -> Sequence[str]:
+    """Any sequence of names (a list, a config's list) as a tuple; a str, or what is no sequence, as
+    given (refused at setup, with its fix)."""
+    if isinstance(stages, str) or not isinstance(stages, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
+        return stages
+    return tuple(stages)
 
 
 def build_metric_set(
@@ -254,7 +138,8 @@ def build_metric_set(
         for stage in cast("tuple[str, ...]", binding.stages):
             first = copy.deepcopy(binding.metric)
             first.reset()
-            stage_copies = _StageCopies(metric_set, entry, stage, binding, first)
+            names = _checked_log_names(declared_by, entry, stage, binding)
+            stage_copies = StageCopies(metric_set, entry, stage, binding, binding.update, names, first)
             for name in stage_copies.names.values():
                 if name in taken:
                     raise StepResultError(
@@ -314,37 +199,13 @@ def taken_log_names(module: Any, besides: object) -> dict[str, str]:
     return taken
 
 
-CONTAINER_ATTRIBUTE = "_step_metric_copies"
-
-
-def metric_sets_of(module: Any) -> list[MetricSet]:
-    return [s for s in module_state(module).metric_sets.values() if isinstance(s, MetricSet)]
-
-
-def step_metric_objects(module: Any) -> dict[str, Metric]:
-    """The live copies of a module's declared metrics, by stable name.
-
-    Keys are ``"{stage}/{entry}"`` (``"train/acc"``, ``"val/acc"``), with
-    ``"/dataloader_idx_{N}"`` for the copies of validation/test dataloaders after the first
-    (made when that loader first runs), and for a ``MetricCollection`` one key per member:
-    ``"train/scores/MulticlassAccuracy"`` (the members are what Lightning computes and resets).
-    Works for metrics declared by a ``TypedLightningModule`` or a ``StepResultAdapter``, from
-    setup on; the training copies exist from setup, so their state can be restored before the
-    first step.
-    """
-    found: dict[str, Metric] = {}
-    for metric_set in metric_sets_of(module):
-        found.update(metric_set.objects())
-    return found
-
-
 def _check_entry(declared_by: str, entry: object, binding: object) -> None:
     if not isinstance(entry, str) or not entry:
         raise StepResultError(
             f"[{short_repr(entry)}]",
             f"key {describe(entry)}",
             "a non-empty str: the name the metric is logged under",
-            f"use a string key, e.g. '{_short_str(entry)}'",
+            f"use a string key, e.g. '{short_str(entry)}'",
             declared_by,
         )
     where = f"[{entry!r}]"
@@ -366,7 +227,7 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
     if not isinstance(typed.metric, (Metric, MetricCollection)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise StepResultError(
             f"{where}.metric",
-            _describe_callable(typed.metric),
+            describe_callable(typed.metric),
             "a torchmetrics.Metric or MetricCollection: Lightning computes, syncs and resets those",
             "use a torchmetrics metric, e.g. `torchmetrics.MeanMetric()`, or write one by subclassing"
             " `torchmetrics.Metric`",
@@ -406,6 +267,137 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
             f"pass `stages={tuple(dict.fromkeys(stages))!r}`",
             declared_by,
         )
+    _check_training_options(declared_by, where, typed)
+    _check_log_name(declared_by, where, typed.log_name)
+    _check_one_value(declared_by, where, typed.metric)
+
+
+def _check_training_options(declared_by: str, where: str, binding: StepMetric[Any]) -> None:
+    """``on_step`` and ``on_epoch`` choose what training logs: refused where they would do nothing."""
+    stages = cast("tuple[str, ...]", binding.stages)
+    with_training = ("train", *stages)
+    if binding.on_step and "train" not in stages:
+        raise StepResultError(
+            f"{where}.on_step",
+            f"on_step=True with stages={stages!r}",
+            "on_step=True in an entry that runs in 'train': validation and test log one value per epoch",
+            f"drop `on_step=True`, or add the training stage: `stages={with_training!r}`",
+            declared_by,
+        )
+    if not binding.on_epoch and not binding.on_step:
+        raise StepResultError(
+            f"{where}.on_epoch",
+            "on_epoch=False with on_step=False: nothing would be logged in training",
+            "on_epoch=False together with on_step=True: the training batch values only",
+            "log the batch values only with `on_step=True, on_epoch=False`, or drop `on_epoch=False`",
+            declared_by,
+        )
+    if not binding.on_epoch and "train" not in stages:
+        raise StepResultError(
+            f"{where}.on_epoch",
+            f"on_epoch=False with stages={stages!r}",
+            "on_epoch=False in an entry that runs in 'train': validation and test log one value per epoch",
+            f"drop `on_epoch=False`, or add the training stage: `stages={with_training!r}`",
+            declared_by,
+        )
+
+
+_LOG_NAME_FIELDS = ("stage", "name")
+
+
+def _check_log_name(declared_by: str, where: str, template: object) -> None:
+    """A ``log_name`` template whose fields are ``{stage}`` and ``{name}`` (each optional)."""
+    example = f"`log_name={DEFAULT_LOG_NAME!r}`"
+    if not isinstance(template, str):
+        raise StepResultError(
+            f"{where}.log_name",
+            describe(template),
+            "a str template with the fields {stage} and {name}",
+            f"pass e.g. {example}",
+            declared_by,
+        )
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as error:
+        raise StepResultError(
+            f"{where}.log_name",
+            f"{short_repr(template)}: ValueError: {error}",
+            "a template with the fields {stage} and {name}; a literal brace is written twice ('{{' or '}}')",
+            f"balance the braces, e.g. {example}",
+            declared_by,
+        ) from None
+    for field in fields:
+        base = field.partition(".")[0].partition("[")[0]
+        if base in _LOG_NAME_FIELDS:
+            continue
+        close = difflib.get_close_matches(base, _LOG_NAME_FIELDS, n=1, cutoff=0.5) if base else []
+        if close:
+            fixed = template.replace("{" + field, "{" + close[0])
+            fix = f"write {{{close[0]}}} for {{{field}}}: `log_name={fixed!r}`"
+        else:
+            fix = f"use only {{stage}} and {{name}}, e.g. {example}"
+        raise StepResultError(
+            f"{where}.log_name",
+            f"{short_repr(template)}: unknown field {{{field}}}",
+            "a template whose fields are {stage} (the stage: 'train', 'val', 'test') and {name} (the entry's key)",
+            fix,
+            declared_by,
+        )
+
+
+def _checked_log_names(declared_by: str, entry: str, stage: str, binding: StepMetric[Any]) -> dict[str | None, str]:
+    try:
+        return _log_names(entry, stage, binding)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:  # a format spec or an attribute of a field
+        raise StepResultError(
+            f"[{entry!r}].log_name",
+            f"{short_repr(binding.log_name)}: {type(error).__name__}: {error}",
+            "a template with the fields {stage} and {name}, both str",
+            f"pass e.g. `log_name={DEFAULT_LOG_NAME!r}`",
+            declared_by,
+        ) from None
+
+
+def _check_one_value(declared_by: str, where: str, metric: Metric | MetricCollection) -> None:
+    """Lightning logs one number per name: metrics whose kind gives more are refused here.
+
+    Others that turn out to give more are refused at their first compute (``metric_updates``).
+    """
+    members = list(metric.items(keep_base=True, copy_state=False)) if isinstance(metric, MetricCollection) else [(None, metric)]
+    for member, member_metric in members:
+        problem = many_values(member_metric)
+        if problem is None:
+            continue
+        kind, fix = problem
+        shown = f"{type(member_metric).__name__} ({kind})"
+        raise StepResultError(
+            f"{where}.metric" + (f"[{member!r}]" if member is not None else ""),
+            f"{shown}: its compute() gives more than one value",
+            "a metric whose compute() gives one value: Lightning logs one number per name",
+            fix,
+            declared_by,
+        )
+
+
+_OWN_EPOCH_END = (
+    "keep it out of the declared metrics: update it in the step and read its compute()"
+    " in on_validation_epoch_end (e.g. to plot it)"
+)
+
+
+def many_values(metric: Metric) -> tuple[str, str] | None:
+    """(what it gives, the fix) for a metric whose kind says its compute() gives more than one value."""
+    names = [cls.__name__ for cls in type(metric).__mro__]
+    if any(name.endswith("ConfusionMatrix") for name in names):
+        return "a confusion matrix", _OWN_EPOCH_END
+    if any(name.endswith(("ROC", "PrecisionRecallCurve")) for name in names):
+        return "a curve", _OWN_EPOCH_END
+    average = getattr(metric, "average", "")
+    if average is None or average == "none":
+        return f"average={average!r}: one value per class", "pass `average='macro'` (or 'micro', 'weighted') for one value"
+    if getattr(metric, "multidim_average", None) == "samplewise":
+        return "multidim_average='samplewise': one value per sample", "pass `multidim_average='global'` for one value"
+    return None
 
 
 def _rename_fix(entry: str, binding: StepMetric[Any], clashing: str) -> str:
@@ -435,338 +427,3 @@ def _log_names(entry: str, stage: str, binding: StepMetric[Any], template: str |
             for member in metric.keys(keep_base=False)  # with the collection's own prefix/postfix
         }
     return {None: template.format(stage=stage, name=entry)}
-
-
-def _first_logged(metric: Metric | MetricCollection) -> Metric:
-    if isinstance(metric, MetricCollection):
-        first: Metric = next(iter(metric.values(copy_state=False)))
-        return first
-    return metric
-
-
-def _container_key(stage_copies: _StageCopies, dataloader_idx: int) -> str:
-    # ModuleDict keys may not contain "."; these are unique per (stage, entry, loader).
-    key = f"{stage_copies.stage}__{stage_copies.entry}" + (f"__dataloader_idx_{dataloader_idx}" if dataloader_idx else "")
-    return key.replace(".", "_")
-
-
-# --- per step: arguments, atomic update, logging --------------------------------------------------
-
-
-def _arguments(
-    stage_copies: _StageCopies, call: StepCall, result: Any, batch: Any, metric: Metric | MetricCollection
-) -> tuple[Any, ...]:
-    """What the binding's ``update`` returns: checked to be the positional arguments of ``metric.update``."""
-    try:
-        arguments = stage_copies.binding.update(result, batch)
-    except StepResultError:
-        raise
-    except Exception as error:
-        raise _binding_error(stage_copies, call, result, batch, error) from error
-    if type(arguments) is tuple:
-        return arguments
-    if isinstance(arguments, list):
-        return tuple(cast("list[Any]", arguments))
-    raise StepResultError(
-        _where(stage_copies),
-        f"update(result, batch) returned {describe(arguments)}",
-        f"a tuple of the positional arguments of {_signature(metric)}",
-        "return a tuple, e.g. `lambda result, batch: (result.metadata['preds'], batch[1])`; one argument is `(value,)`",
-        call.hook,
-    )
-
-
-def _update_atomically(
-    stage_copies: _StageCopies,
-    call: StepCall,
-    result: Any,
-    metric: Metric | MetricCollection,
-    arguments: tuple[Any, ...],
-    on_step: bool,
-) -> None:
-    """Update the copy; if its update raises, put its state back as it was and say what went wrong."""
-    members = _members(metric)
-    saved = [_snapshot(member, forward=on_step) for member in members]
-    try:
-        if on_step:
-            metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
-        else:
-            _update_method(metric)(*arguments)
-    except Exception as error:
-        for member, state in zip(members, saved):
-            _restore(member, state)
-        raise _update_error(stage_copies, call, result, metric, arguments, error) from error
-
-
-def _update_method(metric: Metric | MetricCollection) -> Callable[..., Any]:
-    # torchmetrics wraps `update` per instance (typed as a bare Callable); its signature stays visible.
-    update: Callable[..., Any] = metric.update  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return update
-
-
-def _members(metric: Metric | MetricCollection) -> list[Metric]:
-    if isinstance(metric, MetricCollection):
-        return list(metric.values(copy_state=False))
-    return [metric]
-
-
-_Snapshot = tuple[int, Any, dict[str, Any]]
-
-
-def _forward_resets_first(metric: Metric) -> bool:
-    # torchmetrics' Metric.forward: this is the condition under which it takes `_forward_reduce_state_update`.
-    return metric.full_state_update is False and not metric.dist_sync_on_step
-
-
-class _ListLength:
-    """A list state as it was: ``update`` only appends to list states, so its length suffices."""
-
-    __slots__ = ("items", "length")
-
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
-        self.length = len(items)
-
-
-def _snapshot(metric: Metric, forward: bool) -> _Snapshot:
-    """The metric's states, to put back if an update fails.
-
-    ``update`` changes tensor states in place (``self.tp += tp``) as well as by assignment, so
-    they are cloned; it only appends to list states, so their lengths do (no copy that grows with
-    the epoch). ``forward`` resets the metric in between, which clears list states in place, so
-    they are copied; and for a metric without ``full_state_update`` it resets before it updates,
-    onto fresh tensors, so the current tensors stay untouched and references do.
-    """
-    clone = not (forward and _forward_resets_first(metric))
-    states: dict[str, Any] = {}
-    for name, value in metric.metric_state.items():
-        if isinstance(value, torch.Tensor):
-            states[name] = value.clone() if clone else value
-        else:
-            states[name] = list(value) if forward else _ListLength(value)
-    return (*update_bookkeeping(metric), states)
-
-
-def _restore(metric: Metric, saved: _Snapshot) -> None:
-    update_count, computed, states = saved
-    for name, value in states.items():
-        if isinstance(value, _ListLength):
-            del value.items[value.length :]
-            value = value.items
-        setattr(metric, name, value)
-    set_update_bookkeeping(metric, update_count, computed)
-
-
-def _log(module: Any, stage_copies: _StageCopies, metric: Metric | MetricCollection, on_step: bool) -> None:
-    binding = stage_copies.binding
-    attribute = f"{CONTAINER_ATTRIBUTE}.{stage_copies.stage}__{stage_copies.entry}"
-    if isinstance(metric, MetricCollection):
-        # copy_state=False also re-links the states that compute groups share, as log_dict does.
-        for member, member_metric in metric.items(keep_base=False, copy_state=False):
-            module.log(
-                stage_copies.names[str(member)],
-                member_metric,
-                on_step=on_step,
-                on_epoch=True,
-                prog_bar=binding.prog_bar,
-                metric_attribute=f"{attribute}.{member}",
-            )
-    else:
-        module.log(
-            stage_copies.names[None],
-            metric,
-            on_step=on_step,
-            on_epoch=True,
-            prog_bar=binding.prog_bar,
-            metric_attribute=attribute,
-        )
-
-
-def _check_no_clash(module: Any, stage_copies: _StageCopies, call: StepCall) -> None:
-    for name in stage_copies.names.values():
-        if logged_in_current_hook(module, name):
-            raise _clash_error(stage_copies, name, call)
-
-
-# --- messages ----------------------------------------------------------------------------------
-
-
-def _where(stage_copies: _StageCopies) -> str:
-    return f"{stage_copies.owner.declared_by}[{stage_copies.entry!r}] in stage {stage_copies.stage!r}"
-
-
-def _clash_error(stage_copies: _StageCopies, name: str, call: StepCall) -> StepResultError:
-    return StepResultError(
-        _where(stage_copies),
-        f"the step also logs {name!r} itself with `self.log`",
-        f"one value per log name: the declared metric {stage_copies.entry!r} logs {name!r}",
-        f"drop the step's `self.log({name!r}, ...)`, or log the metric under another name"
-        f" (`StepMetric(..., log_name='{{stage}}_{stage_copies.entry}_declared')`)",
-        call.hook,
-    )
-
-
-def _binding_error(
-    stage_copies: _StageCopies, call: StepCall, result: Any, batch: Any, error: Exception
-) -> StepResultError:
-    where = f"{_where(stage_copies)}: update(result, batch)"
-    holds = describe_result(result)
-    if isinstance(error, KeyError) and error.args:
-        key = error.args[0]
-        keys = _result_keys(result)
-        if key not in keys:
-            close = difflib.get_close_matches(str(key), [str(k) for k in keys], n=1, cutoff=0.6) if isinstance(key, str) else []
-            fix = (
-                f"read {close[0]!r}: `result.metadata[{close[0]!r}]` (keys are case-sensitive)"
-                if close
-                else f"put {short_repr(key)} in the step's metadata (`metadata={{{short_repr(key)}: ...}}`), or read one of {keys}"
-            )
-            return StepResultError(
-                where,
-                f"KeyError {short_repr(key)}: the result holds {holds}",
-                f"a key the step's result holds: {keys}",
-                fix,
-                call.hook,
-            )
-    fix = "read only what the result and the batch hold (shown above)"
-    name = getattr(error, "name", None)
-    if isinstance(error, AttributeError) and isinstance(name, str) and name in _result_keys(result):
-        fix = f"read metadata by key: `result.metadata[{name!r}]`"
-    return StepResultError(
-        where,
-        f"{type(error).__name__}: {error}; the result holds {holds}, the batch is {describe(batch)}",
-        "a function of the result and the batch that returns the arguments of metric.update",
-        fix,
-        call.hook,
-    )
-
-
-def _update_error(
-    stage_copies: _StageCopies,
-    call: StepCall,
-    result: Any,
-    metric: Metric | MetricCollection,
-    arguments: tuple[Any, ...],
-    error: Exception,
-) -> StepResultError:
-    where = f"{_where(stage_copies)}: {type(metric).__name__}.update"
-    signature = _signature(metric)
-    got = f"update(result, batch) returned {describe_arguments(arguments)}"
-    arity = _arity_problem(metric, arguments)
-    if arity is not None:
-        return StepResultError(
-            where,
-            got,
-            f"the {arity} positional arguments of {signature}",
-            f"return a tuple of {arity}, e.g. `lambda result, batch: (result.metadata['preds'], batch[1])`",
-            call.hook,
-        )
-    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return StepResultError(
-        where,
-        f"{got}, which {type(metric).__name__}.update refused: {type(error).__name__}: {message}",
-        f"the arguments of {signature}, as that message says",
-        _shape_fix(arguments) or "make `update` return what the metric's update takes, as the message above says",
-        call.hook,
-    )
-
-
-def _arity_problem(metric: Metric | MetricCollection, arguments: tuple[Any, ...]) -> int | None:
-    """The number of positional arguments ``metric.update`` takes, when ``arguments`` has another count."""
-    try:
-        parameters = inspect.signature(_update_method(metric)).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
-        return None
-    positional = [p for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is inspect.Parameter.empty]
-    if len(required) <= len(arguments) <= len(positional):
-        return None
-    return len(required)
-
-
-def _shape_fix(arguments: tuple[Any, ...]) -> str | None:
-    """For two tensors that differ by a trailing dimension of size 1: the reshape that fixes it."""
-    tensors = [a for a in arguments if isinstance(a, torch.Tensor)]
-    if len(tensors) != 2:
-        return None
-    first, second = tensors
-    if first.shape[:-1] == second.shape and first.shape[-1:] == (1,):
-        return "squeeze the first argument's last dimension: `(preds.squeeze(-1), target)`"
-    if second.shape[:-1] == first.shape and second.shape[-1:] == (1,):
-        return "squeeze the second argument's last dimension: `(preds, target.squeeze(-1))`"
-    return None
-
-
-def _signature(metric: Metric | MetricCollection) -> str:
-    name = type(metric).__name__
-    try:
-        parameters = inspect.signature(_update_method(metric)).parameters.values()
-    except (TypeError, ValueError):
-        return f"{name}.update"
-    shown: list[str] = []
-    for p in parameters:
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            shown.append(f"*{p.name}")
-        elif p.kind is inspect.Parameter.VAR_KEYWORD:
-            shown.append(f"**{p.name}")
-        else:
-            shown.append(p.name)
-    return f"{name}.update({', '.join(shown)})"
-
-
-def describe_arguments(arguments: tuple[Any, ...]) -> str:
-    return f"a tuple of {len(arguments)}: ({', '.join(describe(a) for a in arguments)})"
-
-
-def describe_result(result: object) -> str:
-    """What a step's result holds, for messages: its class, and each value (tensors with shape and dtype)."""
-    if isinstance(result, StepResult):
-        typed = cast("StepResult[Mapping[str, Any]]", result)  # isinstance leaves the type argument unknown
-        items = ", ".join(f"{k!r}: {describe(v)}" for k, v in typed.metadata.items())
-        return f"{type(typed).__name__}(loss {describe_tensor(typed.loss)}, metadata {{{items}}})"
-    if isinstance(result, Mapping):
-        mapping = cast("Mapping[object, Any]", result)
-        items = ", ".join(f"{short_repr(k)}: {describe(v)}" for k, v in mapping.items())
-        return f"the returned dict {{{items}}}"
-    return describe(result)
-
-
-def _result_keys(result: Any) -> list[Any]:
-    if isinstance(result, StepResult):
-        return list(cast("StepResult[Mapping[str, Any]]", result).metadata)
-    if isinstance(result, Mapping):
-        return list(cast("Mapping[object, Any]", result))
-    return []
-
-
-def _describe_callable(value: object) -> str:
-    """Like ``describe``, without the memory address a function's repr shows."""
-    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
-        return f"function {_callable_name(value)}"
-    return describe(value)
-
-
-def _callable_name(function: object) -> str:
-    return getattr(function, "__qualname__", None) or type(function).__name__
-
-
-def _short_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return "name"
-
-
-def stage_of(hook_name: str) -> str:
-    return _STAGE_OF_HOOK[hook_name]
-
-
-def iter_stage_copies(module: Any) -> Iterator[tuple[str, str, int, Metric | MetricCollection]]:
-    """(stage, entry, dataloader index, copy) for each copy of the module's declared metrics."""
-    for metric_set in metric_sets_of(module):
-        for sc in metric_set.stage_copies:
-            for idx, metric in sc.copies.items():
-                yield sc.stage, sc.entry, idx, metric
-

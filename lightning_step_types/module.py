@@ -21,6 +21,7 @@ from lightning_step_types.metrics import (
     loss_log_names,
     taken_log_names,
 )
+from lightning_step_types.metric_updates import end_of_stage
 from lightning_step_types.wrapping import (
     BatchEndPlan,
     adapt_batch_end_function,
@@ -74,6 +75,7 @@ class TypedModuleMixin:
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _EPOCH_STATE_HOOKS}, _with_epoch_state)
+        wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _STAGE_END_HOOKS}, _with_stage_end)
         wrap_inherited_hooks(cls, {"setup": "setup"}, _adapt_setup)
         boundaries = {hook_name: hook_name for hook_name in stage_isolation.BOUNDARY_HOOKS}
         wrap_inherited_hooks(cls, boundaries, _with_boundary_check)
@@ -134,7 +136,7 @@ class TypedModuleMixin:
 
     @converts_its_outputs
     def on_train_epoch_end(self) -> None:
-        _finish_resumed_epoch(self)
+        _end_of_training_epoch(self)
         cast(Any, super()).on_train_epoch_end()
 
     # Stage isolation (stage_isolation.py) checks at these stage boundaries, overridden or not.
@@ -152,6 +154,17 @@ class TypedModuleMixin:
     def on_validation_end(self) -> None:
         _check_boundary(self, "on_validation_end")
         cast(Any, super()).on_validation_end()
+
+    # The declared metrics check what each stage's epoch fed them; overrides are wrapped like the above.
+    @converts_its_outputs
+    def on_validation_epoch_end(self) -> None:
+        _end_of_validation_epoch(self)
+        cast(Any, super()).on_validation_epoch_end()
+
+    @converts_its_outputs
+    def on_test_epoch_end(self) -> None:
+        _end_of_test_epoch(self)
+        cast(Any, super()).on_test_epoch_end()
 
     def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
         """Declare metrics fed by each step's result, e.g.
@@ -204,7 +217,9 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
         result = setup(*args, **kwargs)
     finally:
         state.in_setup = False
-    attach_declared_metrics(module)
+    stage = kwargs.get("stage", args[0] if args else None)
+    if stage != "predict":  # predict_step's outputs feed no metric: nothing is declared or copied
+        attach_declared_metrics(module)
     return result
 
 
@@ -242,16 +257,29 @@ def _restore_epoch_state(module: TypedModuleMixin, batch: Any, batch_idx: int, *
         epoch_state.note_batch_start(trainer_of(module), module, batch_idx)
 
 
-def _finish_resumed_epoch(module: TypedModuleMixin) -> None:
+def _end_of_training_epoch(module: TypedModuleMixin) -> None:
     if epoch_state.resuming():
         epoch_state.finish_resumed_epoch(trainer_of(module), module)
+    end_of_stage(module, TypedModuleMixin, "train", f"{type(module).__qualname__}.on_train_epoch_end")
+
+
+def _end_of_validation_epoch(module: TypedModuleMixin) -> None:
+    end_of_stage(module, TypedModuleMixin, "val", f"{type(module).__qualname__}.on_validation_epoch_end")
+
+
+def _end_of_test_epoch(module: TypedModuleMixin) -> None:
+    end_of_stage(module, TypedModuleMixin, "test", f"{type(module).__qualname__}.on_test_epoch_end")
 
 
 _EPOCH_STATE_HOOKS: dict[str, Callable[..., None]] = {
     "on_save_checkpoint": _save_epoch_state,
     "on_load_checkpoint": _load_epoch_state,
     "on_train_batch_start": _restore_epoch_state,
-    "on_train_epoch_end": _finish_resumed_epoch,
+    "on_train_epoch_end": _end_of_training_epoch,  # and the declared metrics' end of a training epoch
+}
+_STAGE_END_HOOKS: dict[str, Callable[..., None]] = {
+    "on_validation_epoch_end": _end_of_validation_epoch,
+    "on_test_epoch_end": _end_of_test_epoch,
 }
 
 
@@ -270,3 +298,7 @@ def _with_boundary_check(func: Callable[..., Any], hook_name: str) -> Callable[.
         _check_boundary(module, hook_name)
 
     return run_ours_first(func, check)
+
+
+def _with_stage_end(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
+    return run_ours_first(func, _STAGE_END_HOOKS[hook_name])

@@ -37,6 +37,7 @@ from lightning_step_types import (
     StepResultWarning,
     TrainStepResult,
     ValStepResult,
+    declared_metric,
 )
 from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLightningModule
 
@@ -179,6 +180,7 @@ def test_api_page_documents_the_public_surface(built_site: Path) -> None:
         "TypedCallback",
         "TypedLightningModule",
         "ValStepResult",
+        "declared_metric",
     }, "the public API changed: document the new names in docs/api.md and update this list"
     anchors = set(re.findall(r'id="(lightning_step_types\.[\w.]+)"', api))
     top_level = {f"lightning_step_types.{name}" for name in public - {"StepResultAdapter", "TypedCallback", "TypedLightningModule"}}
@@ -624,6 +626,49 @@ SharesMetricMyModel = _sharing_model(MyModel, lambda loss: TrainStepResult(loss=
 SharesMetricPlainMyModel = _sharing_model(_PlainModel, lambda loss: loss, lambda loss: None)
 
 
+class _DictBatches(MyModel):
+    """MyModel on batches that are dicts, ``{"image": ..., "label": ...}``."""
+
+    declared: Any = {}
+
+    def configure_step_metrics(self) -> Any:
+        return self.declared
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return with_preds(self, F.mse_loss(self.net(batch["image"]), batch["label"]))
+
+
+DictMyModel: type[_DictBatches] = type("MyModel", (_DictBatches,), {"__module__": __name__})
+
+
+def fit_dict_batches(declared: Any) -> None:
+    x, y = LOADER_DATA
+    batches = [{"image": x[i], "label": y[i]} for i in range(len(x))]
+    trainer = pl.Trainer(**QUIET)
+    trainer.fit(DictMyModel(declared=declared), DataLoader(batches, batch_size=2))  # type: ignore[arg-type]
+
+
+def _confusion_matrix() -> StepMetric[Any]:
+    from torchmetrics.classification import MulticlassConfusionMatrix
+
+    return StepMetric(MulticlassConfusionMatrix(3), update=lambda r, b: (r.metadata["preds"], b[1]))
+
+
+def _collected_preds() -> StepMetric[Any]:
+    from torchmetrics import CatMetric
+
+    return StepMetric(CatMetric(), update=lambda r, b: (r.metadata["preds"],), stages=("train",))
+
+
+def _reads_an_undeclared_metric(model: Any) -> None:
+    class Reads(pl.Callback):
+        def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+            declared_metric(pl_module, "mes", "train")
+
+    trainer = pl.Trainer(**QUIET, callbacks=[Reads()])
+    trainer.fit(model, _loader())
+
+
 # name -> how to produce the message; names only identify failures.
 TRIGGERS: dict[str, Callable[[], str]] = {
     # building a result
@@ -718,6 +763,22 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "metric shared by training and validation": lambda: warning_of(lambda: fit(SharesMetricMyModel(), validate=True)),
     "metric shared by training and validation, callback": lambda: warning_of(
         lambda: fit(SharesMetricPlainMyModel(typed_train), A(), validate=True)
+    ),
+    "metric batch key typo": lambda: error_of(lambda: fit_dict_batches({"mse": mse(lambda r, b: (r.metadata["preds"], b["labels"]))})),
+    "metric log_name typo": lambda: error_of(lambda: fit_metrics({"mse": mse(log_name="{stag}_{name}")})),
+    "metric on_step without training": lambda: error_of(lambda: fit_metrics({"mse": mse(stages=("val",), on_step=True)})),
+    "metric on_epoch without on_step": lambda: error_of(lambda: fit_metrics({"mse": mse(on_epoch=False)})),
+    "metric many values by kind": lambda: error_of(lambda: fit_metrics({"cm": _confusion_matrix()})),
+    "metric many values at compute": lambda: error_of(lambda: fit_metrics({"preds": _collected_preds()})),
+    "metric unfed": lambda: warning_of(
+        lambda: fit(
+            PlainMyModel(lambda m, loss: {"loss": loss, "preds": torch.zeros(2, 1)}, none_return),
+            A(metrics={"mse": mse(lambda r, b: (r["preds"], b[1]), stages=("train", "val"))}),
+            validate=True,
+        )
+    ),
+    "declared_metric unknown name": lambda: error_of(
+        lambda: _reads_an_undeclared_metric(MetricsMyModel(with_preds, declared={"mse": mse(stages=("train",))}))
     ),
     # settings
     "bad nonfinite_loss": lambda: error_of(lambda: A(nonfinite_loss=untyped("ignore")), ValueError),

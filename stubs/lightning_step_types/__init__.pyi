@@ -7,6 +7,7 @@
 
 from lightning_step_types.errors import StepResultError as StepResultError
 from lightning_step_types.metrics import StepMetric as StepMetric
+from lightning_step_types.metrics import declared_metric as declared_metric
 from lightning_step_types.errors import StepResultWarning as StepResultWarning
 from lightning_step_types.policy import LossLogging as LossLogging
 from lightning_step_types.policy import NonFiniteLoss as NonFiniteLoss
@@ -31,5 +32,6 @@ __all__ = [
     "TypedCallback",
     "TypedLightningModule",
     "ValStepResult",
+    "declared_metric",
 ]
 __version__: str

@@ -5,8 +5,11 @@ which result that is:
 
 - ``stages=("train",)``: ``update(result: TrainStepResult[M], batch)``;
 - ``stages`` among ``"val"``/``"test"`` only: ``update(result: ValStepResult[M], batch)``;
-- any other stages (the default: all three): ``update(result: StepResult[M], batch)``, since it
-  receives training and evaluation results alike.
+- any other stages (the default: all three), and stages that are not literals (a
+  ``tuple[str, ...]`` read from a config): ``update(result: StepResult[M], batch)``, since it may
+  receive training and evaluation results alike. Unknown stage names are refused at setup.
+
+Lists and other sequences work as tuples do.
 
 ``M`` is the binding's own metadata type (a ``TypedDict`` is checked in its body); a lambda's
 ``result.metadata`` is a ``Mapping[str, Any]``.
@@ -29,7 +32,7 @@ from lightning_step_types.errors import StepResultError
 from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import StepResult, TrainStepResult, ValStepResult
 
-__all__ = ["StepMetric", "step_metric_objects"]
+__all__ = ["StepMetric", "declared_metric", "step_metric_objects"]
 
 _Stage: TypeAlias = Literal["train", "val", "test"]
 _EvaluationStage: TypeAlias = Literal["val", "test"]
@@ -44,16 +47,18 @@ class StepMetric(Generic[ResultT]):
     stages: tuple[_Stage, ...]
     prog_bar: bool
     on_step: bool
+    on_epoch: bool
     log_name: str
     @overload
     def __init__(
         self: StepMetric[TrainStepResult[Any]],
         metric: Metric | MetricCollection,
         update: Callable[[TrainStepResult[Any], Any], tuple[Any, ...]],
-        stages: tuple[Literal["train"]],
+        stages: Sequence[Literal["train"]],
         *,
         prog_bar: bool = False,
         on_step: bool = False,
+        on_epoch: bool = True,
         log_name: str = "{stage}_{name}",
     ) -> None: ...
     @overload
@@ -61,10 +66,11 @@ class StepMetric(Generic[ResultT]):
         self: StepMetric[ValStepResult[Any]],
         metric: Metric | MetricCollection,
         update: Callable[[ValStepResult[Any], Any], tuple[Any, ...]],
-        stages: tuple[_EvaluationStage] | tuple[_EvaluationStage, _EvaluationStage],
+        stages: Sequence[_EvaluationStage],
         *,
         prog_bar: bool = False,
         on_step: bool = False,
+        on_epoch: bool = True,
         log_name: str = "{stage}_{name}",
     ) -> None: ...
     @overload
@@ -72,15 +78,22 @@ class StepMetric(Generic[ResultT]):
         self: StepMetric[StepResult[Any]],
         metric: Metric | MetricCollection,
         update: Callable[[StepResult[Any], Any], tuple[Any, ...]],
-        stages: Sequence[_Stage] = ("train", "val", "test"),
+        stages: Sequence[str] = ("train", "val", "test"),
         *,
         prog_bar: bool = False,
         on_step: bool = False,
+        on_epoch: bool = True,
         log_name: str = "{stage}_{name}",
     ) -> None: ...
 
 def step_metric_objects(module: Any) -> dict[str, Metric]:
     """The live copies of a module's declared metrics, by stable name (``"train/acc"``, ``"val/acc/dataloader_idx_1"``)."""
+
+def declared_metric(
+    module: Any, name: str, stage: Literal["train", "val", "test"] = "val", dataloader_idx: int = 0
+) -> Metric | MetricCollection:
+    """The live copy of the declared metric ``name`` for ``stage`` and ``dataloader_idx``: the
+    object Lightning computes and resets at each epoch's end (read it in ``on_validation_epoch_end``)."""
 
 # Internal: what the package's other modules import from this one. Declared here only because
 # pyright reads the runtime's own modules through these stubs (stubPath); not part of the API.
