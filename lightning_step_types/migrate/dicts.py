@@ -96,7 +96,10 @@ class DictRules:
     ) -> str | None:
         """Why a returned dict with these keys cannot become a result (keys, loss value, readers)."""
         if "hiddens" in keys:
-            return "dict has the Lightning 0.x 'hiddens' key (truncated backprop); migrate it by hand"
+            return (
+                "dict has the Lightning 0.x 'hiddens' key (truncated backprop), which Lightning 2 ignores:"
+                " keep the state on the module (`self.hiddens = ...`) and drop the key"
+            )
         if step.hook == "training_step":
             if "loss" not in keys:
                 return "dict has no 'loss' key"
