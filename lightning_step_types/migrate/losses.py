@@ -230,7 +230,7 @@ class LossRules:
                 if scope.depth > 0:  # in a helper: the step builds its result from what the helper returns
                     return (
                         f"returns a variable `{name}` holding a dict built at line {line}; in the step, build the"
-                        f" result from the dict its call returns ({_STEP_CALL}, then `loss=out[\"loss\"]`)"
+                        f" result from the dict its call returns ({_STEP_CALL}, then {_loss_item(value)})"
                     )
                 return (
                     f"returns a variable `{name}` holding a dict built at line {line}, which the method also uses"
@@ -555,7 +555,7 @@ class LossRules:
                 if kind == "a tuple":
                     fix = f"; unpack it (`loss, ... = {callee}(...)`) and return the loss"
                 elif kind == "a dict":
-                    fix = f"; build the result from it ({_STEP_CALL}, then `loss=out[\"loss\"]`)"
+                    fix = f"; build the result from it ({_STEP_CALL}, then {_loss_item(ret.value)})"
                 return f"{kind} ({place} {line}){fix}"
             trouble = self.problem(ret.value, dataclasses.replace(scope, at=ret))
             if trouble is not None:
@@ -683,6 +683,13 @@ def _logged_dict(value: cst.BaseExpression | None, scope: Scope) -> cst.Dict | N
     mentions = _Mentions()
     scope.function.body.visit(mentions)
     return bindings[0].value if mentions.other == 0 else None
+
+
+def _loss_item(value: cst.BaseExpression) -> str:
+    """How a hint reads the loss out of a returned dict: ``loss=out["val_loss"]`` by its literal key."""
+    keys = [string_key(e.key) for e in value.elements if isinstance(e, cst.DictElement)] if isinstance(value, cst.Dict) else []
+    key = next((k for k in ("loss", "val_loss", "test_loss") if k in keys), None)
+    return f'`loss=out["{key}"]`' if key is not None else "`loss=out[...]` (the key that holds the loss)"
 
 
 def _mentions_of(node: cst.CSTNode, name: str) -> int:
