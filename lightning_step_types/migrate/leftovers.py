@@ -92,8 +92,8 @@ def _self_calls(node: cst.ClassDef) -> set[str]:
             self.self_name = self_name
             self.found: set[str] = set()
 
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == self.self_name:
                 self.found.add(func.attr.value)
 

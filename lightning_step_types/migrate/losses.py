@@ -696,8 +696,8 @@ def _mentions_of(node: cst.CSTNode, name: str) -> int:
     class _Names(cst.CSTVisitor):
         count = 0
 
-        def visit_Name(self, found: cst.Name) -> None:
-            if found.value == name:
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
                 self.count += 1
 
     counter = _Names()

@@ -70,18 +70,19 @@ def _decide(test: cst.BaseExpression, literals: Mapping[str, LiteralValue]) -> b
         inner = _decide(test.expression, literals)
         return None if inner is None else not inner
     if isinstance(test, cst.BooleanOperation):
-        left, right = _decide(test.left, literals), _decide(test.right, literals)
+        first, second = _decide(test.left, literals), _decide(test.right, literals)
         if isinstance(test.operator, cst.And):
-            if left is False or right is False:
+            if first is False or second is False:
                 return False
-            return True if left is True and right is True else None
-        if left is True or right is True:
+            return True if first is True and second is True else None
+        if first is True or second is True:
             return True
-        return False if left is False and right is False else None
+        return False if first is False and second is False else None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         left, right = test.left, target.comparator
-        if isinstance(right, cst.Name) and right.value in literals and isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        equality = isinstance(target.operator, (cst.Equal, cst.NotEqual))
+        if isinstance(right, cst.Name) and right.value in literals and equality:
             left, right = right, left  # `"train" == stage`
         if not isinstance(left, cst.Name) or left.value not in literals:
             return None
@@ -112,9 +113,9 @@ def reachable_returns(
 
     def collect(node: cst.CSTNode) -> None:
         class _Returns(cst.CSTVisitor):
-            def visit_Return(self, ret: cst.Return) -> None:
-                if id(ret) in returns:  # not one of a nested function
-                    found.append(ret)
+            def visit_Return(self, node: cst.Return) -> None:
+                if id(node) in returns:  # not one of a nested function
+                    found.append(node)
 
         node.visit(_Returns())
 
