@@ -1741,3 +1741,22 @@ def test_the_fix_for_a_shared_step_with_a_literal_stage_leads_to_a_typed_step() 
     assert findings[:2] == ["LogisticRegression.training_step line 33: already typed",
                             "LogisticRegression.validation_step line 36: already typed"]
     assert [f.split(" line ")[0] for f in findings[2:]] == ["LogisticRegression.test_step"]  # not followed there
+
+
+def test_a_dict_built_in_the_step_may_also_be_logged() -> None:
+    source = step("""
+        def training_step(self, batch, batch_idx):
+            loss = F.mse_loss(self(batch), batch)
+            metrics = {"loss": loss}
+            self.log_dict(metrics, on_step=True)
+            return metrics
+    """)
+    migration = migrate_source(source)
+    assert [f.describe() for f in migration.findings] == ["Model.training_step line 7: rewritten"]
+    assert migration.module.code.endswith(
+        "        self.log_dict(metrics, on_step=True)\n        return TrainStepResult(loss=metrics[\"loss\"])\n"
+    )
+    # given to log_dict and kept elsewhere too: an alias, left alone
+    logged = "        self.log_dict(metrics, on_step=True)\n"
+    kept = source.replace(logged, logged + "        self.last = metrics\n")
+    assert [f.kind for f in migrate_source(kept).findings] == ["skipped"]
