@@ -94,7 +94,8 @@ def _self_calls(node: cst.ClassDef) -> set[str]:
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == self.self_name:
+            receiver = func.value if isinstance(func, cst.Attribute) else None
+            if isinstance(func, cst.Attribute) and isinstance(receiver, cst.Name) and receiver.value == self.self_name:
                 self.found.add(func.attr.value)
 
     found: set[str] = set()

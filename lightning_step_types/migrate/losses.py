@@ -687,7 +687,8 @@ def _logged_dict(value: cst.BaseExpression | None, scope: Scope) -> cst.Dict | N
 
 def _loss_item(value: cst.BaseExpression) -> str:
     """How a hint reads the loss out of a returned dict: ``loss=out["val_loss"]`` by its literal key."""
-    keys = [string_key(e.key) for e in value.elements if isinstance(e, cst.DictElement)] if isinstance(value, cst.Dict) else []
+    elements = value.elements if isinstance(value, cst.Dict) else ()
+    keys = [string_key(e.key) for e in elements if isinstance(e, cst.DictElement)]
     key = next((k for k in ("loss", "val_loss", "test_loss") if k in keys), None)
     return f'`loss=out["{key}"]`' if key is not None else "`loss=out[...]` (the key that holds the loss)"
 
