@@ -14,10 +14,14 @@ keys are looked up in all of them. In every class deriving from a LightningModul
   ``return {"loss": l, "acc": a}`` becomes ``return TrainStepResult(loss=l, metadata={"acc": a})``;
 - ``validation_step`` / ``test_step``: a returned loss, or a dict with exactly one of the keys
   ``"loss"``, ``"val_loss"``, ``"test_loss"``, becomes ``ValStepResult(...)``;
-- a dict built in a variable (``out = {...}; out["k"] = v; return out``) becomes a result too;
+- a dict built in a variable (``out = {...}; out["k"] = v; return out``) becomes a result too, and so
+  does a helper's ``{"loss": loss}`` (``self._shared_step(batch, "train")["loss"]``; a literal
+  argument decides the helper's branches on it);
 - the Lightning 0.x ``"log"`` / ``"progress_bar"`` entries become ``self.log_dict(...)`` calls;
 - return annotations become ``TrainStepResult`` / ``ValStepResult`` (``| None`` when the step can
-  return None), the import is added and imports only the old annotation used are removed.
+  return None), the import is added and imports only the old annotation used are removed;
+- with ``--base-class``, the Lightning import a switched base was read from goes when nothing else
+  in the file uses it.
 
 A value is the loss only when the code shows it (``losses.py``): a loss function or module,
 arithmetic on a loss, a reduction, a summed dict of losses, or a helper of the class or file each

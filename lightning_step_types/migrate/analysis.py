@@ -29,6 +29,18 @@ from lightning_step_types.migrate.scan import BodyScan, always_leaves, block_sta
 from lightning_step_types.migrate.steps import ClassInfo, FileContext, ReturnPlan, Step, delegate_targets
 from lightning_step_types.migrate.syntax import ImportTable, container_kind, is_none, short
 
+# The note on an evaluation step that returned a bare Tensor: what its batch-end hooks receive changes.
+_BARE_TENSOR_NOTE = "returned a Tensor"
+
+
+def _tensor_note(hook_name: str, result_name: str, through: str | None = None) -> str:
+    via = f" (through {through})" if through else ""
+    return (
+        f"{_BARE_TENSOR_NOTE}{via}: callbacks' `{hook_name}` now receive a mapping, the {result_name}"
+        " (`{'loss': ...}`), instead of the Tensor; no hook of this file receives it (a callback elsewhere"
+        " calling `outputs.item()` must read `outputs['loss']`; --strict-keys leaves such steps alone)"
+    )
+
 
 class Analyzer:
     """Decides, step by step, what can be rewritten in one file of the run; rewrites nothing itself."""
@@ -107,10 +119,16 @@ class Analyzer:
             if isinstance(small, cst.Assign):
                 for target in small.targets:
                     if isinstance(target.target, cst.Name) and target.target.value in STEP_HOOKS:
-                        step = Step(info, None, target.target.value, self.positions.line(small))
-                        step.problems.append(
-                            (step.line, f"is assigned (`{short(small)}`), not defined: rewrite the function it names")
-                        )
+                        hook = target.target.value
+                        step = Step(info, None, hook, self.positions.line(small))
+                        fix = "rewrite the function it names"
+                        if isinstance(small.value, cst.Name) and info.defines(small.value.value) is not None:
+                            # a method of the class: a step that calls it is followed like any helper
+                            fix = (
+                                f"define it instead (`def {hook}(self, batch, batch_idx):"
+                                f" return self.{small.value.value}(batch, batch_idx)`)"
+                            )
+                        step.problems.append((step.line, f"is assigned (`{short(small)}`), not defined: {fix}"))
                         return step
         return None
 
@@ -178,6 +196,10 @@ class Analyzer:
         kind = container_kind(value)
         if kind is not None:
             return problem(f"returns {kind}")
+        if isinstance(value, cst.Call) and self.losses.is_helper_loss_dict(value, scope, "loss"):
+            # `return self._shared_step(batch, "train")` returning `{"loss": loss}`: its one key is the loss
+            item = cst.SubscriptElement(cst.Index(cst.SimpleString('"loss"')))
+            return ReturnPlan(node, "loss", line, loss=cst.Subscript(value, [item]))
         trouble = self.losses.problem(value, scope)
         if trouble is not None:
             return problem(trouble)
@@ -188,6 +210,13 @@ class Analyzer:
                     f"`{hook_name}` (line {self.facts.hook_defs[hook_name]}) receives this tensor;"
                     f" returning {step.result_name} would change what it gets"
                 )
+            if self.run.options.strict_keys:
+                return problem(
+                    f"returns a Tensor, and callbacks' `{hook_name}` would receive a mapping"
+                    f" ({step.result_name}) instead (--strict-keys)"
+                )
+            if not any(n[1].startswith(_BARE_TENSOR_NOTE) for n in step.notes):
+                step.notes.append((line, _tensor_note(hook_name, step.result_name)))
         return ReturnPlan(node, "loss", line, loss=value)
 
     def _result_class_of(self, value: cst.BaseExpression) -> str | None:
@@ -318,6 +347,21 @@ class Analyzer:
         step.annotation = annotation
         rewrites = any(r.kind in ("loss", "dict", "built") for r in step.returns)
         step.status = "rewritten" if rewrites or annotation is not None else "typed"
+        self._note_delegated_tensor(step)
+
+    def _note_delegated_tensor(self, step: Step) -> None:
+        """``return self.validation_step(...)`` in a test_step whose target returned a Tensor: the
+        test_step's batch-end hooks get the mapping too."""
+        hook_name = BATCH_END_FOR_HOOK.get(step.hook)
+        if hook_name is None or any(n[1].startswith(_BARE_TENSOR_NOTE) for n in step.notes):
+            return
+        for plan in step.returns:
+            if plan.kind != "delegate" or plan.delegate is None:
+                continue
+            for target in delegate_targets(step, plan.delegate)[0]:
+                if target is not step and any(n[1].startswith(_BARE_TENSOR_NOTE) for n in target.notes):
+                    step.notes.append((plan.line, _tensor_note(hook_name, step.result_name, target.qualname)))
+                    return
 
     def decide_base_classes(self, bound: dict[str, str]) -> None:
         """With --base-class: which LightningModule bases become ``TypedLightningModule`` (``base_switches``)."""

@@ -228,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strict-keys",
         action="store_true",
-        help="skip every rewrite that renames or drops a key of a returned dict ('val_loss' -> 'loss', 0.x 'log'),"
-        " even when no code in the files given reads it",
+        help="skip every rewrite that renames or drops a key of a returned dict ('val_loss' -> 'loss', 0.x 'log')"
+        " or turns the Tensor an evaluation step returned into a mapping, even when no code in the files given"
+        " reads it",
     )
     args = parser.parse_args(argv)
     totals = _Totals()

@@ -96,7 +96,10 @@ class DictRules:
     ) -> str | None:
         """Why a returned dict with these keys cannot become a result (keys, loss value, readers)."""
         if "hiddens" in keys:
-            return "dict has the Lightning 0.x 'hiddens' key (truncated backprop); migrate it by hand"
+            return (
+                "dict has the Lightning 0.x 'hiddens' key (truncated backprop), which Lightning 2 ignores:"
+                " keep the state on the module (`self.hiddens = ...`) and drop the key"
+            )
         if step.hook == "training_step":
             if "loss" not in keys:
                 return "dict has no 'loss' key"
@@ -398,7 +401,7 @@ def _built_dict(
     unwrap: Callable[[cst.BaseExpression], cst.BaseExpression],
 ) -> dict[str, cst.BaseExpression] | None:
     """The keys and values of ``name = {...}`` followed by ``name["k"] = v`` lines and ``return name``, all
-    in one block, when nothing else in the function mentions ``name``; else None."""
+    in one block, when nothing else in the function mentions ``name`` (``self.log_dict(name)`` aside); else None."""
 
     class _Blocks(cst.CSTVisitor):
         found: list[cst.BaseStatement] | None = None
@@ -453,6 +456,8 @@ def _built_dict(
                 return None
             entries[key] = small.value
             continue
+        if _logs_it(small, name, function):
+            continue  # `self.log_dict(out, ...)` logs copies of its values: `out` is still only read
         if _aliases(small, name):
             return None
     else:
@@ -460,6 +465,27 @@ def _built_dict(
     if any(_count_mentions(inner, name) for inner in _nested_functions(function)):
         return None  # a closure may read or change it at any time
     return entries
+
+
+def _logs_it(small: cst.BaseSmallStatement, name: str, function: cst.FunctionDef) -> bool:
+    """``self.log_dict(name, ...)`` as a statement of its own, ``name`` in no other argument."""
+    params = function.params.params
+    if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call) or not params:
+        return False
+    call = small.value
+    func = call.func
+    if not (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == params[0].name.value
+        and func.attr.value == "log_dict"
+        and call.args
+    ):
+        return False
+    first = call.args[0]
+    if first.star or first.keyword is not None or not isinstance(first.value, cst.Name) or first.value.value != name:
+        return False
+    return not any(_count_mentions(arg, name) for arg in call.args[1:])
 
 
 def _nested_functions(function: cst.FunctionDef) -> list[cst.CSTNode]:

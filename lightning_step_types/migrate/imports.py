@@ -1,9 +1,11 @@
-"""Adding ``from lightning_step_types import ...`` to a module: merged into an existing import from the
-same module, or as a new line after the module's leading imports.
+"""The imports a rewrite changes: ``from lightning_step_types import ...`` added (merged into an existing
+import from the same module, or as a new line after the module's leading imports), and the imports
+it made unused removed (an old annotation's names, the Lightning import of a switched base class).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable, Sequence
 
@@ -177,3 +179,151 @@ def remove_unused_imports(module: cst.Module, candidates: Iterable[str]) -> cst.
                     continue
         body.append(statement)
     return module.with_changes(body=body)
+
+
+def _is_lightning_module_path(dotted: str) -> bool:
+    return any(dotted == p or dotted.startswith(p + ".") for p in ("pytorch_lightning", "lightning"))
+
+
+def _mentions(module: cst.Module, names: set[str]) -> set[str]:
+    """Which of ``names`` the module still uses: as a name anywhere but an import, an attribute's or a
+    keyword's name, or inside a string or type comment that reads as Python naming it (a forward
+    reference ``"pl.Trainer"``, ``__all__ = ["LightningModule"]``)."""
+
+    class _Uses(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: set[str] = set()
+
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `x.pl` does not use `pl`; `pl.Trainer` does
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)  # the keyword of `f(pl=1)` is not a use
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value in names:
+                self.found.add(node.value)
+
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            try:
+                text = node.evaluated_value
+            except (SyntaxError, ValueError):  # pragma: no cover - libcst parsed it
+                return
+            if isinstance(text, str):
+                self.found |= _names_in_code(text, names)
+
+        def visit_Comment(self, node: cst.Comment) -> None:
+            if node.value.lstrip("# ").startswith("type:"):
+                self.found |= _names_in_code(node.value.split(":", 1)[1], names)
+
+    uses = _Uses()
+    module.visit(uses)
+    return uses.found
+
+
+def _names_in_code(text: str, names: set[str]) -> set[str]:
+    """The names of ``names`` that ``text``, read as a Python expression, mentions (none if it is not one)."""
+    if not any(name in text for name in names):
+        return set()
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names}
+
+
+def remove_unused_lightning_imports(module: cst.Module, names: Iterable[str]) -> cst.Module:
+    """Drop the module-level Lightning import binding each of ``names`` (what the base classes a
+    ``--base-class`` switch replaced were read from: ``pl``, ``LightningModule``) that the module no
+    longer uses; an import still used, bound more than once, or of another package stays."""
+    wanted = set(names)
+    bound_twice = {n for n in wanted if _top_level_bindings(module).count(n) > 1}
+    unused = wanted - bound_twice - _mentions(module, wanted)
+    if not unused:
+        return module
+    body: list[cst.BaseStatement] = []
+    carried: list[cst.EmptyLine] = []  # comments above a removed import move to the next statement
+    for statement in module.body:
+        if carried:
+            statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
+            carried = []
+        if not isinstance(statement, cst.SimpleStatementLine):
+            body.append(statement)
+            continue
+        smalls: list[cst.BaseSmallStatement] = []
+        for small in statement.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
+                kept = _drop_aliases(small, unused)
+                if kept is not None:
+                    smalls.append(kept)
+            else:
+                smalls.append(small)
+        if not smalls:
+            carried = list(statement.leading_lines)
+            continue
+        if len(smalls) != len(statement.body) or any(a is not b for a, b in zip(smalls, statement.body)):
+            last = smalls[-1]
+            smalls[-1] = last.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+            statement = statement.with_changes(body=smalls)
+        body.append(statement)
+    if carried:  # the last statement was removed: its comments stay at the end
+        return module.with_changes(body=body, footer=[*carried, *module.footer])
+    return module.with_changes(body=body)
+
+
+def _drop_aliases(small: cst.Import | cst.ImportFrom, unused: set[str]) -> cst.Import | cst.ImportFrom | None:
+    """The import without the Lightning names of ``unused`` it binds; None if nothing is left."""
+    if isinstance(small, cst.ImportFrom):
+        if isinstance(small.names, cst.ImportStar) or small.relative or small.module is None:
+            return small
+        source = dotted_name(small.module) or ""
+        if not _is_lightning_module_path(source):
+            return small
+        aliases = list(small.names)
+        kept = [a for a in aliases if (a.evaluated_alias or a.evaluated_name) not in unused]
+    else:
+        aliases = list(small.names)
+        kept = [
+            a
+            for a in aliases
+            if not (
+                (a.evaluated_alias or a.evaluated_name.split(".")[0]) in unused
+                and _is_lightning_module_path(a.evaluated_name)
+            )
+        ]
+    if len(kept) == len(aliases):
+        return small
+    if not kept:
+        return None
+    if kept[-1] is not aliases[-1]:  # the last one went: the new last takes its comma (or none)
+        kept[-1] = kept[-1].with_changes(comma=aliases[-1].comma)
+    return small.with_changes(names=kept)
+
+
+def _top_level_bindings(module: cst.Module) -> list[str]:
+    """Every name a module-level statement binds, once per binding."""
+    found: list[str] = []
+    for statement in module.body:
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            found.append(statement.name.value)
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                found += [a.evaluated_alias or a.evaluated_name for a in small.names]
+            elif isinstance(small, cst.Import):
+                found += [a.evaluated_alias or a.evaluated_name.split(".")[0] for a in small.names]
+            elif isinstance(small, cst.Assign):
+                found += [t.target.value for t in small.targets if isinstance(t.target, cst.Name)]
+            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                found.append(small.target.value)
+    return found

@@ -54,14 +54,25 @@ REMOVED_STEP_PARAMETERS = {
 }
 
 
+# Hooks Lightning 2 refuses to run a module with (NotImplementedError), whoever calls them. The other
+# removed hooks are merely never called by Lightning 2: one the class calls itself is its own helper.
+REFUSED_HOOKS = {"training_epoch_end", "validation_epoch_end", "test_epoch_end"}
+
+
 def leftovers(info: ClassInfo, positions: Positions) -> list[tuple[str, int, str]]:
     """``(Class.method, line, what replaces it)`` for each Lightning 1.x leftover in the class's own body."""
     found: list[tuple[str, int, str]] = []
+    called: set[str] | None = None
     for statement in info.node.body.body:
         if not isinstance(statement, cst.FunctionDef):
             continue
         name = statement.name.value
         where = f"{info.qualname}.{name}"
+        if name in REMOVED_HOOKS and name not in REFUSED_HOOKS:
+            if called is None:
+                called = {n for c in (info, *info.ancestors(), *info.descendants()) for n in _self_calls(c.node)}
+            if name in called:  # `self.on_epoch_end(outputs)` from `on_train_epoch_end`: a helper of the class
+                continue
         if name in REMOVED_HOOKS:
             found.append((where, positions.line(statement.name), REMOVED_HOOKS[name]))
         if name == "training_step":
@@ -69,4 +80,28 @@ def leftovers(info: ClassInfo, positions: Positions) -> list[tuple[str, int, str
             for param in (*params.posonly_params, *params.params, *params.kwonly_params):
                 if param.name.value in REMOVED_STEP_PARAMETERS:
                     found.append((where, positions.line(param.name), REMOVED_STEP_PARAMETERS[param.name.value]))
+    return found
+
+
+def _self_calls(node: cst.ClassDef) -> set[str]:
+    """Names of the methods the class's own methods call on their first parameter (``self.name(...)``)."""
+
+    class _Calls(cst.CSTVisitor):
+        def __init__(self, self_name: str) -> None:
+            super().__init__()
+            self.self_name = self_name
+            self.found: set[str] = set()
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            receiver = func.value if isinstance(func, cst.Attribute) else None
+            if isinstance(func, cst.Attribute) and isinstance(receiver, cst.Name) and receiver.value == self.self_name:
+                self.found.add(func.attr.value)
+
+    found: set[str] = set()
+    for statement in node.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.params.params:
+            visitor = _Calls(statement.params.params[0].name.value)
+            statement.body.visit(visitor)
+            found |= visitor.found
     return found

@@ -29,7 +29,8 @@ from lightning_step_types.migrate.conventions import (
     NUMBER_METHODS,
 )
 from lightning_step_types.migrate.facts import Positions
-from lightning_step_types.migrate.scan import Binding, BodyScan, always_leaves, block_statements, scan_body
+from lightning_step_types.migrate.scan import Binding, BodyScan, scan_body
+from lightning_step_types.migrate.stages import Literals, call_arguments, call_literals, reachable_returns
 from lightning_step_types.migrate.steps import ClassInfo, FileContext
 from lightning_step_types.migrate.syntax import container_kind, is_none, short, string_key, tail_name
 
@@ -47,6 +48,8 @@ _BOUND_BY = {
 # Methods (and torch functions) that map one value to one value: a scalar stays a scalar.
 _ONE_TO_ONE = {"detach", "clone", "float", "double", "cpu", "compute", "sqrt", "exp", "log", "abs", "neg", "square"}
 _TORCH_ONE_TO_ONE = {f"torch.{name}" for name in ("sqrt", "exp", "log", "abs", "neg", "square")}
+# Where a hint names the call the step makes (filled in at the step's own call, however deep the dict is).
+_STEP_CALL = "`out = <the step's call>`"
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power, cst.FloorDivide)
 
 
@@ -63,6 +66,11 @@ class Scope:
     depth: int = 0
     at: cst.Return | None = None  # the return being classified: bindings that cannot reach it are ignored
     visiting: frozenset[str] = frozenset()  # names whose assignments are being followed (`loss = loss + x`)
+    literals: Literals = ()  # parameters the call being followed binds to a literal (`stage="train"`)
+    # parameter -> what the call being followed passes for it, and the caller's scope to read that in
+    arguments: tuple[tuple[str, cst.BaseExpression, Scope], ...] = ()
+    current: cst.CSTNode | None = None  # the binding whose value is being read (`loss = self.reg(loss)`)
+    before: cst.CSTNode | None = None  # read the next name from its bindings above this one only
 
     @property
     def positions(self) -> Positions:
@@ -128,6 +136,7 @@ def scope_of(
     depth: int = 0,
     scan: BodyScan | None = None,
     closure_self: str | None = None,
+    literals: Literals = (),
 ) -> Scope:
     """The scope of a method (``owner`` set), a module function, or (``closure_self``) a function
     nested in a method, which sees the method's ``self``."""
@@ -135,7 +144,9 @@ def scope_of(
     self_name = params[0].name.value if owner is not None and params else None
     if closure_self is not None:
         self_name = closure_self if closure_self not in parameters(function) else None
-    return Scope(function, scan or scan_body(function), parameters(function), self_name, owner, file, depth)
+    return Scope(
+        function, scan or scan_body(function), parameters(function), self_name, owner, file, depth, literals=literals
+    )
 
 
 def is_loss_module_constructor(value: cst.BaseExpression) -> bool:
@@ -180,11 +191,22 @@ class LossRules:
 
     def _name_problem(self, name: str, scope: Scope) -> str | None:
         if name in scope.params:
-            return f"returns its parameter `{name}`"
-        if name in scope.visiting:  # `loss = loss * 2`: no evidence from itself (`loss + F.l1_loss(...)` has some)
-            return f"returns a variable `{name}` computed from itself"
-        scope = dataclasses.replace(scope, visiting=scope.visiting | {name})
-        bindings = scope.bindings(name)
+            # `return loss` in `_regularization(self, loss)`, after `loss += ...` at most: what the call passes
+            passed = next(((e, s) for p, e, s in scope.arguments if p == name), None)
+            rebound = [b for b in scope.scan.bindings.get(name, []) if b.kind != "augassign"]
+            if passed is None or rebound or self.problem(*passed) is not None:
+                return f"returns its parameter `{name}`"
+            return None
+        if scope.before is not None:  # an argument of `loss = self.reg(loss)`: the `loss` bound above it
+            limit = self.positions_of(scope).line(scope.before)
+            found = scope.scan.bindings.get(name, [])
+            bindings = [b for b in found if self.positions_of(scope).line(b.node) < limit]
+            scope = dataclasses.replace(scope, visiting=scope.visiting | {name}, before=None)
+        else:
+            if name in scope.visiting:  # `loss = loss * 2`: no evidence from itself (`loss + F.l1_loss(...)` has some)
+                return f"returns a variable `{name}` computed from itself"
+            scope = dataclasses.replace(scope, visiting=scope.visiting | {name})
+            bindings = scope.bindings(name)
         if not bindings:
             return f"returns a variable `{name}` built elsewhere"
         evidence: list[str | None] = []
@@ -205,6 +227,11 @@ class LossRules:
                 continue
             value_kind = container_kind(value)
             if isinstance(value, cst.Dict):
+                if scope.depth > 0:  # in a helper: the step builds its result from what the helper returns
+                    return (
+                        f"returns a variable `{name}` holding a dict built at line {line}; in the step, build the"
+                        f" result from the dict its call returns ({_STEP_CALL}, then {_loss_item(value)})"
+                    )
                 return (
                     f"returns a variable `{name}` holding a dict built at line {line}, which the method also uses"
                     " otherwise than by setting and reading its keys; return the dict itself"
@@ -218,7 +245,7 @@ class LossRules:
             if _unreduced(value):
                 how, why = _reduction(value)
                 return f"returns a variable `{name}` computed with {how} at line {line} ({why})"
-            inner = self.problem(value, scope)
+            inner = self.problem(value, dataclasses.replace(scope, current=binding.node))
             if inner is not None:
                 why = _strip_returns(inner).removeprefix(f"`{short(value)}`").removeprefix(":").removeprefix(",").strip()
                 joint = ", " if why.startswith("which") else ": "
@@ -401,10 +428,24 @@ class LossRules:
         for function, owner, file in found:
             nested = function in scope.scan.nested_functions
             closure = scope.self_name if nested else None
-            trouble = self.function_problem(function, owner, file, scope.depth + 1, closure, scope.file)
+            is_method = owner is not None and not nested
+            literals = self.literals_for(call, function, is_method, scope)
+            # what the call passes, read where the call is (above the assignment it is part of)
+            passed = dataclasses.replace(scope, before=scope.current)
+            arguments = tuple((p, e, passed) for p, e in call_arguments(call, function, is_method))
+            trouble = self.function_problem(
+                function, owner, file, scope.depth + 1, closure, scope.file, literals, arguments
+            )
             if trouble is not None:
+                if scope.depth == 0:  # the step's own call: the one to build its result from
+                    trouble = trouble.replace(_STEP_CALL, f"`out = {short(call.func)}(...)`")
                 return f"returns what `{short(call.func)}` returns: {trouble}"
         return None
+
+    @staticmethod
+    def literals_for(call: cst.Call, function: cst.FunctionDef, is_method: bool, scope: Scope) -> Literals:
+        """The helper's parameters this call binds to literals (``stage="train"``)."""
+        return call_literals(call, function, is_method, dict(scope.literals), scan_body(function))
 
     def _callee(
         self, call: cst.Call, scope: Scope
@@ -486,18 +527,23 @@ class LossRules:
         depth: int,
         closure_self: str | None = None,
         caller: FileContext | None = None,
+        literals: Literals = (),
+        arguments: tuple[tuple[str, cst.BaseExpression, Scope], ...] = (),
     ) -> str | None:
-        """Why not every return of a helper shows a loss tensor, or None if each does."""
-        scope = scope_of(function, owner, file, depth, closure_self=closure_self)
+        """Why not every return of a helper (that a call with ``literals`` reaches) shows a loss tensor,
+        or None if each does. ``arguments``: what the call passes for each parameter."""
+        scope = scope_of(function, owner, file, depth, closure_self=closure_self, literals=literals)
+        scope = dataclasses.replace(scope, arguments=arguments)
         name = function.name.value
         place = "line" if caller is None or caller is file else f"{file.path} line"
         if scope.scan.yields:
             return f"`{name}` is a generator"
         if function.decorators:
             return f"`{name}` is decorated (`@{short(function.decorators[0].decorator)}`)"
-        if not scope.scan.returns or not always_leaves(block_statements(function.body)):
+        returns, leaves = reachable_returns(function, scope.scan, literals)
+        if not returns or not leaves:
             return f"`{name}` ({place} {file.positions.line(function.name)}) may return None"
-        for ret in scope.scan.returns:
+        for ret in returns:
             line = file.positions.line(ret)
             if is_none(ret.value):
                 return f"`{name}` returns None at {place} {line}"
@@ -509,12 +555,43 @@ class LossRules:
                 if kind == "a tuple":
                     fix = f"; unpack it (`loss, ... = {callee}(...)`) and return the loss"
                 elif kind == "a dict":
-                    fix = f"; build the result from it (`out = {callee}(...)`, then `loss=out[\"loss\"]`)"
+                    fix = f"; build the result from it ({_STEP_CALL}, then {_loss_item(ret.value)})"
                 return f"{kind} ({place} {line}){fix}"
             trouble = self.problem(ret.value, dataclasses.replace(scope, at=ret))
             if trouble is not None:
                 return f"`{name}` {place} {line} {trouble}"
         return None
+
+    def is_helper_loss_dict(self, call: cst.Call, scope: Scope, key: str) -> bool:
+        """Whether every return the helper ``call`` runs may reach (the branches its literals take:
+        ``self._shared_step(batch, "train")``) is a dict holding only ``key``, a loss: ``{"loss": loss}``,
+        or a variable bound once to such a dict that the helper otherwise only logs
+        (``self.log_dict(metrics)``) or reads keys of. Then ``call[key]`` is the loss."""
+        found = self._callee(call, scope)
+        if isinstance(found, str) or not found:
+            return False
+        for function, owner, file in found:
+            if function in scope.scan.nested_functions or function.decorators:
+                return False
+            literals = self.literals_for(call, function, owner is not None, scope)
+            helper = scope_of(function, owner, file, scope.depth + 1, literals=literals)
+            passed = dataclasses.replace(scope, before=scope.current)
+            arguments = tuple((p, e, passed) for p, e in call_arguments(call, function, owner is not None))
+            helper = dataclasses.replace(helper, arguments=arguments)
+            returns, leaves = reachable_returns(function, helper.scan, literals)
+            if helper.scan.yields or not returns or not leaves:
+                return False
+            for ret in returns:
+                at = dataclasses.replace(helper, at=ret)
+                literal = ret.value if isinstance(ret.value, cst.Dict) else _logged_dict(ret.value, at)
+                if literal is None or len(literal.elements) != 1:
+                    return False
+                element = literal.elements[0]
+                if not isinstance(element, cst.DictElement) or string_key(element.key) != key:
+                    return False
+                if self.problem(element.value, at) is not None:
+                    return False
+        return True
 
     def _sum_problem(self, call: cst.Call, scope: Scope) -> str | None:
         """``sum(loss_dict.values())`` / ``sum(l for l in loss_dict.values())``: the sum of the losses."""
@@ -538,6 +615,95 @@ class LossRules:
 
     def positions_of(self, scope: Scope) -> Positions:
         return scope.file.positions
+
+
+def _logged_dict(value: cst.BaseExpression | None, scope: Scope) -> cst.Dict | None:
+    """The dict literal a returned variable holds when it is assigned once, never changed, and
+    otherwise only read by key or given to ``self.log_dict`` (which logs copies of its values)."""
+    if not isinstance(value, cst.Name) or scope.self_name is None:
+        return None
+    name = value.value
+    bindings = scope.bindings(name)
+    if len(bindings) != 1 or bindings[0].kind != "assign" or name in scope.scan.mutations:
+        return None
+    if not isinstance(bindings[0].value, cst.Dict) or len(scope.scan.bindings.get(name, [])) != 1:
+        return None
+    self_name = scope.self_name
+
+    class _Mentions(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.other = 0  # mentions that are none of the allowed ones
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                self.other += 1
+
+        def visit_Assign(self, node: cst.Assign) -> bool:
+            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                if node.targets[0].target.value == name:
+                    node.value.visit(self)
+                    return False
+            return True
+
+        def visit_Return(self, node: cst.Return) -> bool:
+            return not (isinstance(node.value, cst.Name) and node.value.value == name)
+
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            key = node.slice[0].slice if len(node.slice) == 1 else None
+            if isinstance(node.value, cst.Name) and node.value.value == name and isinstance(key, cst.Index):
+                if string_key(key.value) is not None:
+                    return False  # `metrics["loss"]`, read (a write would be a mutation)
+            return True
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == self_name
+                and func.attr.value == "log_dict"
+                and node.args
+            ):
+                for index, arg in enumerate(node.args):
+                    if index == 0 and isinstance(arg.value, cst.Name) and arg.value.value == name and not arg.star:
+                        continue  # `self.log_dict(metrics, ...)` logs copies of its values
+                    arg.visit(self)
+                return False
+            return True
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            self.other += _mentions_of(node, name)  # a closure may keep or change it at any time
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            self.other += _mentions_of(node, name)
+            return False
+
+    mentions = _Mentions()
+    scope.function.body.visit(mentions)
+    return bindings[0].value if mentions.other == 0 else None
+
+
+def _loss_item(value: cst.BaseExpression) -> str:
+    """How a hint reads the loss out of a returned dict: ``loss=out["val_loss"]`` by its literal key."""
+    elements = value.elements if isinstance(value, cst.Dict) else ()
+    keys = [string_key(e.key) for e in elements if isinstance(e, cst.DictElement)]
+    key = next((k for k in ("loss", "val_loss", "test_loss") if k in keys), None)
+    return f'`loss=out["{key}"]`' if key is not None else "`loss=out[...]` (the key that holds the loss)"
+
+
+def _mentions_of(node: cst.CSTNode, name: str) -> int:
+    class _Names(cst.CSTVisitor):
+        count = 0
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                self.count += 1
+
+    counter = _Names()
+    node.visit(counter)
+    return counter.count
 
 
 def _is_loss_function(func: cst.BaseExpression, file: FileContext | None) -> bool:

@@ -20,6 +20,7 @@ from lightning_step_types.migrate.imports import (
     name_is_free,
     names_in,
     remove_unused_imports,
+    remove_unused_lightning_imports,
 )
 from lightning_step_types.migrate.layout import (
     keyword_arg,
@@ -143,7 +144,7 @@ def plan_step_edits(step: Step, edits: Edits, suite_returns: set[int]) -> str | 
             if displaced and id(plan.node) in suite_returns:
                 return (
                     "the comments inside the returned dict would have no line of their own"
-                    " (the return shares its line with an `if`/`for`/`with`)"
+                    " (the return shares its line with an `if`/`for`/`with`): put the return on a line of its own"
                 )
             if logs or displaced:
                 inserted[plan.node] = (logs, displaced)
@@ -281,6 +282,9 @@ def _migrate_file(analyzer: Analyzer, steps: list[Step], bound: dict[str, str], 
         new_module = add_imports(new_module, edits.imports)
         replaced = {n for f in edits.annotations if f.returns is not None for n in names_in(f.returns.annotation)}
         new_module = remove_unused_imports(new_module, replaced)
+        if edits.bases:  # `pl` of `pl.LightningModule`, or `LightningModule` itself
+            heads = {head for arg in edits.bases if (head := _head_name(arg.value)) is not None}
+            new_module = remove_unused_lightning_imports(new_module, heads)
     findings = list(analyzer.findings)
     verdicts: dict[str, Literal["rewritten", "typed", "nothing", "ignored"]] = {
         "rewritten": "rewritten",
@@ -298,6 +302,13 @@ def _migrate_file(analyzer: Analyzer, steps: list[Step], bound: dict[str, str], 
             findings += [Finding("note", step.qualname, note_line, text) for note_line, text in step.notes]
     findings.sort(key=lambda f: (f.line, f.where, f.kind))
     return Migration(module, new_module, tuple(findings), analyzer.file.path)
+
+
+def _head_name(expr: cst.BaseExpression) -> str | None:
+    """The name a base expression is read from: ``pl`` in ``pl.LightningModule``."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def migrate_module(module: cst.Module, *, base_class: bool = False, path: str = "<string>") -> Migration:

@@ -175,6 +175,28 @@ FIXTURES = (
         "`optimizer_idx` (Lightning 1.x) with same-class generator / discriminator steps",
     ),
     Fixture(
+        "bolts-vae", BOLTS, ("pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",),
+        "`loss, logs = self.step(...)`; a `validation_step` returning the bare loss tensor",
+    ),
+    Fixture(
+        "bolts-vae-base-class", BOLTS, ("pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",),
+        "--base-class: `LightningModule` leaves `from pytorch_lightning import LightningModule, Trainer, ...`",
+        args=("--base-class",), counted=False,
+    ),
+    Fixture(
+        "bolts-yolo", BOLTS, ("pl_bolts/models/detection/yolo/yolo_module.py",),
+        "`STEP_OUTPUT` annotations, evaluation steps that only log",
+    ),
+    Fixture(
+        "bolts-yolo-base-class", BOLTS, ("pl_bolts/models/detection/yolo/yolo_module.py",),
+        "--base-class: `from pytorch_lightning import LightningModule` is then unused and goes", args=("--base-class",),
+        counted=False,
+    ),
+    Fixture(
+        "bolts-logistic-regression", BOLTS, ("pl_bolts/models/regression/logistic_regression.py",),
+        "a shared step branching on a literal stage (`self._shared_step(batch, \"train\")`), its dict only logged",
+    ),
+    Fixture(
         "forecasting-base-model", FORECASTING, ("pytorch_forecasting/models/base/_base_model.py",),
         "`log, out = self.step(...)`: a helper returning a tuple whose first item is a dict",
     ),

@@ -274,6 +274,22 @@ def _basic_ae(cls: type) -> tuple[Any, dict[str, Any]]:
     return cls(input_height=8), {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
 
 
+def _basic_vae(cls: type) -> tuple[Any, dict[str, Any]]:
+    x = torch.rand(16, 3, 8, 8)
+    y = torch.zeros(16, dtype=torch.long)
+    # SGD and a large KL coefficient: a rewrite that changed the loss would change the parameters
+    model = cls(input_height=8, latent_dim=16, kl_coeff=1.0, lr=0.1)
+    model.configure_optimizers = lambda: torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+
+
+def _logistic_regression(cls: type) -> tuple[Any, dict[str, Any]]:
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    # l2_strength > 0: the training branch goes through `_regularization`, which adds to the loss in place
+    model = cls(input_dim=4, num_classes=3, optimizer=torch.optim.SGD, learning_rate=0.1, l2_strength=0.01)
+    return model, {"train_dataloaders": loader(x, y), "val_dataloaders": loader(x[:8], y[:8])}
+
+
 def _asteroid_utils() -> dict[str, types.ModuleType]:
     def flatten_dict(d: dict, parent_key: str = "", sep: str = "_") -> dict:
         return dict(d)
@@ -505,6 +521,13 @@ RECIPES = (
            "pl_bolts.models.detection.faster_rcnn.faster_rcnn_module", "FasterRCNN", _faster_rcnn, _bolts_detection),
     Recipe("bolts-basic-ae", "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
            "pl_bolts.models.autoencoders.basic_ae.basic_ae_module", "AE", _basic_ae, _bolts_autoencoder),
+    Recipe("bolts-vae", "pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",
+           "pl_bolts.models.autoencoders.basic_vae.basic_vae_module", "VAE", _basic_vae, _bolts_autoencoder),
+    Recipe("bolts-vae-base-class", "pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",
+           "pl_bolts.models.autoencoders.basic_vae.basic_vae_module", "VAE", _basic_vae, _bolts_autoencoder),
+    Recipe("bolts-logistic-regression", "pl_bolts/models/regression/logistic_regression.py",
+           "pl_bolts.models.regression.logistic_regression", "LogisticRegression", _logistic_regression,
+           _bolts_stability, test=True),
     Recipe("torchgeo-trainers", "torchgeo/trainers/classification.py", "torchgeo.trainers.classification",
            "ClassificationTask", _classification_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
     Recipe("torchgeo-classification-assume-lightning", "torchgeo/trainers/classification.py",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from lightning.pytorch import LightningModule
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from lightning_step_types import TrainStepResult, ValStepResult
