@@ -18,6 +18,7 @@ __all__ = [
     "LoggingContext",
     "batch_position",
     "call_before_updates",
+    "compiler_of",
     "epoch_results_mismatch",
     "load_metric_states",
     "log_clash_name",
@@ -58,6 +59,22 @@ def trainer_is_running(module: Any) -> bool:
     # Enum's documented value attribute) skips the enum's case-folding __eq__.
     status: str = trainer.state.status._value_
     return status == "running"
+
+
+# --- torch.compile ---
+# `trainer.fit(torch.compile(model))`: Lightning's `_maybe_unwrap_optimized` (utilities/compile.py,
+# `from_compiled`) unwraps the OptimizedModule and sets `module._compiler_ctx = {"dynamo_ctx": ...,
+# "original_training_step": ..., ...}`, then replaces the instance's `forward` and steps with
+# `dynamo_ctx(<bound method>)`. `_compiler_ctx` exists (None) on every LightningModule since 2.0.
+
+
+def compiler_of(module: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]] | None:
+    """What Lightning compiled the module's steps with (``dynamo_ctx``), or None if it did not."""
+    context = getattr(module, "_compiler_ctx", None)
+    if not isinstance(context, dict):
+        return None
+    compiler = cast("dict[str, Any]", context).get("dynamo_ctx")
+    return compiler if callable(compiler) else None
 
 
 # --- epoch state (exact resume) ---

@@ -25,6 +25,7 @@ from lightning_step_types.wrapping import (
     adapt_batch_end_function,
     adapt_step_function,
     batch_end_plan,
+    compile_inside_adapted_steps,
     converts_its_outputs,
     run_ours_first,
     wrap_inherited_hooks,
@@ -184,6 +185,7 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
         result = setup(*args, **kwargs)
     finally:
         state.in_setup = False
+    compile_inside_adapted_steps(module, module_policy)
     attach_declared_metrics(module)
     return result
 
