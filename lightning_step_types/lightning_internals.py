@@ -73,8 +73,8 @@ def compiler_of(module: Any) -> Callable[[Callable[..., Any]], Callable[..., Any
     context = getattr(module, "_compiler_ctx", None)
     if not isinstance(context, dict):
         return None
-    compiler = cast("dict[str, Any]", context).get("dynamo_ctx")
-    return compiler if callable(compiler) else None
+    compiler: Any = cast("dict[str, Any]", context).get("dynamo_ctx")
+    return cast("Callable[[Callable[..., Any]], Callable[..., Any]]", compiler) if callable(compiler) else None
 
 
 # --- epoch state (exact resume) ---

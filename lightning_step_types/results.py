@@ -1,4 +1,4 @@
-"""The typed step results: frozen dataclasses that are also read-only mappings and pytree nodes.
+"""The typed step results: read-only dataclasses that are also read-only mappings and pytree nodes.
 
 A result is ``loss`` plus ``metadata`` and nothing else; logging stays with ``self.log``.
 Seen as a ``Mapping`` it equals ``{"loss": loss, **metadata}``, which is what Lightning's loops

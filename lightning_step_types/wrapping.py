@@ -57,7 +57,7 @@ def adapt_step_function(
         return run_step(self, hook_name, policy_of(self), func, (self, *args), kwargs)
 
     _lightning_view(adapted_step, func)
-    adapted_step.__lst_step__ = func  # type: ignore[attr-defined]  # pyright: ignore[reportFunctionMemberAccess]  # for compile_inside_adapted_steps
+    setattr(adapted_step, "__lst_step__", func)  # noqa: B010 - the user's step, for compile_inside_adapted_steps
     return adapted_step
 
 

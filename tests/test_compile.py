@@ -209,3 +209,20 @@ def test_a_nan_loss_in_a_compiled_step_raises_before_its_backward(way: str, tmp_
     assert compiled["graph_breaks"] == 0
     assert compiled["global_step"] == NAN_BATCH  # batches 0 and 1 stepped; batch 2 raised before its backward
     assert_same_params(compiled["params"], model)
+
+
+def test_log_loss_logs_a_compiled_steps_loss_from_outside_the_compiled_region(tmp_path: Path) -> None:
+    """``self.log`` cannot run inside a compiled step (see the module docstring); ``log_loss`` logs
+    after it returns, with the values of the same module run eagerly."""
+    logged: dict[str, dict[str, torch.Tensor]] = {}
+    for how in ("compiled", "eager"):
+        model, _ = build("pytorch_lightning", "typed", compile_submodules=False)
+        model.log_loss = True
+        trainer = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / how, limit_val_batches=2))
+        with dynamo_watched() as seen:
+            trainer.fit(torch.compile(model) if how == "compiled" else model, make_loader(), make_loader(seed=1))
+        assert seen["graph_breaks"] == 0
+        logged[how] = {name: value.clone() for name, value in trainer.callback_metrics.items()}
+    assert sorted(logged["compiled"]) == ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"]
+    for name, value in logged["eager"].items():
+        assert torch.equal(logged["compiled"][name], value), name
