@@ -19,6 +19,7 @@ __all__ = [
     "batch_position",
     "call_before_updates",
     "compiler_of",
+    "keep_uncompiled_step",
     "epoch_results_mismatch",
     "load_metric_states",
     "log_clash_name",
@@ -75,6 +76,18 @@ def compiler_of(module: Any) -> Callable[[Callable[..., Any]], Callable[..., Any
         return None
     compiler: Any = cast("dict[str, Any]", context).get("dynamo_ctx")
     return cast("Callable[[Callable[..., Any]], Callable[..., Any]]", compiler) if callable(compiler) else None
+
+
+def keep_uncompiled_step(module: Any, hook_name: str, step: Callable[..., Any]) -> None:
+    """Make ``step`` what Lightning's ``to_uncompiled`` puts back (``_compiler_ctx["original_<hook>"]``).
+
+    ``from_compiled`` records the step it finds on the instance; from a second compiled run on,
+    that is the step the library set there for the first one, not the module's own.
+    """
+    context = getattr(module, "_compiler_ctx", None)
+    key = f"original_{hook_name}"
+    if isinstance(context, dict) and key in context:
+        cast("dict[str, Any]", context)[key] = step
 
 
 # --- epoch state (exact resume) ---

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, TypeGuard, TypeVar
 import torch
 
 from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, run_step, typed_outputs
-from lightning_step_types.lightning_internals import compiler_of
+from lightning_step_types.lightning_internals import compiler_of, keep_uncompiled_step
 from lightning_step_types.policy import StepPolicy
 
 __all__ = [
@@ -80,6 +80,7 @@ def compile_inside_adapted_steps(module: torch.nn.Module, policy_of: Callable[[A
             continue
         compiled = compiler(types.MethodType(func, module))
         module.__dict__[hook_name] = _adapted_compiled_step(module, hook_name, policy_of, func, compiled)
+        keep_uncompiled_step(module, hook_name, types.MethodType(getattr(type(module), hook_name), module))
 
 
 def _adapted_compiled_step(

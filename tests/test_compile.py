@@ -226,3 +226,18 @@ def test_log_loss_logs_a_compiled_steps_loss_from_outside_the_compiled_region(tm
     assert sorted(logged["compiled"]) == ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"]
     for name, value in logged["eager"].items():
         assert torch.equal(logged["compiled"][name], value), name
+
+
+def test_to_uncompiled_gives_back_the_typed_modules_own_steps_after_two_compiled_fits(tmp_path: Path) -> None:
+    """Lightning's ``to_uncompiled`` puts back the steps ``from_compiled`` found on the instance; from
+    the second compiled fit on, those would be the ones the first fit left there."""
+    from pytorch_lightning.utilities.compile import to_uncompiled
+
+    model, _ = build("pytorch_lightning", "typed", compile_submodules=False)
+    for run in ("first", "second"):
+        with dynamo_watched() as seen:
+            pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / run)).fit(torch.compile(model), make_loader())
+        assert seen["graph_breaks"] == 0
+    to_uncompiled(model)
+    assert model.training_step.__func__ is type(model).training_step
+    assert model.validation_step.__func__ is type(model).validation_step
