@@ -54,7 +54,7 @@ def adapt_step_function(
 
     @functools.wraps(func)
     def adapted_step(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return run_step(self, hook_name, policy_of(self), func, (self, *args), kwargs)
+        return run_step(self, hook_name, policy_of, func, (self, *args), kwargs)
 
     _lightning_view(adapted_step, func)
     setattr(adapted_step, "__lst_step__", func)  # noqa: B010 - the user's step, for compile_inside_adapted_steps
@@ -92,7 +92,7 @@ def _adapted_compiled_step(
 ) -> Callable[..., Any]:
     @functools.wraps(func)
     def adapted_step(*args: Any, **kwargs: Any) -> Any:
-        return run_step(module, hook_name, policy_of(module), compiled, args, kwargs)
+        return run_step(module, hook_name, policy_of, compiled, args, kwargs)
 
     _lightning_view(adapted_step, func)
     return adapted_step

@@ -241,3 +241,33 @@ def test_to_uncompiled_gives_back_the_typed_modules_own_steps_after_two_compiled
     to_uncompiled(model)
     assert model.training_step.__func__ is type(model).training_step
     assert model.validation_step.__func__ is type(model).validation_step
+
+
+class Parent(RegressorParts, lst_pytorch_lightning.TypedLightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, _ = self.loss_and_preds(batch)
+        return TrainStepResult(loss=loss)
+
+
+class Child(Parent):
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        return TrainStepResult(loss=super().training_step(batch, batch_idx).loss * 2.0)
+
+
+def test_a_nested_super_step_call_in_a_compiled_step_traces_no_library_setting(tmp_path: Path) -> None:
+    """``super().training_step(...)`` inside the compiled step reaches the parent's wrapper, traced:
+    it passes the call through before it reads any setting (reading one would trace a cached
+    function, which dynamo warns about)."""
+    compiled = Child()
+    with dynamo_watched() as seen:
+        pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "compiled")).fit(torch.compile(compiled, fullgraph=True), make_loader())
+    assert seen["graph_breaks"] == 0
+    assert seen["warnings"] == []
+    assert seen["log_lines"] == []
+    eager = Child()
+    pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "eager")).fit(eager, make_loader())
+    assert_same_params(compiled, eager)
