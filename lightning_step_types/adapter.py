@@ -95,12 +95,17 @@ def module_state(module: torch.nn.Module) -> _ModuleState:
 def run_step(
     module: torch.nn.Module,
     hook_name: str,
-    policy: StepPolicy,
+    settings: StepPolicy | Callable[[Any], StepPolicy],
     step: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
     """Call a step, then check and convert what it returned.
+
+    ``settings`` is the policy, or (for a typed module, whose settings are read per call) what
+    gives them for the module: it is asked only past the pass-through below, so that a nested call
+    traced by torch.compile (``super().training_step(...)`` in a compiled step) traces no more of
+    the library than that.
 
     Outside a running Trainer (a unit test calling ``model.training_step`` directly, Fabric)
     and in nested calls such as ``super().training_step(...)``, the step's own return value
@@ -109,6 +114,7 @@ def run_step(
     state = module_state(module)
     if state.active or not trainer_is_running(module):
         return step(*args, **kwargs)
+    policy = settings if isinstance(settings, StepPolicy) else settings(module)
     call = state.calls.get(hook_name)
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
         call = state.calls[hook_name] = StepCall(module, hook_name, policy, _source_of(step))

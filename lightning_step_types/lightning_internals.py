@@ -16,27 +16,29 @@ import torch
 __all__ = [
     "LoggedEntry",
     "LoggingContext",
+    "batch_in_flight",
     "batch_position",
     "call_before_updates",
-    "batch_in_flight",
-    "logged_snapshot",
-    "rewrite_in_flight_batch",
-    "stateful_loader_states",
+    "compiler_of",
     "epoch_results_mismatch",
     "evaluation_results",
+    "keep_uncompiled_step",
     "load_metric_states",
+    "loaded_loader_states",
     "log_clash_name",
     "logged_entries",
     "logged_entries_at",
-    "loaded_loader_states",
     "logged_in_current_hook",
     "logged_metric",
     "logged_metric_objects",
+    "logged_snapshot",
     "logging_context",
     "metric_states",
     "metric_states_on_cpu",
     "metric_states_on_device",
+    "rewrite_in_flight_batch",
     "set_update_bookkeeping",
+    "stateful_loader_states",
     "stop_calling_before_updates",
     "trainer_is_running",
     "trainer_of",
@@ -68,6 +70,34 @@ def trainer_is_running(module: Any) -> bool:
     # Enum's documented value attribute) skips the enum's case-folding __eq__.
     status: str = trainer.state.status._value_
     return status == "running"
+
+
+# --- torch.compile ---
+# `trainer.fit(torch.compile(model))`: Lightning's `_maybe_unwrap_optimized` (utilities/compile.py,
+# `from_compiled`) unwraps the OptimizedModule and sets `module._compiler_ctx = {"dynamo_ctx": ...,
+# "original_training_step": ..., ...}`, then replaces the instance's `forward` and steps with
+# `dynamo_ctx(<bound method>)`. `_compiler_ctx` exists (None) on every LightningModule since 2.0.
+
+
+def compiler_of(module: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]] | None:
+    """What Lightning compiled the module's steps with (``dynamo_ctx``), or None if it did not."""
+    context = getattr(module, "_compiler_ctx", None)
+    if not isinstance(context, dict):
+        return None
+    compiler: Any = cast("dict[str, Any]", context).get("dynamo_ctx")
+    return cast("Callable[[Callable[..., Any]], Callable[..., Any]]", compiler) if callable(compiler) else None
+
+
+def keep_uncompiled_step(module: Any, hook_name: str, step: Callable[..., Any]) -> None:
+    """Make ``step`` what Lightning's ``to_uncompiled`` puts back (``_compiler_ctx["original_<hook>"]``).
+
+    ``from_compiled`` records the step it finds on the instance; from a second compiled run on,
+    that is the step the library set there for the first one, not the module's own.
+    """
+    context = getattr(module, "_compiler_ctx", None)
+    key = f"original_{hook_name}"
+    if isinstance(context, dict) and key in context:
+        cast("dict[str, Any]", context)[key] = step
 
 
 # --- epoch state (exact resume) ---

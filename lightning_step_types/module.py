@@ -27,6 +27,7 @@ from lightning_step_types.wrapping import (
     adapt_batch_end_function,
     adapt_step_function,
     batch_end_plan,
+    compile_inside_adapted_steps,
     converts_its_outputs,
     run_ours_first,
     wrap_inherited_hooks,
@@ -217,6 +218,7 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
         result = setup(*args, **kwargs)
     finally:
         state.in_setup = False
+    compile_inside_adapted_steps(module, module_policy)
     stage = kwargs.get("stage", args[0] if args else None)
     if stage != "predict":  # predict_step's outputs feed no metric: nothing is declared or copied
         attach_declared_metrics(module)

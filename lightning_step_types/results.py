@@ -1,4 +1,4 @@
-"""The typed step results: frozen dataclasses that are also read-only mappings and pytree nodes.
+"""The typed step results: read-only dataclasses that are also read-only mappings and pytree nodes.
 
 A result is ``loss`` plus ``metadata`` and nothing else; logging stays with ``self.log``.
 Seen as a ``Mapping`` it equals ``{"loss": loss, **metadata}``, which is what Lightning's loops
@@ -131,7 +131,10 @@ pytree.register_pytree_node(
 
 
 # init=False: the hand-written __init__ checks before it stores (a result is built on every step).
-@dataclasses.dataclass(frozen=True, eq=False, init=False)
+# Read-only through `_refuse_setattr` below rather than `frozen=True`: torch.compile rebuilds a
+# frozen dataclass made inside a compiled step only as a constant, so a step returning one would
+# end its graph early (`fullgraph=True` fails); a plain dataclass it rebuilds like a dict.
+@dataclasses.dataclass(eq=False, init=False)
 class StepResult(Mapping[str, Any], Generic[MetaT]):
     """Base of the step results: a loss tensor holding one real floating value, and read-only metadata.
 
@@ -160,13 +163,15 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
             )
         _register_pytree_node(cls)
 
-    def __init__(
-        self, loss: torch.Tensor, metadata: MetaT = _EMPTY_METADATA, batch_size: int | None = None  # type: ignore[assignment]
-    ) -> None:
+    # The default is None, not _EMPTY_METADATA: torch.compile cannot trace a call that leaves out
+    # an argument whose default is an object of a class of ours (a graph break per step).
+    def __init__(self, loss: torch.Tensor, metadata: MetaT | None = None, batch_size: int | None = None) -> None:
         # Checks what the caller passed, whatever its annotation said.
         if not is_loss_tensor(loss):
             raise loss_error(f"{type(self).__name__}.loss", loss)
-        if metadata is not _EMPTY_METADATA:  # the default needs no check
+        if metadata is None:
+            metadata = _EMPTY_METADATA  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+        elif metadata is not _EMPTY_METADATA:  # the default needs no check
             metadata = _frozen_metadata(type(self).__name__, metadata)  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
         if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
             raise StepResultError(

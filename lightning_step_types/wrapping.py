@@ -9,12 +9,14 @@ visible, since Lightning inspects it.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 import torch
 
-from lightning_step_types.adapter import BATCH_END_HOOKS, run_step, typed_outputs
+from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, run_step, typed_outputs
+from lightning_step_types.lightning_internals import compiler_of, keep_uncompiled_step
 from lightning_step_types.policy import StepPolicy
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "adapt_step_function",
     "adapted_bound_step",
     "batch_end_plan",
+    "compile_inside_adapted_steps",
     "converts_its_outputs",
     "defining_class",
     "is_lightning_default",
@@ -51,7 +54,45 @@ def adapt_step_function(
 
     @functools.wraps(func)
     def adapted_step(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return run_step(self, hook_name, policy_of(self), func, (self, *args), kwargs)
+        return run_step(self, hook_name, policy_of, func, (self, *args), kwargs)
+
+    _lightning_view(adapted_step, func)
+    setattr(adapted_step, "__lst_step__", func)  # noqa: B010 - the user's step, for compile_inside_adapted_steps
+    return adapted_step
+
+
+def compile_inside_adapted_steps(module: torch.nn.Module, policy_of: Callable[[Any], StepPolicy]) -> None:
+    """Under ``trainer.fit(torch.compile(model))``, compile the user's steps and not the library's wrapper.
+
+    Lightning compiles a module by setting ``dynamo_ctx(module.training_step)`` (and the other
+    steps) on the instance. For a typed module that bound method is the class's wrapper, so dynamo
+    would trace the checks and conversion too, and break its graph at the non-finite check's
+    ``loss.item()``. Instead the instance gets the wrapper around the user's step compiled alone:
+    the compiled region is the same as for a plain module, and the checks run eagerly after it,
+    still before backward. Called at each run's setup, after Lightning compiled the steps.
+    """
+    compiler = compiler_of(module)
+    if compiler is None:
+        return
+    for hook_name in STEP_HOOKS:
+        func = getattr(getattr(type(module), hook_name, None), "__lst_step__", None)
+        if func is None:  # Lightning's own default step: left as Lightning compiled it
+            continue
+        compiled = compiler(types.MethodType(func, module))
+        module.__dict__[hook_name] = _adapted_compiled_step(module, hook_name, policy_of, func, compiled)
+        keep_uncompiled_step(module, hook_name, types.MethodType(getattr(type(module), hook_name), module))
+
+
+def _adapted_compiled_step(
+    module: torch.nn.Module,
+    hook_name: str,
+    policy_of: Callable[[Any], StepPolicy],
+    func: Callable[..., Any],
+    compiled: Callable[..., Any],
+) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def adapted_step(*args: Any, **kwargs: Any) -> Any:
+        return run_step(module, hook_name, policy_of, compiled, args, kwargs)
 
     _lightning_view(adapted_step, func)
     return adapted_step

@@ -1,7 +1,8 @@
 """The typed step results: the static contract of ``lightning_step_types.results``.
 
-At runtime the results are frozen dataclasses that are also read-only mappings and pytree
-nodes. This stub states what users may rely on, in the terms checkers understand:
+At runtime the results are read-only dataclasses (assigning a field raises
+``FrozenInstanceError``) that are also read-only mappings and pytree nodes. This stub states
+what users may rely on, in the terms checkers understand:
 
 - ``loss``, ``metadata`` and ``batch_size`` are read-only (assigning to them is an error).
 - ``metadata`` is read-only whatever it was built from: a result built from a dict (a dict

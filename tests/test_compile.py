@@ -1,0 +1,273 @@
+"""torch.compile: a compiled module trains as the compiled plain module does, with no graph break of ours.
+
+Both ways of compiling a LightningModule: the whole module (``trainer.fit(torch.compile(model))``,
+where Lightning compiles ``forward`` and the steps) and its submodules (``torch.compile`` in
+``configure_model``), for the typed module and the adapter, on CPU inductor. Each run is compared
+with the same model as plain Lightning compiled the same way: the same final parameters, the same
+graph-break count (dynamo's ``counters["graph_break"]``, 0 for these steps), and no dynamo log line
+or warning that the plain run does not give too. Every model computes the same graphs, so inductor
+compiles them once and later runs hit its cache.
+
+The steps call no ``self.log``: with torch 2.13 and Lightning 2.6 dynamo fails on it inside a
+compiled step (it inspects the step's signature), for plain LightningModules just the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as lightning_pytorch
+import pytest
+import pytorch_lightning
+import torch
+from models import RegressorParts, assert_same_params, make_loader, params_of, trainer_kwargs
+from torch._dynamo.utils import counters
+
+from lightning_step_types import StepResultError, TrainStepResult, ValStepResult
+from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
+from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
+
+FLAVOURS = {
+    "pytorch_lightning": (pytorch_lightning, lst_pytorch_lightning),
+    "lightning.pytorch": (lightning_pytorch, lst_lightning_pytorch),
+}
+NAN_BATCH = 2
+
+
+class Steps(RegressorParts):
+    """One regressor's steps; ``typed`` picks typed results or Lightning's dicts, ``whole`` how it compiles."""
+
+    typed = False
+    compile_submodules = False
+    with_metadata = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+        self.nan_at: int | None = None
+        self.train_outputs: list[Any] = []
+
+    def configure_model(self) -> None:
+        if self.compile_submodules:
+            self.net = torch.compile(self.net)  # type: ignore[assignment]
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, preds = self.loss_and_preds(batch)
+        if batch_idx == self.nan_at:
+            loss = loss * math.nan
+        if self.typed:
+            return TrainStepResult(loss=loss, metadata={"preds": preds.detach()}) if self.with_metadata else TrainStepResult(loss=loss)
+        return {"loss": loss, "preds": preds.detach()}
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, preds = self.loss_and_preds(batch)
+        return ValStepResult(loss=loss, metadata={"preds": preds}) if self.typed else {"loss": loss, "preds": preds}
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.train_outputs.append(outputs)
+
+
+def build(flavour: str, way: str, compile_submodules: bool, with_metadata: bool = True) -> tuple[Any, list[Any]]:
+    """The model and callbacks: ``plain`` Lightning, the ``typed`` module, the ``adapter`` over a plain
+    module returning dicts, or ``adapter+typed`` (a plain module returning typed results)."""
+    package, ours = FLAVOURS[flavour]
+    typed = way in ("typed", "adapter+typed")
+    base = ours.TypedLightningModule if way == "typed" else package.LightningModule
+    namespace = {"typed": typed, "compile_submodules": compile_submodules, "with_metadata": with_metadata}
+    cls = type("Regressor", (Steps, base), namespace)
+    callbacks = [ours.StepResultAdapter()] if way.startswith("adapter") else []
+    return cls(), callbacks
+
+
+class DynamoRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def dynamo_watched() -> Iterator[dict[str, Any]]:
+    """Dynamo's graph breaks, its (and inductor's) log records at WARNING and above, and the warnings."""
+    torch._dynamo.reset()
+    counters.clear()
+    handler = DynamoRecords()
+    handler.setLevel(logging.WARNING)
+    loggers = [logging.getLogger(name) for name in ("torch._dynamo", "torch._inductor")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    seen: dict[str, Any] = {}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield seen
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        seen["graph_breaks"] = sum(counters["graph_break"].values())
+        seen["log_lines"] = handler.lines
+        seen["warnings"] = sorted({str(w.message) for w in caught if _from_the_compiler(w)})
+        torch._dynamo.reset()
+
+
+def _from_the_compiler(warning: warnings.WarningMessage) -> bool:
+    return any(part in warning.filename for part in ("_dynamo", "_inductor")) or "lightning_step_types" in str(warning.message)
+
+
+def fit(
+    flavour: str,
+    way: str,
+    root: Path,
+    *,
+    whole: bool,
+    fullgraph: bool = False,
+    nan_at: int | None = None,
+    with_metadata: bool = True,
+) -> dict[str, Any]:
+    model, callbacks = build(flavour, way, compile_submodules=not whole, with_metadata=with_metadata)
+    model.nan_at = nan_at
+    trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
+    with dynamo_watched() as seen:
+        try:
+            trainer.fit(torch.compile(model, fullgraph=fullgraph) if whole else model, make_loader(), make_loader(seed=1))
+        except StepResultError as error:
+            seen["error"] = str(error)
+    seen["params"] = params_of(model)
+    seen["model"] = model
+    seen["global_step"] = trainer.global_step
+    return seen
+
+
+def assert_compiled_alike(run: dict[str, Any], plain: dict[str, Any]) -> None:
+    assert plain["graph_breaks"] == 0
+    assert run["graph_breaks"] == plain["graph_breaks"]
+    assert run["log_lines"] == plain["log_lines"]
+    assert run["warnings"] == plain["warnings"]
+    assert not any("lightning_step_types" in line for line in run["log_lines"])
+    assert_same_params(run["params"], plain["params"])
+
+
+@pytest.fixture(scope="module")
+def plain_whole(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return fit("pytorch_lightning", "plain", tmp_path_factory.mktemp("plain_whole"), whole=True)
+
+
+@pytest.mark.parametrize("flavour", list(FLAVOURS))
+@pytest.mark.parametrize("way", ["typed", "adapter", "adapter+typed"])
+def test_the_whole_module_compiled_trains_as_the_compiled_plain_module(
+    flavour: str, way: str, plain_whole: dict[str, Any], tmp_path: Path
+) -> None:
+    run = fit(flavour, way, tmp_path, whole=True)
+    assert_compiled_alike(run, plain_whole)
+    assert run["global_step"] == 4
+    outputs = run["model"].train_outputs
+    if way == "typed":  # the typed module's batch-end hook receives the typed result, from the compiled step
+        assert [type(o) for o in outputs] == [TrainStepResult] * 4
+        assert all(torch.equal(o.metadata["preds"], p["preds"]) for o, p in zip(outputs, plain_whole["model"].train_outputs))
+
+
+@pytest.mark.parametrize("with_metadata", [True, False], ids=["metadata", "no metadata"])
+@pytest.mark.parametrize("way", ["typed", "adapter+typed"])
+def test_a_compiled_typed_step_is_one_graph(way: str, with_metadata: bool, tmp_path: Path) -> None:
+    """``fullgraph=True`` refuses any graph break, even one dynamo does not count (a step whose
+    returned object it cannot rebuild ends its graph early): building a typed result, returning it,
+    and the wrapper (outside the compiled region) leave dynamo nothing to break on."""
+    run = fit("pytorch_lightning", way, tmp_path, whole=True, fullgraph=True, with_metadata=with_metadata)
+    assert "error" not in run
+    assert run["graph_breaks"] == 0
+    assert run["global_step"] == 4
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+def test_submodules_compiled_in_configure_model_train_as_plain(way: str, tmp_path: Path) -> None:
+    plain = fit("pytorch_lightning", "plain", tmp_path / "plain", whole=False)
+    run = fit("pytorch_lightning", way, tmp_path / way, whole=False)
+    assert isinstance(run["model"].net, torch._dynamo.eval_frame.OptimizedModule)
+    assert_compiled_alike(run, plain)
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+def test_a_nan_loss_in_a_compiled_step_raises_before_its_backward(way: str, tmp_path: Path) -> None:
+    """The non-finite check runs after the compiled step returns and before backward: the same
+    error as without compiling, and the weights of the batches before it only."""
+    compiled = fit("pytorch_lightning", way, tmp_path / "compiled", whole=True, nan_at=NAN_BATCH)
+    model, callbacks = build("pytorch_lightning", way, compile_submodules=False)
+    model.nan_at = NAN_BATCH
+    with pytest.raises(StepResultError) as eager:
+        pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "eager"), callbacks=callbacks).fit(model, make_loader())
+    assert compiled["error"] == str(eager.value)
+    assert compiled["error"].startswith("Regressor.training_step: return value")
+    assert "with value nan" in compiled["error"]
+    assert compiled["graph_breaks"] == 0
+    assert compiled["global_step"] == NAN_BATCH  # batches 0 and 1 stepped; batch 2 raised before its backward
+    assert_same_params(compiled["params"], model)
+
+
+def test_log_loss_logs_a_compiled_steps_loss_from_outside_the_compiled_region(tmp_path: Path) -> None:
+    """``self.log`` cannot run inside a compiled step (see the module docstring); ``log_loss`` logs
+    after it returns, with the values of the same module run eagerly."""
+    logged: dict[str, dict[str, torch.Tensor]] = {}
+    for how in ("compiled", "eager"):
+        model, _ = build("pytorch_lightning", "typed", compile_submodules=False)
+        model.log_loss = True
+        trainer = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / how, limit_val_batches=2))
+        with dynamo_watched() as seen:
+            trainer.fit(torch.compile(model) if how == "compiled" else model, make_loader(), make_loader(seed=1))
+        assert seen["graph_breaks"] == 0
+        logged[how] = {name: value.clone() for name, value in trainer.callback_metrics.items()}
+    assert sorted(logged["compiled"]) == ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"]
+    for name, value in logged["eager"].items():
+        assert torch.equal(logged["compiled"][name], value), name
+
+
+def test_to_uncompiled_gives_back_the_typed_modules_own_steps_after_two_compiled_fits(tmp_path: Path) -> None:
+    """Lightning's ``to_uncompiled`` puts back the steps ``from_compiled`` found on the instance; from
+    the second compiled fit on, those would be the ones the first fit left there."""
+    from pytorch_lightning.utilities.compile import to_uncompiled
+
+    model, _ = build("pytorch_lightning", "typed", compile_submodules=False)
+    for run in ("first", "second"):
+        with dynamo_watched() as seen:
+            pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / run)).fit(torch.compile(model), make_loader())
+        assert seen["graph_breaks"] == 0
+    to_uncompiled(model)
+    assert model.training_step.__func__ is type(model).training_step
+    assert model.validation_step.__func__ is type(model).validation_step
+
+
+class Parent(RegressorParts, lst_pytorch_lightning.TypedLightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss, _ = self.loss_and_preds(batch)
+        return TrainStepResult(loss=loss)
+
+
+class Child(Parent):
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        return TrainStepResult(loss=super().training_step(batch, batch_idx).loss * 2.0)
+
+
+def test_a_nested_super_step_call_in_a_compiled_step_traces_no_library_setting(tmp_path: Path) -> None:
+    """``super().training_step(...)`` inside the compiled step reaches the parent's wrapper, traced:
+    it passes the call through before it reads any setting (reading one would trace a cached
+    function, which dynamo warns about)."""
+    compiled = Child()
+    with dynamo_watched() as seen:
+        pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "compiled")).fit(torch.compile(compiled, fullgraph=True), make_loader())
+    assert seen["graph_breaks"] == 0
+    assert seen["warnings"] == []
+    assert seen["log_lines"] == []
+    eager = Child()
+    pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "eager")).fit(eager, make_loader())
+    assert_same_params(compiled, eager)
