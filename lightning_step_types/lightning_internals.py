@@ -309,12 +309,14 @@ def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
 
     `CombinedLoader._state_dicts` (private) is what `FitLoop.on_save_checkpoint` stores under
     ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]``; `FitLoop._combined_loader`
-    (private) is the training `CombinedLoader`, set in `setup_data`.
+    (private) is the training `CombinedLoader`, set in `setup_data`. Lightning before 2.5 has no
+    `_state_dicts` (nor resumes a loader mid-epoch): None there.
     """
     loader = getattr(trainer.fit_loop, "_combined_loader", None)
-    if loader is None:
+    state_dicts = getattr(loader, "_state_dicts", None)
+    if state_dicts is None:
         return None
-    states: list[dict[str, Any]] = loader._state_dicts()
+    states: list[dict[str, Any]] = state_dicts()
     return states or None
 
 

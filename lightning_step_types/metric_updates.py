@@ -87,6 +87,18 @@ class StageCopies:
         "entry", "stage", "binding", "read", "names", "first_name", "copies", "logged_first", "owner",
         "step_values", "epoch_values", "fed", "warned_unfed", "checked_one_value",
     )  # fmt: skip
+    owner: MetricSet
+    entry: str
+    stage: str
+    binding: Binding
+    read: Callable[[Any, Any], tuple[Any, ...]]
+    names: dict[str | None, str]
+    first_name: str
+    step_values: bool
+    epoch_values: bool
+    fed: bool
+    warned_unfed: bool
+    checked_one_value: bool
 
     def __init__(
         self,
