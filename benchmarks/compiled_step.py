@@ -18,23 +18,21 @@ Run: ``python benchmarks/compiled_step.py [--steps 300] [--repeats 7]``; ``--qui
 from __future__ import annotations
 
 import argparse
-import logging
 import statistics
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import pytorch_lightning as pl  # noqa: E402
 
-from step_timing import StepClock  # noqa: E402  (benchmarks/ is sys.path[0])
+from step_timing import StepClock, in_turns, quiet_single_thread_loader  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import StepResultAdapter, TrainStepResult, TypedLightningModule  # noqa: E402
 
@@ -124,23 +122,17 @@ def main() -> None:
     args = parser.parse_args()
     steps, repeats = (100, 3) if args.quick else (args.steps, args.repeats)
 
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")  # Lightning's advice about workers and log intervals
-    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
-    generator = torch.Generator().manual_seed(0)
-    n = steps * BATCH_SIZE
-    data = TensorDataset(torch.randn(n, 32, generator=generator), torch.randint(0, 2, (n,), generator=generator))
-    loader = DataLoader(data, batch_size=BATCH_SIZE, shuffle=False)
-
+    loader = quiet_single_thread_loader(steps, BATCH_SIZE)
     names = list(VARIANTS)
-    times: dict[str, list[float]] = {name: [] for name in names}
     breaks: dict[str, int] = {}
     fit_once("plain: return loss", loader, 50)  # warms up imports, inductor's cache and the allocator
-    for repeat in range(repeats):
-        for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
-            seconds, counted = fit_once(name, loader, steps)
-            times[name].append(seconds)
-            breaks.setdefault(name, counted)
+
+    def fit(name: str) -> float:
+        seconds, counted = fit_once(name, loader, steps)
+        breaks.setdefault(name, counted)
+        return seconds
+
+    times = in_turns(names, fit, repeats)
 
     print(f"torch {torch.__version__}, pytorch-lightning {pl.__version__}, 1 CPU thread, inductor")
     print(f"{repeats} fits of {steps} steps per variant, in turns; median step time after {WARMUP_STEPS} steps\n")

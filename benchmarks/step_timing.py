@@ -1,5 +1,6 @@
 """Shared by the benchmarks that time whole training steps inside a real fit (loss_logging.py,
-metrics_cost.py): the median interval between consecutive ``on_train_batch_start`` calls."""
+metrics_cost.py, compiled_step.py): the median interval between consecutive
+``on_train_batch_start`` calls, over fits that take turns."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import statistics
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytorch_lightning as pl
@@ -58,20 +59,27 @@ def interleaved_step_times(
     The fits take turns in a rotating order, so a drift in the machine's load spreads over all
     variants; a short fit of ``warmup`` first warms up imports, the allocator and caches.
     """
+    loader = quiet_single_thread_loader(steps, batch_size)
+    median_step_time(warmup, loader, 50)
+    return in_turns(list(variants), lambda name: median_step_time(variants[name], loader, steps), repeats)
+
+
+def quiet_single_thread_loader(steps: int, batch_size: int) -> DataLoader[Any]:
+    """One CPU thread, Lightning's advice silenced, and ``steps`` batches of ``Linear(32, 2)`` data."""
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")  # Lightning's advice about workers and log intervals
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
-
     generator = torch.Generator().manual_seed(0)
     n = steps * batch_size
     data = TensorDataset(torch.randn(n, 32, generator=generator), torch.randint(0, 2, (n,), generator=generator))
-    loader = DataLoader(data, batch_size=batch_size, shuffle=False)
+    return DataLoader(data, batch_size=batch_size, shuffle=False)
 
-    names = list(variants)
+
+def in_turns(names: list[str], fit: Callable[[str], float], repeats: int) -> dict[str, list[float]]:
+    """``fit(name)`` for every name, ``repeats`` times, in a rotating order: a drift in the
+    machine's load spreads over all of them."""
     times: dict[str, list[float]] = {name: [] for name in names}
-    median_step_time(warmup, loader, 50)
     for repeat in range(repeats):
-        order = names[repeat % len(names) :] + names[: repeat % len(names)]
-        for name in order:
-            times[name].append(median_step_time(variants[name], loader, steps))
+        for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
+            times[name].append(fit(name))
     return times

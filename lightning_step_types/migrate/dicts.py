@@ -13,7 +13,7 @@ from lightning_step_types.migrate.layout import keyword_arg, remove_elements, st
 from lightning_step_types.migrate.losses import LossRules, Scope, is_sum_idiom
 from lightning_step_types.migrate.scan import has_effects
 from lightning_step_types.migrate.steps import DictPlan, ReturnPlan, Step
-from lightning_step_types.migrate.syntax import ImportTable, code_of, container_kind, short, string_key
+from lightning_step_types.migrate.syntax import ImportTable, code_of, container_kind, name_mentions, short, string_key
 
 
 class DictRules:
@@ -462,7 +462,7 @@ def _built_dict(
             return None
     else:
         return None
-    if any(_count_mentions(inner, name) for inner in _nested_functions(function)):
+    if any(name_mentions(inner, name) for inner in _nested_functions(function)):
         return None  # a closure may read or change it at any time
     return entries
 
@@ -485,7 +485,7 @@ def _logs_it(small: cst.BaseSmallStatement, name: str, function: cst.FunctionDef
     first = call.args[0]
     if first.star or first.keyword is not None or not isinstance(first.value, cst.Name) or first.value.value != name:
         return False
-    return not any(_count_mentions(arg, name) for arg in call.args[1:])
+    return not any(name_mentions(arg, name) for arg in call.args[1:])
 
 
 def _nested_functions(function: cst.FunctionDef) -> list[cst.CSTNode]:
@@ -539,19 +539,6 @@ def _count_item_reads(node: cst.CSTNode, name: str) -> int:
     return reads.count
 
 
-def _count_mentions(node: cst.CSTNode, name: str) -> int:
-    class _Names(cst.CSTVisitor):
-        count = 0
-
-        def visit_Name(self, node: cst.Name) -> None:
-            if node.value == name:
-                self.count += 1
-
-    counter = _Names()
-    node.visit(counter)
-    return counter.count
-
-
 def _aliases(node: cst.CSTNode, name: str) -> bool:
     """Whether ``node`` uses ``name`` other than by reading one of its keys (``name["k"]``)."""
-    return _count_mentions(node, name) != _count_item_reads(node, name)
+    return name_mentions(node, name) != _count_item_reads(node, name)

@@ -32,7 +32,7 @@ from lightning_step_types.migrate.facts import Positions
 from lightning_step_types.migrate.scan import Binding, BodyScan, scan_body
 from lightning_step_types.migrate.stages import Literals, call_arguments, call_literals, reachable_returns
 from lightning_step_types.migrate.steps import ClassInfo, FileContext
-from lightning_step_types.migrate.syntax import container_kind, is_none, short, string_key, tail_name
+from lightning_step_types.migrate.syntax import container_kind, is_none, name_mentions, short, string_key, tail_name
 
 MAX_DEPTH = 3  # helper calls followed from a step: step -> helper -> helper -> helper
 
@@ -673,11 +673,11 @@ def _logged_dict(value: cst.BaseExpression | None, scope: Scope) -> cst.Dict | N
             return True
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            self.other += _mentions_of(node, name)  # a closure may keep or change it at any time
+            self.other += name_mentions(node, name)  # a closure may keep or change it at any time
             return False
 
         def visit_Lambda(self, node: cst.Lambda) -> bool:
-            self.other += _mentions_of(node, name)
+            self.other += name_mentions(node, name)
             return False
 
     mentions = _Mentions()
@@ -691,19 +691,6 @@ def _loss_item(value: cst.BaseExpression) -> str:
     keys = [string_key(e.key) for e in elements if isinstance(e, cst.DictElement)]
     key = next((k for k in ("loss", "val_loss", "test_loss") if k in keys), None)
     return f'`loss=out["{key}"]`' if key is not None else "`loss=out[...]` (the key that holds the loss)"
-
-
-def _mentions_of(node: cst.CSTNode, name: str) -> int:
-    class _Names(cst.CSTVisitor):
-        count = 0
-
-        def visit_Name(self, node: cst.Name) -> None:
-            if node.value == name:
-                self.count += 1
-
-    counter = _Names()
-    node.visit(counter)
-    return counter.count
 
 
 def _is_loss_function(func: cst.BaseExpression, file: FileContext | None) -> bool:

@@ -148,3 +148,18 @@ class _ImportCollector(cst.CSTVisitor):
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             self.aliases[local] = f"{module}.{name}" if module else name
+
+
+def name_mentions(node: cst.CSTNode, name: str) -> int:
+    """How many times ``node`` mentions the plain name ``name`` (reads, writes, nested code)."""
+
+    class _Names(cst.CSTVisitor):
+        count = 0
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                self.count += 1
+
+    counter = _Names()
+    node.visit(counter)
+    return counter.count
