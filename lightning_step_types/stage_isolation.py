@@ -177,17 +177,18 @@ def _attribute_path(module: torch.nn.Module, dotted: str) -> str:
 def _warn(module: torch.nn.Module, path: str, metric: Metric | MetricCollection) -> None:
     owner = type(module).__qualname__
     training, validation = f"{owner}.training_step", f"{owner}.validation_step"
-    if isinstance(metric, MetricCollection):
-        kind_name, values, what = "torchmetrics.MetricCollection", "values are wrong and the validation values count", "collection"
+    if isinstance(metric, MetricCollection):  # its public name, not torchmetrics.collections'
+        kind_name, what = "torchmetrics.MetricCollection", "collection"
+        consequence = "the training values are wrong and the validation values count training batches"
     else:
         kind: type[object] = type(metric)
-        kind_name, values, what = f"{kind.__module__}.{kind.__qualname__}", "value is wrong and the validation value counts", "metric"
+        kind_name, what = f"{kind.__module__}.{kind.__qualname__}", "metric"
+        consequence = "the training value is wrong and the validation value counts training batches"
     warning = StepResultWarning(
         format_problem(
             path,
             f"one {kind_name} object updated or logged in both training and validation:"
-            f" validation updates and resets it in the middle of the training epoch, so the training {values}"
-            " training batches",
+            f" validation updates and resets it in the middle of the training epoch, so {consequence}",
             "one metric object per stage (validation and test may share one)",
             f"give validation its own object, {_clone_hint(module, path, metric)}, and use it in {validation};"
             f" or declare the {what} once {_declaration_hint(module)}, which keeps one copy per stage",
@@ -204,7 +205,7 @@ def _warn(module: torch.nn.Module, path: str, metric: Metric | MetricCollection)
 
 def _clone_hint(module: torch.nn.Module, path: str, metric: Metric | MetricCollection) -> str:
     # A collection's clone gets the validation prefix, for the names `self.log_dict(collection)` logs.
-    clone = f"{path}.clone(prefix=\"val_\")" if isinstance(metric, MetricCollection) else f"{path}.clone()"
+    clone = f'{path}.clone(prefix="val_")' if isinstance(metric, MetricCollection) else f"{path}.clone()"
     attribute = path.removeprefix("self.")
     if attribute.isidentifier():  # a plain attribute: suggest the validation one's name
         if attribute.startswith("train_"):

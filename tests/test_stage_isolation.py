@@ -4,13 +4,15 @@ The mix-up first, measured under plain Lightning: a shared ``Accuracy`` with ``v
 over 10 training batches gives ``train_acc`` 0.0 and a ``val_acc`` that counts training batches,
 where one object per stage gives the accuracy over the epoch's samples. Then the warning, its
 exact text for each place a metric can live (an attribute, a ``ModuleList`` or ``ModuleDict``
-item, a ``MetricCollection`` member), under ``TypedLightningModule`` and ``StepResultAdapter``, in
-both Lightning flavours; and what must stay silent: validation and test sharing an object, one
-object per stage, and a second warning for the same object.
+item, a ``MetricCollection``, one object whether or not torchmetrics groups its members), under
+``TypedLightningModule`` and ``StepResultAdapter``, in both Lightning flavours, and on rank 0 only
+under DDP; and what must stay silent: validation and test sharing an object, one object (or
+collection) per stage, and a second warning for the same object.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import types
 import warnings
 from collections.abc import Iterator
@@ -281,6 +283,29 @@ def test_a_training_metric_logged_by_validation_without_an_update_is_named(tmp_p
     with step_result_warnings() as messages:
         fit("pytorch_lightning", "typed", model, tmp_path)
     assert messages == [expected_warning("typed", "attribute", val_acc_taken=True)]
+
+
+def _record_warnings(self: Any) -> None:
+    self.catcher = warnings.catch_warnings(record=True)
+    self.caught = self.catcher.__enter__()
+    warnings.simplefilter("always")
+
+
+def _write_warnings(self: Any) -> None:
+    self.catcher.__exit__(None, None, None)
+    shared = [str(w.message) for w in self.caught if issubclass(w.category, StepResultWarning)]
+    Path(self.record_dir, f"rank{self.global_rank}.txt").write_text("\n\n".join(shared))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="ddp_fork needs fork")
+@pytest.mark.parametrize("way", WAYS)
+def test_under_ddp_the_warning_is_given_on_rank_0_only(way: str, tmp_path: Path) -> None:
+    """Two CPU processes (``ddp_fork``: the test's classes need no pickling): each rank records its own warnings during the fit."""
+    model = model_class("pytorch_lightning", way, on_fit_start=_record_warnings, on_fit_end=_write_warnings)()
+    model.record_dir = str(tmp_path)
+    fit("pytorch_lightning", way, model, tmp_path, devices=2, strategy="ddp_fork", max_epochs=2)
+    assert (tmp_path / "rank0.txt").read_text() == expected_warning(way, "attribute")
+    assert (tmp_path / "rank1.txt").read_text() == ""
 
 
 def test_overridden_boundary_hooks_without_super_still_check(tmp_path: Path) -> None:
