@@ -161,12 +161,12 @@ def _metrics_of(module: torch.nn.Module) -> dict[str, Metric | MetricCollection]
 
 
 def _attribute_path(module: torch.nn.Module, dotted: str) -> str:
-    """``metrics.0`` -> ``self.metrics[0]``, ``collection.acc`` -> ``self.collection['acc']``."""
+    """``metrics.0`` -> ``self.metrics[0]``, ``metrics.acc`` -> ``self.metrics['acc']``."""
     path, parent = "self", module
     for part in dotted.split("."):
         if isinstance(parent, (torch.nn.ModuleList, torch.nn.Sequential)) and part.isdigit():
             path += f"[{part}]"
-        elif isinstance(parent, torch.nn.ModuleDict):  # MetricCollection is a ModuleDict
+        elif isinstance(parent, torch.nn.ModuleDict):
             path += f"[{part!r}]"
         else:
             path += f".{part}"
