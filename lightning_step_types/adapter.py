@@ -34,6 +34,7 @@ __all__ = [
     "BATCH_END_HOOKS",
     "STEP_HOOKS",
     "module_state",
+    "source_of",
     "run_step",
     "typed_outputs",
 ]
@@ -117,7 +118,7 @@ def run_step(
     policy = settings if isinstance(settings, StepPolicy) else settings(module)
     call = state.calls.get(hook_name)
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
-        call = state.calls[hook_name] = StepCall(module, hook_name, policy, _source_of(step))
+        call = state.calls[hook_name] = StepCall(module, hook_name, policy, source_of(step))
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -211,7 +212,8 @@ def _log_loss(
     )
 
 
-def _source_of(step: Callable[..., Any]) -> tuple[str, int] | None:
+def source_of(step: Callable[..., Any]) -> tuple[str, int] | None:
+    """Where a step is defined: its original, under any wrapper (the typed module's)."""
     code = getattr(inspect.unwrap(step), "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code is not None else None
 

@@ -232,7 +232,7 @@ class MetricSet:
                 if not stage_copies.checked_one_value:
                     stage_copies.checked_one_value = True
                     for metric in stage_copies.copies.values():
-                        if _update_count(metric):
+                        if update_count(metric):
                             # Cached by torchmetrics: Lightning's own compute() of this epoch gets this value.
                             _check_one_value(stage_copies, _compute(metric), hook, "compute")
             elif skipped is not None and not stage_copies.warned_unfed:
@@ -293,20 +293,21 @@ def _update_atomically(
 
     With ``on_step``, the batch value (what forward returns), else None.
     """
-    members = _members(metric)
-    saved = [_snapshot(member, forward=on_step) for member in members]
+    parts = members(metric)
+    saved = [_snapshot(member, forward=on_step) for member in parts]
     try:
         if on_step:
             return metric(*arguments)  # forward: the batch value too, which Lightning logs for the step
         update_method(metric)(*arguments)
         return None
     except Exception as error:
-        for member, state in zip(members, saved):
+        for member, state in zip(parts, saved):
             _restore(member, state)
         raise update_error(stage_copies, call, result, metric, arguments, error) from error
 
 
-def _members(metric: Metric | MetricCollection) -> list[Metric]:
+def members(metric: Metric | MetricCollection) -> list[Metric]:
+    """A collection's member metrics, or the metric itself."""
     if isinstance(metric, MetricCollection):
         return list(metric.values(copy_state=False))
     return [metric]
@@ -390,8 +391,10 @@ def _compute(metric: Metric | MetricCollection) -> object:
     return compute()
 
 
-def _update_count(metric: Metric | MetricCollection) -> int:
-    return sum(member.update_count for member in _members(metric))
+def update_count(metric: Metric | MetricCollection) -> int:
+    """A metric's ``update_count``; a collection's is its members' sum (the public count of each,
+    whether or not torchmetrics' compute groups moved it)."""
+    return sum(member.update_count for member in members(metric))
 
 
 def _check_one_value(stage_copies: StageCopies, value: object, hook: str, how: str) -> None:

@@ -18,27 +18,36 @@ Nothing here runs per step. The checks run at stage boundaries, from each metric
   training goes on are noted: Lightning resets every metric its validation results hold right
   after the ``on_validation_end`` hooks, the others keep theirs.
 
+A ``MetricCollection`` is one object: its count is its members' sum (with compute groups,
+torchmetrics updates only a group's first member and copies its count to the others), and a
+logged member counts as the collection logged. So a shared collection gets one warning, and the
+members of a collection that is not shared are not looked at one by one.
+
+The warning is issued on global rank 0 only (as Lightning's ``rank_zero_warn``); every rank keeps
+the same bookkeeping.
+
 ``TypedLightningModule`` calls these from its own hooks, ``StepResultAdapter`` from its callback
 hooks (for the modules it adapts): one implementation for both ways in.
 """
 
 from __future__ import annotations
 
-import inspect
-import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import torch
+from torchmetrics import Metric, MetricCollection
 
+from lightning_step_types.adapter import source_of
 from lightning_step_types.errors import StepResultWarning, format_problem
 from lightning_step_types.lightning_internals import (
     evaluation_results,
     logged_metric_objects,
     training_epoch_results,
 )
+from lightning_step_types.metric_updates import members, update_count
 
 __all__ = ["BOUNDARY_HOOKS", "training_epoch_started", "validation_ended", "validation_started"]
 
@@ -76,7 +85,7 @@ def training_epoch_started(trainer: Any, module: torch.nn.Module) -> None:
         return
     state = _STATES.setdefault(module, _Isolation())
     state.trainer = weakref.ref(trainer)
-    state.expected = {id(metric): metric.update_count for metric in metrics.values()}
+    state.expected = {id(metric): update_count(metric) for metric in metrics.values()}
     state.trained = {}
 
 
@@ -85,12 +94,12 @@ def validation_started(trainer: Any, module: torch.nn.Module) -> None:
     state = _fit_state(trainer, module)
     if state is None:
         return
-    logged = {id(metric) for metric, _ in logged_metric_objects(training_epoch_results(trainer), since_reset=True)}
+    logged = _logged(training_epoch_results(trainer), since_reset=True)
     state.trained = {
-        id(metric): (path, metric, metric.update_count)
+        id(metric): (path, metric, update_count(metric))
         for path, metric in _metrics_of(module).items()
         if not state.was_warned(metric)
-        and (metric.update_count != state.expected.get(id(metric), 0) or id(metric) in logged)
+        and (update_count(metric) != state.expected.get(id(metric), 0) or _any_member_in(metric, logged))
     }
 
 
@@ -100,16 +109,27 @@ def validation_ended(trainer: Any, module: torch.nn.Module) -> None:
     if state is None:
         return
     results = evaluation_results(trainer)
-    logged_now = {id(metric) for metric, _ in logged_metric_objects(results, since_reset=True)}
+    logged_now = _logged(results, since_reset=True)
     for key, (path, metric, count) in state.trained.items():
-        if metric.update_count != count or key in logged_now:
-            state.warned[key] = weakref.ref(metric)
-            _warn(module, path, metric)
+        if update_count(metric) != count or _any_member_in(metric, logged_now):
+            state.warned[key] = weakref.ref(metric)  # on every rank, so that each rank warns at most once
+            if trainer.is_global_zero:
+                _warn(module, path, metric)
     state.trained = {}
-    reset_next = {id(metric) for metric, _ in logged_metric_objects(results, since_reset=False)}
+    reset_next = _logged(results, since_reset=False)
     state.expected = {
-        id(metric): 0 if id(metric) in reset_next else metric.update_count for metric in _metrics_of(module).values()
+        id(metric): sum(0 if id(member) in reset_next else member.update_count for member in members(metric))
+        for metric in _metrics_of(module).values()
     }
+
+
+def _logged(results: Any, since_reset: bool) -> set[int]:
+    """The ids of the metric objects logged into Lightning's results (collections log their members)."""
+    return {id(metric) for metric, _ in logged_metric_objects(results, since_reset=since_reset)}
+
+
+def _any_member_in(metric: Metric | MetricCollection, ids: set[int]) -> bool:
+    return any(id(member) in ids for member in members(metric))
 
 
 def _fit_state(trainer: Any, module: torch.nn.Module) -> _Isolation | None:
@@ -123,28 +143,30 @@ def _fit_state(trainer: Any, module: torch.nn.Module) -> _Isolation | None:
     return state
 
 
-def _metrics_of(module: torch.nn.Module) -> dict[str, Any]:
+def _metrics_of(module: torch.nn.Module) -> dict[str, Metric | MetricCollection]:
     """The module's torchmetrics objects by attribute path (``self.acc``, ``self.metrics[0]``,
-    ``self.collection['acc']``); a ``MetricCollection`` contributes its members."""
-    torchmetrics = sys.modules.get("torchmetrics")
-    if torchmetrics is None:  # no metric object can exist
-        return {}
-    metric_type: type = torchmetrics.Metric
-    found: dict[str, Any] = {}
+    ``self.collection``); a ``MetricCollection`` is one object, its members are not listed."""
+    found: dict[str, Metric | MetricCollection] = {}
+    inside: tuple[str, ...] = ()  # the dotted names of the collections found, as prefixes of their members'
     children = cast("Iterator[tuple[str, torch.nn.Module]]", module.named_modules())
     for name, child in children:
-        if name and isinstance(child, metric_type):
+        if not name or name.startswith(inside):
+            continue
+        if isinstance(child, MetricCollection):
+            inside += (name + ".",)
+            found[_attribute_path(module, name)] = child
+        elif isinstance(child, Metric):
             found[_attribute_path(module, name)] = child
     return found
 
 
 def _attribute_path(module: torch.nn.Module, dotted: str) -> str:
-    """``metrics.0`` -> ``self.metrics[0]``, ``collection.acc`` -> ``self.collection['acc']``."""
+    """``metrics.0`` -> ``self.metrics[0]``, ``metrics.acc`` -> ``self.metrics['acc']``."""
     path, parent = "self", module
     for part in dotted.split("."):
         if isinstance(parent, (torch.nn.ModuleList, torch.nn.Sequential)) and part.isdigit():
             path += f"[{part}]"
-        elif isinstance(parent, torch.nn.ModuleDict):  # MetricCollection is a ModuleDict
+        elif isinstance(parent, torch.nn.ModuleDict):
             path += f"[{part!r}]"
         else:
             path += f".{part}"
@@ -152,30 +174,38 @@ def _attribute_path(module: torch.nn.Module, dotted: str) -> str:
     return path
 
 
-def _warn(module: torch.nn.Module, path: str, metric: object) -> None:
+def _warn(module: torch.nn.Module, path: str, metric: Metric | MetricCollection) -> None:
     owner = type(module).__qualname__
     training, validation = f"{owner}.training_step", f"{owner}.validation_step"
-    kind: type[object] = type(metric)
+    if isinstance(metric, MetricCollection):  # its public name, not torchmetrics.collections'
+        kind_name, what = "torchmetrics.MetricCollection", "collection"
+        consequence = "the training values are wrong and the validation values count training batches"
+    else:
+        kind: type[object] = type(metric)
+        kind_name, what = f"{kind.__module__}.{kind.__qualname__}", "metric"
+        consequence = "the training value is wrong and the validation value counts training batches"
     warning = StepResultWarning(
         format_problem(
             path,
-            f"one {kind.__module__}.{kind.__qualname__} object updated or logged in both training and validation:"
-            " validation updates and resets it in the middle of the training epoch, so the training value is wrong"
-            " and the validation value counts training batches",
+            f"one {kind_name} object updated or logged in both training and validation:"
+            f" validation updates and resets it in the middle of the training epoch, so {consequence}",
             "one metric object per stage (validation and test may share one)",
-            f"give validation its own object, {_clone_hint(module, path)}, and use it in {validation};"
-            f" or declare the metric once {_declaration_hint(module)}, which keeps one copy per stage",
+            f"give validation its own object, {_clone_hint(module, path, metric)}, and use it in {validation};"
+            f" or declare the {what} once {_declaration_hint(module)}, which keeps one copy per stage",
             f"{training} and {validation}",
         )
     )
-    source = _source_of(type(module), "validation_step")
+    step = getattr(type(module), "validation_step", None)
+    source = source_of(step) if callable(step) else None
     if source is None:
         warnings.warn(warning, stacklevel=3)
     else:  # no frame of the user's is on the stack at a stage boundary: point at the validation step
         warnings.warn_explicit(warning, StepResultWarning, *source)
 
 
-def _clone_hint(module: torch.nn.Module, path: str) -> str:
+def _clone_hint(module: torch.nn.Module, path: str, metric: Metric | MetricCollection) -> str:
+    # A collection's clone gets the validation prefix, for the names `self.log_dict(collection)` logs.
+    clone = f'{path}.clone(prefix="val_")' if isinstance(metric, MetricCollection) else f"{path}.clone()"
     attribute = path.removeprefix("self.")
     if attribute.isidentifier():  # a plain attribute: suggest the validation one's name
         if attribute.startswith("train_"):
@@ -185,8 +215,8 @@ def _clone_hint(module: torch.nn.Module, path: str) -> str:
         else:
             name = "val_" + attribute
         if name not in vars(module) and name not in dict(module.named_children()):  # the name is free
-            return f"`self.{name} = {path}.clone()` in `__init__`"
-    return f"a `{path}.clone()` made in `__init__`"
+            return f"`self.{name} = {clone}` in `__init__`"
+    return f"a `{clone}` made in `__init__`"
 
 
 def _declaration_hint(module: torch.nn.Module) -> str:
@@ -195,13 +225,6 @@ def _declaration_hint(module: torch.nn.Module) -> str:
     if isinstance(module, TypedModuleMixin):
         return "in `configure_step_metrics`"
     return "with `StepResultAdapter(metrics=...)`"
-
-
-def _source_of(cls: type, hook_name: str) -> tuple[str, int] | None:
-    """Where the class's step is defined (its original, under the typed module's wrapper)."""
-    step = getattr(cls, hook_name, None)
-    code = getattr(inspect.unwrap(step), "__code__", None) if callable(step) else None
-    return (code.co_filename, code.co_firstlineno) if code is not None else None
 
 
 # Lightning hook -> what it checks; ``(trainer, module)`` each.

@@ -626,6 +626,36 @@ SharesMetricMyModel = _sharing_model(MyModel, lambda loss: TrainStepResult(loss=
 SharesMetricPlainMyModel = _sharing_model(_PlainModel, lambda loss: loss, lambda loss: None)
 
 
+def _shares_collection_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection
+
+    super(type(self), self).__init__(*args, **kwargs)
+    self.metrics = MetricCollection({"mse": MeanSquaredError(), "mae": MeanAbsoluteError()})
+
+
+def _shares_collection_step(stage: str, result: Callable[[torch.Tensor], Any]) -> Callable[..., Any]:
+    def step(self: Any, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        preds = self.net(x)
+        self.metrics.update(preds.detach(), y)
+        self.log_dict({f"{stage}_{name}": metric for name, metric in self.metrics.items()}, on_step=False, on_epoch=True)
+        return result(F.mse_loss(preds, y))
+
+    return step
+
+
+SharesCollectionMyModel = type(
+    "MyModel",
+    (MyModel,),
+    {
+        "__module__": __name__,
+        "__init__": _shares_collection_init,
+        "training_step": _shares_collection_step("train", lambda loss: TrainStepResult(loss=loss)),
+        "validation_step": _shares_collection_step("val", lambda loss: ValStepResult(loss=loss)),
+    },
+)
+
+
 class _DictBatches(MyModel):
     """MyModel on batches that are dicts, ``{"image": ..., "label": ...}``."""
 
@@ -764,6 +794,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "metric shared by training and validation, callback": lambda: warning_of(
         lambda: fit(SharesMetricPlainMyModel(typed_train), A(), validate=True)
     ),
+    "collection shared by training and validation": lambda: warning_of(lambda: fit(SharesCollectionMyModel(), validate=True)),
     "metric batch key typo": lambda: error_of(lambda: fit_dict_batches({"mse": mse(lambda r, b: (r.metadata["preds"], b["labels"]))})),
     "metric log_name typo": lambda: error_of(lambda: fit_metrics({"mse": mse(log_name="{stag}_{name}")})),
     "metric on_step without training": lambda: error_of(lambda: fit_metrics({"mse": mse(stages=("val",), on_step=True)})),

@@ -4,13 +4,15 @@ The mix-up first, measured under plain Lightning: a shared ``Accuracy`` with ``v
 over 10 training batches gives ``train_acc`` 0.0 and a ``val_acc`` that counts training batches,
 where one object per stage gives the accuracy over the epoch's samples. Then the warning, its
 exact text for each place a metric can live (an attribute, a ``ModuleList`` or ``ModuleDict``
-item, a ``MetricCollection`` member), under ``TypedLightningModule`` and ``StepResultAdapter``, in
-both Lightning flavours; and what must stay silent: validation and test sharing an object, one
-object per stage, and a second warning for the same object.
+item, a ``MetricCollection``, one object whether or not torchmetrics groups its members), under
+``TypedLightningModule`` and ``StepResultAdapter``, in both Lightning flavours, and on rank 0 only
+under DDP; and what must stay silent: validation and test sharing an object, one object (or
+collection) per stage, and a second warning for the same object.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import types
 import warnings
 from collections.abc import Iterator
@@ -24,6 +26,7 @@ from metric_models import CLASSES, CLASSES_BY_FLAVOUR, Parts, declared, loader
 from models import trainer_kwargs
 from test_flavours import FLAVOUR_IDS, FLAVOURS
 from torchmetrics import Accuracy, MetricCollection
+from torchmetrics.classification import MulticlassPrecision
 
 from lightning_step_types import StepResultError, StepResultWarning, TrainStepResult, ValStepResult
 
@@ -32,12 +35,18 @@ WHERE = {  # how the module keeps the metric -> the path the warning names
     "attribute": "self.acc",
     "ModuleList": "self.metrics[0]",
     "ModuleDict": "self.metrics['acc']",
-    "MetricCollection": "self.collection['acc']",
+    "MetricCollection": "self.collection",
+    "compute groups": "self.collection",  # a MetricCollection whose two members torchmetrics groups
 }
 
 
 def accuracy() -> Accuracy:
     return Accuracy(task="multiclass", num_classes=CLASSES)  # micro average: hits / samples
+
+
+def two_grouped_members() -> MetricCollection:
+    """Accuracy and precision keep the same states: torchmetrics updates the first, the second shares them."""
+    return MetricCollection({"acc": accuracy(), "precision": MulticlassPrecision(num_classes=CLASSES, average="micro")})
 
 
 # --- one classifier, built per flavour and way, named MyModel as in the catalogue ----------------------
@@ -56,6 +65,8 @@ def init(self: Any, where: str = "attribute", shared: bool = True, test_shares_v
         self.metrics = torch.nn.ModuleDict({"acc": accuracy()})
     elif where == "MetricCollection":
         self.collection = MetricCollection({"acc": accuracy()})
+    elif where == "compute groups":
+        self.collection = two_grouped_members()
     if test_shares_val:
         self.test_acc = self.val_acc
 
@@ -142,13 +153,28 @@ def shared_warning(path: str, fix_for: str, declare: str) -> str:
     )
 
 
+def shared_collection_warning(declare: str) -> str:
+    return (
+        "MyModel.training_step and MyModel.validation_step: self.collection\n"
+        "  got:      one torchmetrics.MetricCollection object updated or logged in both training and validation:"
+        " validation updates and resets it in the middle of the training epoch, so the training values are wrong"
+        " and the validation values count training batches\n"
+        "  expected: one metric object per stage (validation and test may share one)\n"
+        '  fix:      give validation its own object, `self.val_collection = self.collection.clone(prefix="val_")` in'
+        f" `__init__`, and use it in MyModel.validation_step; or declare the collection once {declare}, which keeps"
+        " one copy per stage"
+    )
+
+
 def expected_warning(way: str, where: str, val_acc_taken: bool = False) -> str:
     path = WHERE[where]
+    declare = "in `configure_step_metrics`" if way == "typed" else "with `StepResultAdapter(metrics=...)`"
+    if path == "self.collection":
+        return shared_collection_warning(declare)
     if where == "attribute" and not val_acc_taken:  # the fix names the attribute to add
         fix_for = "`self.val_acc = self.acc.clone()` in `__init__`"
     else:
         fix_for = f"a `{path}.clone()` made in `__init__`"
-    declare = "in `configure_step_metrics`" if way == "typed" else "with `StepResultAdapter(metrics=...)`"
     return shared_warning(path, fix_for, declare)
 
 
@@ -196,6 +222,23 @@ def test_a_metric_shared_by_training_and_validation_is_named_once(flavour: str, 
         trainer = fit(flavour, way, model, tmp_path, max_epochs=2)
     assert messages == [expected_warning(way, where)]
     assert trainer.callback_metrics["train_acc"] == 0.0  # the warning changes nothing
+    if where == "compute groups":  # the case is what it says: one group, its second member updated through the first
+        assert model.collection.compute_groups == {0: ["acc", "precision"]}
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_shared_collection_validation_only_updates_is_named_once(way: str, tmp_path: Path) -> None:
+    """Validation updates the grouped collection without logging it: its count moved, so it is named, once."""
+
+    def updates_only(self: Any, batch: Any, batch_idx: int) -> Any:
+        loss, logits, y = self.forward_batch(batch)
+        self.collection.update(logits, y)
+        return ValStepResult(loss=loss) if self.typed else None
+
+    model = model_class("pytorch_lightning", way, validation_step=updates_only)(where="compute groups")
+    with step_result_warnings() as messages:
+        fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
+    assert messages == [expected_warning(way, "compute groups")]
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -221,8 +264,7 @@ def test_each_shared_object_is_named_once_and_the_warning_points_at_the_validati
         fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
     shared = [w for w in caught if issubclass(w.category, StepResultWarning)]
     assert [str(w.message).splitlines()[0] for w in shared] == [
-        "MyModel.training_step and MyModel.validation_step: self.collection['acc']",
-        "MyModel.training_step and MyModel.validation_step: self.collection['top2']",
+        "MyModel.training_step and MyModel.validation_step: self.collection",  # one warning for its two members
         "MyModel.training_step and MyModel.validation_step: self.acc",
     ]
     assert {(w.filename, w.lineno) for w in shared} == {(__file__, validation.__code__.co_firstlineno)}
@@ -241,6 +283,29 @@ def test_a_training_metric_logged_by_validation_without_an_update_is_named(tmp_p
     with step_result_warnings() as messages:
         fit("pytorch_lightning", "typed", model, tmp_path)
     assert messages == [expected_warning("typed", "attribute", val_acc_taken=True)]
+
+
+def _record_warnings(self: Any) -> None:
+    self.catcher = warnings.catch_warnings(record=True)
+    self.caught = self.catcher.__enter__()
+    warnings.simplefilter("always")
+
+
+def _write_warnings(self: Any) -> None:
+    self.catcher.__exit__(None, None, None)
+    shared = [str(w.message) for w in self.caught if issubclass(w.category, StepResultWarning)]
+    Path(self.record_dir, f"rank{self.global_rank}.txt").write_text("\n\n".join(shared))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="ddp_fork needs fork")
+@pytest.mark.parametrize("way", WAYS)
+def test_under_ddp_the_warning_is_given_on_rank_0_only(way: str, tmp_path: Path) -> None:
+    """Two CPU processes (``ddp_fork``: the test's classes need no pickling): each rank records its own warnings during the fit."""
+    model = model_class("pytorch_lightning", way, on_fit_start=_record_warnings, on_fit_end=_write_warnings)()
+    model.record_dir = str(tmp_path)
+    fit("pytorch_lightning", way, model, tmp_path, devices=2, strategy="ddp_fork", max_epochs=2)
+    assert (tmp_path / "rank0.txt").read_text() == expected_warning(way, "attribute")
+    assert (tmp_path / "rank1.txt").read_text() == ""
 
 
 def test_overridden_boundary_hooks_without_super_still_check(tmp_path: Path) -> None:
@@ -279,6 +344,30 @@ def test_one_object_per_stage_and_validation_sharing_with_test_give_no_warning(f
     assert messages == []
     assert validated[0]["val_acc"] == pytest.approx(accuracy_of(model.hits["val"][-10:]), abs=1e-7)
     assert tested[0]["test_acc"] == pytest.approx(accuracy_of(model.hits["test"]), abs=1e-7)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_collection_per_stage_gives_no_warning(way: str, tmp_path: Path) -> None:
+    """Training's grouped collection and validation's clone: neither, nor any member, is named."""
+
+    def two_collections(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, "compute groups")
+        self.val_collection = self.collection.clone(prefix="val_")
+
+    def own_collection(self: Any, batch: Any, batch_idx: int) -> Any:
+        loss, logits, y = self.forward_batch(batch)
+        self.hits["val"].append((logits.argmax(dim=1) == y).tolist())
+        self.val_collection.update(logits, y)
+        self.log_dict(self.val_collection)  # the members, under "val_acc" and "val_precision"
+        return ValStepResult(loss=loss) if self.typed else None
+
+    model = model_class("pytorch_lightning", way, __init__=two_collections, validation_step=own_collection)()
+    with step_result_warnings() as messages:
+        trainer = fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
+    assert messages == []
+    assert sorted(trainer.callback_metrics) == ["train_acc", "train_precision", "val_acc", "val_precision"]
+    assert float(trainer.callback_metrics["train_acc"]) == pytest.approx(accuracy_of(model.hits["train"][10:]), abs=1e-7)
+    assert float(trainer.callback_metrics["val_acc"]) == pytest.approx(accuracy_of(model.hits["val"][-10:]), abs=1e-7)
 
 
 @pytest.mark.parametrize("way", WAYS)
