@@ -13,6 +13,9 @@ collection) per stage, and a second warning for the same object.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import subprocess
+import sys
 import types
 import warnings
 from collections.abc import Iterator
@@ -297,13 +300,24 @@ def _write_warnings(self: Any) -> None:
     Path(self.record_dir, f"rank{self.global_rank}.txt").write_text("\n\n".join(shared))
 
 
+def fit_on_two_ranks(way: str, record_dir: str) -> None:
+    """Two CPU processes (``ddp_fork``: the test's classes need no pickling); each rank records its own warnings."""
+    model = model_class("pytorch_lightning", way, on_fit_start=_record_warnings, on_fit_end=_write_warnings)()
+    model.record_dir = record_dir
+    fit("pytorch_lightning", way, model, Path(record_dir), devices=2, strategy="ddp_fork", max_epochs=2)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="ddp_fork needs fork")
 @pytest.mark.parametrize("way", WAYS)
 def test_under_ddp_the_warning_is_given_on_rank_0_only(way: str, tmp_path: Path) -> None:
-    """Two CPU processes (``ddp_fork``: the test's classes need no pickling): each rank records its own warnings during the fit."""
-    model = model_class("pytorch_lightning", way, on_fit_start=_record_warnings, on_fit_end=_write_warnings)()
-    model.record_dir = str(tmp_path)
-    fit("pytorch_lightning", way, model, tmp_path, devices=2, strategy="ddp_fork", max_epochs=2)
+    # In a fresh interpreter: forking the test process, whose threads earlier tests started, could hang.
+    code = f"import test_stage_isolation as t; t.fit_on_two_ranks({way!r}, {str(tmp_path)!r})"
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert (tmp_path / "rank0.txt").read_text() == expected_warning(way, "attribute")
     assert (tmp_path / "rank1.txt").read_text() == ""
 
