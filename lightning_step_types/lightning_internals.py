@@ -385,6 +385,24 @@ def rewrite_in_flight_batch(
     return True
 
 
+def modules_with_running_stats(module: Any) -> list[str]:
+    """The submodules, named ``self.bn (BatchNorm1d)``, that update running statistics in their forward.
+
+    Batch, instance and sync-batch norm derive from `torch.nn.modules.batchnorm._NormBase` (torch,
+    private) and update `running_mean`/`running_var`/`num_batches_tracked` in place in training mode
+    with `track_running_stats`; other modules that follow that convention are found by those names.
+    Read when a checkpoint is saved inside a batch, never per batch.
+    """
+    norm_base: Any = getattr(torch.nn.modules.batchnorm, "_NormBase", ())
+    found: list[str] = []
+    for path, sub in module.named_modules():
+        tracks = bool(getattr(sub, "track_running_stats", False)) and bool(getattr(sub, "training", False))
+        buffers = dict(sub.named_buffers(recurse=False))
+        if tracks and (isinstance(sub, norm_base) or buffers.get("running_mean") is not None):
+            found.append(f"{'self.' + path if path else 'self'} ({type(sub).__name__})")
+    return found
+
+
 def metric_states(metric: Any) -> dict[str, Any]:
     """A torchmetrics object's running state, copied: its states and how many updates made them.
 

@@ -454,3 +454,78 @@ def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s
     assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
     assert round(float(full.trainer.callback_metrics["train_loss_epoch"]), 3) == 4.375
     assert round(float(resumed.trainer.callback_metrics["train_loss_epoch"]), 3) == 3.949
+
+
+# --- a fault before the library noted the batch's start ------------------------------------------------
+
+
+class FailAtBatchStart(pl.Callback):
+    """Raises in ``on_train_batch_start`` of batch 5: before the typed module's hook and the adapter's."""
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if batch_idx == FAULT_BATCH and not trainer.fit_loop.restarting:
+            raise SimulatedFault("in an earlier callback's on_train_batch_start")
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_that_batch(how: str, tmp_path: Path) -> None:
+    # the callback comes before StepResultAdapter(); the typed module's hook runs after every callback's
+    full = run(tmp_path / "full", how)
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")])
+    checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
+    fit_loop = checkpoint["loops"]["fit_loop"]
+    assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
+    assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
+    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    assert resumed.trainer.global_step == BATCHES
+    assert_same_run(resumed, full)
+
+
+# --- running statistics (BatchNorm) --------------------------------------------------------------------
+
+
+def batches_of_three() -> Any:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    return StatefulDataLoader(dataset(), batch_size=3)  # 7 full batches: BatchNorm1d needs two samples or more
+
+
+class NormedFaulty(FaultyTyped):
+    def __init__(self, fault: str | None = None) -> None:
+        super().__init__(fault)
+        self.bn = torch.nn.BatchNorm1d(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(self.bn(x))
+
+
+@exact
+def test_running_statistics_count_the_batch_in_flight_twice_with_one_warning(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", NormedFaulty, loader=batches_of_three)
+    with pytest.raises(SimulatedFault):
+        fit(tmp_path / "faulty", lambda: NormedFaulty("backward"), loader=batches_of_three, enable_checkpointing=True,
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = fit(tmp_path / "resumed", NormedFaulty, loader=batches_of_three,
+                      ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "NormedFaulty: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint saved inside batch 5, with modules in training mode that keep running statistics:"
+        " self.bn (BatchNorm1d); their running_mean, running_var and num_batches_tracked already count batch 5's"
+        " forward if it ran before the save, and the resumed run forwards batch 5 again, so they count it twice\n"
+        "  expected: a checkpoint saved between batches, or a module without running statistics in training mode\n"
+        "  fix:      nothing to do for the weights and the epoch values, which are exact; the running statistics count"
+        " one batch twice (num_batches_tracked is one higher); to avoid it save between batches"
+        " (ModelCheckpoint(every_n_train_steps=...)), or recompute the statistics after training with"
+        " torch.optim.swa_utils.update_bn(loader, model)"
+    ]
+    assert_same_params(resumed.module, full.module)
+    assert_same_metrics(resumed.trainer.callback_metrics, full.trainer.callback_metrics)
+    full_bn, resumed_bn = getattr(full.module, "bn"), getattr(resumed.module, "bn")
+    assert int(full_bn.num_batches_tracked) == 7
+    assert int(resumed_bn.num_batches_tracked) - int(full_bn.num_batches_tracked) == 1
+    assert not torch.equal(resumed_bn.running_mean, full_bn.running_mean)
