@@ -575,11 +575,13 @@ def _running_stats_problem(batch: int, names: list[str]) -> tuple[str, str, str]
 
 def _unnoted_batch_problem(batch: int) -> tuple[str, str, str]:
     return (
-        f"a checkpoint saved inside batch {batch} before lightning_step_types noted that batch's start: the"
-        f" checkpoint is Lightning's own, whose loader state is already past batch {batch}, so with a"
-        f" StatefulDataLoader the resumed run never trains batch {batch}",
-        f"a checkpoint saved between batches, or inside a batch after its on_train_batch_start hooks",
-        "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) for an exact resume",
+        f"a checkpoint saved inside batch {batch} before lightning_step_types noted that batch's start (an"
+        " exception or signal in an on_train_batch_start hook that runs before the library's, in the first batch"
+        f" of a resumed run): it is Lightning's own, with the loaders' state already past batch {batch}, so the"
+        f" resumed run does not train batch {batch} and its epoch values are not exact",
+        "a checkpoint saved between batches, or inside a batch once its on_train_batch_start hooks have run",
+        "resume from the checkpoint this run was resumed from, or from one saved with ModelCheckpoint("
+        "every_n_train_steps=...)",
     )
 
 

@@ -463,7 +463,7 @@ class FailAtBatchStart(pl.Callback):
     """Raises in ``on_train_batch_start`` of batch 5: before the typed module's hook and the adapter's."""
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if batch_idx == FAULT_BATCH and not trainer.fit_loop.restarting:
+        if batch_idx == FAULT_BATCH:
             raise SimulatedFault("in an earlier callback's on_train_batch_start")
 
 
@@ -529,3 +529,28 @@ def test_running_statistics_count_the_batch_in_flight_twice_with_one_warning(tmp
     assert int(full_bn.num_batches_tracked) == 7
     assert int(resumed_bn.num_batches_tracked) - int(full_bn.num_batches_tracked) == 1
     assert not torch.equal(resumed_bn.running_mean, full_bn.running_mean)
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_a_fault_before_the_first_resumed_batch_is_noted_names_the_skipped_batch(how: str, tmp_path: Path) -> None:
+    # resumed from step=5.ckpt, the run fails at its first batch (5) before the library noted it
+    fit(tmp_path / "saving", model(how), every=5, adapter=how == "adapter")
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")],
+            ckpt_path=tmp_path / "saving" / "ckpt" / "step=5.ckpt")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint saved inside batch 5 before lightning_step_types noted that batch's start (an"
+        " exception or signal in an on_train_batch_start hook that runs before the library's, in the first batch of"
+        " a resumed run): it is Lightning's own, with the loaders' state already past batch 5, so the resumed run"
+        " does not train batch 5 and its epoch values are not exact\n"
+        "  expected: a checkpoint saved between batches, or inside a batch once its on_train_batch_start hooks have run\n"
+        "  fix:      resume from the checkpoint this run was resumed from, or from one saved with"
+        " ModelCheckpoint(every_n_train_steps=...)"
+    ]
+    assert resumed.trainer.global_step == BATCHES - 1
