@@ -51,6 +51,7 @@ from lightning_step_types.lightning_internals import (
     metric_states_on_cpu,
     metric_states_on_device,
     rewrite_in_flight_batch,
+    schedulers_stepped_after,
     stateful_loader_states,
     stop_calling_before_updates,
     training_epoch_results,
@@ -112,6 +113,7 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     epoch, processed, epoch_ended = batch_position(trainer)
     rank_state: dict[str, Any] | None = None
     after_update: int | None = None  # the batch whose optimizer step is in the weights, saved before its end
+    lost_scheduler_steps: list[str] = []  # the step-interval LR schedulers that step after that save
     lost_gradients: tuple[int, int] | None = None  # (first batch of the accumulation window, its length)
     running_stats: list[str] = []  # modules whose running statistics may already count the batch in flight
     unnoted: int | None = None  # the batch in flight, left as Lightning saved it: it is skipped on resume
@@ -128,6 +130,7 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
                         lost_gradients = (processed - processed % window, window)
             elif rewrite_in_flight_batch(trainer, checkpoint, None, redo=False):  # the update is in the weights
                 after_update = processed
+                lost_scheduler_steps = schedulers_stepped_after(trainer, processed)
                 processed += 1
         elif start is not None and usable and processed > 0 and start.where == (epoch, processed - 1):
             # an earlier on_train_batch_start hook stopped (or a signal came) before the library noted batch N:
@@ -150,6 +153,8 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
     if after_update is not None:
         ours[_STATE]["after_update"] = after_update
+    if lost_scheduler_steps:
+        ours[_STATE]["lost_scheduler_steps"] = lost_scheduler_steps
     if lost_gradients is not None:
         ours[_STATE]["lost_gradients"] = list(lost_gradients)
     if running_stats:
@@ -425,7 +430,7 @@ def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> Non
     if resume.pending:
         call_before_updates(results, _restorer(resume))
     if saved.get("after_update") is not None:
-        _warn(module, resume.where, *_after_update_problem(saved["after_update"]))
+        _warn(module, resume.where, *_after_update_problem(saved["after_update"], saved.get("lost_scheduler_steps", [])))
     if saved.get("lost_gradients") is not None:
         _warn(module, resume.where, *_lost_gradients_problem(batch_idx, *saved["lost_gradients"]))
     if saved.get("running_stats"):
@@ -535,11 +540,17 @@ def _world_size_problem(saved: int, now: int, names: list[str]) -> tuple[str, st
     )
 
 
-def _after_update_problem(batch: int) -> tuple[str, str, str]:
+def _after_update_problem(batch: int, schedulers: list[str]) -> tuple[str, str, str]:
+    lost = (
+        f"; the step-interval LR scheduler step of batch {batch} ({', '.join(schedulers)}) comes after the save, so"
+        " the resumed run's learning rate is one scheduler step behind the uninterrupted run's from then on"
+        if schedulers
+        else ""
+    )
     return (
         f"a checkpoint saved inside batch {batch} after its optimizer step: the weights hold batch {batch}'s"
         f" update, so the resumed run goes on at batch {batch + 1}; what batch {batch} logged before the save is"
-        " counted, anything it would have logged after the save (in on_train_batch_end, for example) is not",
+        f" counted, anything it would have logged after the save (in on_train_batch_end, for example) is not{lost}",
         "a checkpoint saved before a batch's optimizer step (an exception or signal in training_step, backward or"
         " the hooks before the step), which resumes by training that batch, or between batches",
         "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"

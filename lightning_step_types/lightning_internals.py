@@ -403,6 +403,22 @@ def modules_with_running_stats(module: Any) -> list[str]:
     return found
 
 
+def schedulers_stepped_after(trainer: Any, batch_idx: int) -> list[str]:
+    """The LR schedulers Lightning steps at batch ``batch_idx``'s end, after its optimizer step, by type name.
+
+    `_TrainingEpochLoop.advance` steps ``interval="step"`` schedulers (`update_lr_schedulers`) after
+    `batch_progress.increment_processed`, when ``(batch_idx + 1) % frequency == 0``, in automatic
+    optimization only; a checkpoint saved inside the batch precedes that step.
+    """
+    if not trainer.lightning_module.automatic_optimization:
+        return []
+    return [
+        type(config.scheduler).__name__
+        for config in trainer.lr_scheduler_configs
+        if config.interval == "step" and (batch_idx + 1) % config.frequency == 0
+    ]
+
+
 def metric_states(metric: Any) -> dict[str, Any]:
     """A torchmetrics object's running state, copied: its states and how many updates made them.
 

@@ -554,3 +554,37 @@ def test_a_fault_before_the_first_resumed_batch_is_noted_names_the_skipped_batch
         " ModelCheckpoint(every_n_train_steps=...)"
     ]
     assert resumed.trainer.global_step == BATCHES - 1
+
+
+class ScheduledFaulty(FaultyTyped):
+    """A step-interval LR scheduler: halves the learning rate after every optimizer step."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.lr)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+@exact
+def test_a_save_after_the_optimizer_step_names_the_lost_scheduler_step(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", ScheduledFaulty)
+    fit(tmp_path / "saving", lambda: ScheduledFaulty("save_after_optimizer_step", tmp_path / "in_step.ckpt"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = fit(tmp_path / "resumed", ScheduledFaulty, ckpt_path=tmp_path / "in_step.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "ScheduledFaulty: resuming epoch 0 at batch 6\n"
+        "  got:      a checkpoint saved inside batch 5 after its optimizer step: the weights hold batch 5's update,"
+        " so the resumed run goes on at batch 6; what batch 5 logged before the save is counted, anything it would"
+        " have logged after the save (in on_train_batch_end, for example) is not; the step-interval LR scheduler"
+        " step of batch 5 (StepLR) comes after the save, so the resumed run's learning rate is one scheduler step"
+        " behind the uninterrupted run's from then on\n"
+        "  expected: a checkpoint saved before a batch's optimizer step (an exception or signal in training_step,"
+        " backward or the hooks before the step), which resumes by training that batch, or between batches\n"
+        "  fix:      save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
+        " optimizer.step() inside the batch"
+    ]
+    full_lr = full.trainer.optimizers[0].param_groups[0]["lr"]
+    resumed_lr = resumed.trainer.optimizers[0].param_groups[0]["lr"]
+    assert (full_lr, resumed_lr) == (0.1 * 0.5**BATCHES, 0.1 * 0.5 ** (BATCHES - 1))
