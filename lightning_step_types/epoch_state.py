@@ -146,10 +146,16 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
         else:
             unnoted = processed
     in_flight = not epoch_ended and processed > 0
-    # in_flight is the same on every rank (the loops run in step), so all or none gather
     if in_flight and rank_state is None:
         rank_state = _rank_state(module, results)
-    ranks = _gathered(rank_state, trainer) if in_flight and rank_state is not None else []
+    # Every rank gathers, whatever it found: a signal can reach the ranks at different points of a batch
+    # (one before its optimizer step, one after), and a collective entered by only some ranks would hang.
+    # Each state holds the epoch up to `position`; states for different positions make no one checkpoint.
+    position = [epoch, processed] if in_flight else None
+    gathered = _gathered({"position": position, "state": rank_state}, trainer)
+    if any(other["position"] != position for other in gathered):
+        in_flight, gathered = False, []
+    ranks = [other["state"] for other in gathered] if in_flight else []
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
     if after_update is not None:
         ours[_STATE]["after_update"] = after_update
