@@ -463,8 +463,11 @@ def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s
 class FailAtBatchStart(pl.Callback):
     """Raises in ``on_train_batch_start`` of batch 5: before the typed module's hook and the adapter's."""
 
+    def __init__(self, at: tuple[int, int] = (0, FAULT_BATCH)) -> None:
+        self.at = at
+
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if batch_idx == FAULT_BATCH:
+        if (trainer.current_epoch, batch_idx) == self.at:
             raise SimulatedFault("in an earlier callback's on_train_batch_start")
 
 
@@ -481,6 +484,23 @@ def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_t
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
     resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
     assert resumed.trainer.global_step == BATCHES
+    assert_same_run(resumed, full)
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_an_exception_in_an_earlier_callback_s_start_of_an_epoch_resumes_exactly(how: str, tmp_path: Path) -> None:
+    # batch 0 of epoch 1: the last noted batch is epoch 0's; the resumed run makes the epoch's iterator anew
+    full = run(tmp_path / "full", how, max_epochs=2)
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart((1, 0)), OnExceptionCheckpoint(tmp_path / "faulty")],
+            max_epochs=2)
+    checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
+    assert "combined_loader" not in checkpoint["loops"]["fit_loop"]["state_dict"]
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, max_epochs=2, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    )
+    assert resumed.trainer.global_step == 2 * BATCHES
     assert_same_run(resumed, full)
 
 
