@@ -49,7 +49,9 @@ from lightning_step_types.lightning_internals import (
     metric_states,
     metric_states_on_cpu,
     metric_states_on_device,
+    modules_with_running_stats,
     rewrite_in_flight_batch,
+    schedulers_stepped_after,
     stateful_loader_states,
     stop_calling_before_updates,
     training_epoch_results,
@@ -111,29 +113,60 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     epoch, processed, epoch_ended = batch_position(trainer)
     rank_state: dict[str, Any] | None = None
     after_update: int | None = None  # the batch whose optimizer step is in the weights, saved before its end
+    lost_scheduler_steps: list[str] = []  # the step-interval LR schedulers that step after that save
     lost_gradients: tuple[int, int] | None = None  # (first batch of the accumulation window, its length)
+    running_stats: list[str] = []  # modules whose running statistics may already count the batch in flight
+    unnoted: int | None = None  # the batch in flight, left as Lightning saved it: it is skipped on resume
     if not epoch_ended and batch_in_flight(trainer):
         start = _BATCH_STARTS.get(module)
-        if start is not None and start.usable and start.trainer() is trainer and start.where == (epoch, processed):
+        window = int(getattr(trainer, "accumulate_grad_batches", 1))
+        usable = start is not None and start.usable and start.trainer() is trainer
+        if start is not None and usable and start.where == (epoch, processed):
             if start.steps_done[0] == start.steps_at_start:  # no update yet: the resumed run trains it
                 if rewrite_in_flight_batch(trainer, checkpoint, start.loader_before, redo=True):
                     rank_state = start.rank_state(module)
-                    window = int(getattr(trainer, "accumulate_grad_batches", 1))
+                    running_stats = modules_with_running_stats(module)
                     if processed % window:  # gradients of the window's earlier batches live only in .grad
                         lost_gradients = (processed - processed % window, window)
             elif rewrite_in_flight_batch(trainer, checkpoint, None, redo=False):  # the update is in the weights
                 after_update = processed
+                lost_scheduler_steps = schedulers_stepped_after(trainer, processed)
                 processed += 1
+        elif start is not None and usable and processed > 0 and start.where == (epoch, processed - 1):
+            # an earlier on_train_batch_start hook stopped (or a signal came) before the library noted batch N:
+            # nothing of its step has run, and the loaders' state noted at batch N - 1's start is from before
+            # batch N's fetch
+            loaders = start.loader_after if start.stateful else None
+            if rewrite_in_flight_batch(trainer, checkpoint, loaders, redo=True):
+                rank_state = _rank_state(module, results)
+                if processed % window:
+                    lost_gradients = (processed - processed % window, window)
+        elif processed == 0:  # the epoch's first batch, not noted: the resumed run makes a new iterator
+            rewrite_in_flight_batch(trainer, checkpoint, None, redo=True)
+        else:
+            unnoted = processed
     in_flight = not epoch_ended and processed > 0
-    # in_flight is the same on every rank (the loops run in step), so all or none gather
     if in_flight and rank_state is None:
         rank_state = _rank_state(module, results)
-    ranks = _gathered(rank_state, trainer) if in_flight and rank_state is not None else []
+    # Every rank gathers, whatever it found: a signal can reach the ranks at different points of a batch
+    # (one before its optimizer step, one after), and a collective entered by only some ranks would hang.
+    # Each state holds the epoch up to `position`; states for different positions make no one checkpoint.
+    position = [epoch, processed] if in_flight else None
+    gathered = _gathered({"position": position, "state": rank_state}, trainer)
+    if any(other["position"] != position for other in gathered):
+        in_flight, gathered = False, []
+    ranks = [other["state"] for other in gathered] if in_flight else []
     ours[_STATE] = {"format": _FORMAT, "epoch": epoch, "next_batch": processed, "in_flight": in_flight, "ranks": ranks}
     if after_update is not None:
         ours[_STATE]["after_update"] = after_update
+    if lost_scheduler_steps:
+        ours[_STATE]["lost_scheduler_steps"] = lost_scheduler_steps
     if lost_gradients is not None:
         ours[_STATE]["lost_gradients"] = list(lost_gradients)
+    if running_stats:
+        ours[_STATE]["running_stats"] = running_stats
+    if unnoted is not None:
+        ours[_STATE]["unnoted_batch"] = unnoted
 
 
 def _rank_state(module: Any, results: Any) -> dict[str, Any]:
@@ -403,9 +436,13 @@ def restore_before_first_batch(trainer: Any, module: Any, batch_idx: int) -> Non
     if resume.pending:
         call_before_updates(results, _restorer(resume))
     if saved.get("after_update") is not None:
-        _warn(module, resume.where, *_after_update_problem(saved["after_update"]))
+        _warn(module, resume.where, *_after_update_problem(saved["after_update"], saved.get("lost_scheduler_steps", [])))
     if saved.get("lost_gradients") is not None:
         _warn(module, resume.where, *_lost_gradients_problem(batch_idx, *saved["lost_gradients"]))
+    if saved.get("running_stats"):
+        _warn(module, resume.where, *_running_stats_problem(batch_idx, saved["running_stats"]))
+    if saved.get("unnoted_batch") is not None:
+        _warn(module, resume.where, *_unnoted_batch_problem(saved["unnoted_batch"]))
 
 
 def _named_modules(module: Any) -> dict[str, Any]:
@@ -509,11 +546,17 @@ def _world_size_problem(saved: int, now: int, names: list[str]) -> tuple[str, st
     )
 
 
-def _after_update_problem(batch: int) -> tuple[str, str, str]:
+def _after_update_problem(batch: int, schedulers: list[str]) -> tuple[str, str, str]:
+    lost = (
+        f"; the step-interval LR scheduler step of batch {batch} ({', '.join(schedulers)}) comes after the save, so"
+        " the resumed run's learning rate is one scheduler step behind the uninterrupted run's from then on"
+        if schedulers
+        else ""
+    )
     return (
         f"a checkpoint saved inside batch {batch} after its optimizer step: the weights hold batch {batch}'s"
         f" update, so the resumed run goes on at batch {batch + 1}; what batch {batch} logged before the save is"
-        " counted, anything it would have logged after the save (in on_train_batch_end, for example) is not",
+        f" counted, anything it would have logged after the save (in on_train_batch_end, for example) is not{lost}",
         "a checkpoint saved before a batch's optimizer step (an exception or signal in training_step, backward or"
         " the hooks before the step), which resumes by training that batch, or between batches",
         "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
@@ -530,6 +573,32 @@ def _lost_gradients_problem(batch: int, window_start: int, window: int) -> tuple
         "a checkpoint saved inside the first batch of an accumulation window, or accumulate_grad_batches=1",
         "nothing restores the lost gradients; for an exact resume save between windows (ModelCheckpoint("
         "every_n_train_steps=...) counts optimizer steps) or train without gradient accumulation",
+    )
+
+
+def _running_stats_problem(batch: int, names: list[str]) -> tuple[str, str, str]:
+    return (
+        f"a checkpoint saved inside batch {batch}, with modules in training mode that keep running statistics:"
+        f" {', '.join(names)}; their running_mean, running_var and num_batches_tracked already count batch"
+        f" {batch}'s forward if it ran before the save, and the resumed run forwards batch {batch} again, so they"
+        " count it twice",
+        "a checkpoint saved between batches, or a module without running statistics in training mode",
+        "nothing to do for the weights and the epoch values, which are exact; the running statistics count one"
+        " batch twice (num_batches_tracked is one higher); to avoid it save between batches (ModelCheckpoint("
+        "every_n_train_steps=...)), or recompute the statistics after training with"
+        " torch.optim.swa_utils.update_bn(loader, model)",
+    )
+
+
+def _unnoted_batch_problem(batch: int) -> tuple[str, str, str]:
+    return (
+        f"a checkpoint saved inside batch {batch} before lightning_step_types noted that batch's start (an"
+        " exception or signal in an on_train_batch_start hook that runs before the library's, in the first batch"
+        f" of a resumed run): it is Lightning's own, with the loaders' state already past batch {batch}, so the"
+        f" resumed run does not train batch {batch} and its epoch values are not exact",
+        "a checkpoint saved between batches, or inside a batch once its on_train_batch_start hooks have run",
+        "resume from the checkpoint this run was resumed from, or from one saved with ModelCheckpoint("
+        "every_n_train_steps=...)",
     )
 
 

@@ -385,6 +385,40 @@ def rewrite_in_flight_batch(
     return True
 
 
+def modules_with_running_stats(module: Any) -> list[str]:
+    """The submodules, named ``self.bn (BatchNorm1d)``, that update running statistics in their forward.
+
+    Batch, instance and sync-batch norm derive from `torch.nn.modules.batchnorm._NormBase` (torch,
+    private) and update `running_mean`/`running_var`/`num_batches_tracked` in place in training mode
+    with `track_running_stats`; other modules that follow that convention are found by those names.
+    Read when a checkpoint is saved inside a batch, never per batch.
+    """
+    norm_base: Any = getattr(torch.nn.modules.batchnorm, "_NormBase", ())
+    found: list[str] = []
+    for path, sub in module.named_modules():
+        tracks = bool(getattr(sub, "track_running_stats", False)) and bool(getattr(sub, "training", False))
+        buffers = dict(sub.named_buffers(recurse=False))
+        if tracks and (isinstance(sub, norm_base) or buffers.get("running_mean") is not None):
+            found.append(f"{'self.' + path if path else 'self'} ({type(sub).__name__})")
+    return found
+
+
+def schedulers_stepped_after(trainer: Any, batch_idx: int) -> list[str]:
+    """The LR schedulers Lightning steps at batch ``batch_idx``'s end, after its optimizer step, by type name.
+
+    `_TrainingEpochLoop.advance` steps ``interval="step"`` schedulers (`update_lr_schedulers`) after
+    `batch_progress.increment_processed`, when ``(batch_idx + 1) % frequency == 0``, in automatic
+    optimization only; a checkpoint saved inside the batch precedes that step.
+    """
+    if not trainer.lightning_module.automatic_optimization:
+        return []
+    return [
+        type(config.scheduler).__name__
+        for config in trainer.lr_scheduler_configs
+        if config.interval == "step" and (batch_idx + 1) % config.frequency == 0
+    ]
+
+
 def metric_states(metric: Any) -> dict[str, Any]:
     """A torchmetrics object's running state, copied: its states and how many updates made them.
 

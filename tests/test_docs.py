@@ -538,6 +538,25 @@ def _resume_inside_a_batch_warning(case: str) -> str:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         resumed_as = type("MyModel", (fault.FaultyTyped,), {})
+        if case == "running statistics":
+            named_as = type("MyModel", (fault.NormedFaulty,), {})
+            with pytest.raises(fault.SimulatedFault):
+                resume.fit(root / "faulty", lambda: fault.NormedFaulty("backward"), loader=fault.batches_of_three,
+                           enable_checkpointing=True, callbacks=[OnExceptionCheckpoint(root / "faulty")])
+            saved_to = root / "faulty" / "on_exception.ckpt"
+            return warning_of(lambda: resume.fit(root / "resumed", named_as, loader=fault.batches_of_three, ckpt_path=saved_to))
+        if case == "not noted":
+            resume.fit(root / "saving", fault.FaultyTyped, every=5)
+            with pytest.raises(fault.SimulatedFault):
+                resume.fit(root / "faulty", fault.FaultyTyped, enable_checkpointing=True,
+                           callbacks=[fault.FailAtBatchStart(), OnExceptionCheckpoint(root / "faulty")],
+                           ckpt_path=root / "saving" / "ckpt" / "step=5.ckpt")
+            return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=root / "faulty" / "on_exception.ckpt"))
+        if case == "after update, scheduler":
+            saved_to = root / "saving" / "in_step.ckpt"
+            resume.fit(root / "saving", lambda: fault.ScheduledFaulty("save_after_optimizer_step", saved_to))
+            scheduled_as = type("MyModel", (fault.ScheduledFaulty,), {})
+            return warning_of(lambda: resume.fit(root / "resumed", scheduled_as, ckpt_path=saved_to))
         if case == "after update":
             saved_to = root / "saving" / "in_step.ckpt"
             resume.fit(root / "saving", lambda: fault.FaultyTyped("save_after_optimizer_step", saved_to))
@@ -775,7 +794,12 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume after the module changed": lambda: _resume_warning("changed"),
     "resume from an epoch's last batch": lambda: _resume_warning("last batch"),
     "resume after an optimizer step inside the batch": lambda: _resume_inside_a_batch_warning("after update"),
+    "resume after an optimizer step inside the batch, step scheduler": lambda: _resume_inside_a_batch_warning(
+        "after update, scheduler"
+    ),
     "resume inside an accumulation window": lambda: _resume_inside_a_batch_warning("accumulation"),
+    "resume with running statistics inside the batch": lambda: _resume_inside_a_batch_warning("running statistics"),
+    "resume from a batch the library had not noted": lambda: _resume_inside_a_batch_warning("not noted"),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),

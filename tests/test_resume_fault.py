@@ -10,6 +10,7 @@ checkpoint, and compares weights, ``callback_metrics``, ``logged_metrics`` and t
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import stat
@@ -454,3 +455,158 @@ def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s
     assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
     assert round(float(full.trainer.callback_metrics["train_loss_epoch"]), 3) == 4.375
     assert round(float(resumed.trainer.callback_metrics["train_loss_epoch"]), 3) == 3.949
+
+
+# --- a fault before the library noted the batch's start ------------------------------------------------
+
+
+class FailAtBatchStart(pl.Callback):
+    """Raises in ``on_train_batch_start`` of batch 5: before the typed module's hook and the adapter's."""
+
+    def __init__(self, at: tuple[int, int] = (0, FAULT_BATCH)) -> None:
+        self.at = at
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if (trainer.current_epoch, batch_idx) == self.at:
+            raise SimulatedFault("in an earlier callback's on_train_batch_start")
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_that_batch(how: str, tmp_path: Path) -> None:
+    # the callback comes before StepResultAdapter(); the typed module's hook runs after every callback's
+    full = run(tmp_path / "full", how)
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")])
+    checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
+    fit_loop = checkpoint["loops"]["fit_loop"]
+    assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
+    assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
+    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    assert resumed.trainer.global_step == BATCHES
+    assert_same_run(resumed, full)
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_an_exception_in_an_earlier_callback_s_start_of_an_epoch_resumes_exactly(how: str, tmp_path: Path) -> None:
+    # batch 0 of epoch 1: the last noted batch is epoch 0's; the resumed run makes the epoch's iterator anew
+    full = run(tmp_path / "full", how, max_epochs=2)
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart((1, 0)), OnExceptionCheckpoint(tmp_path / "faulty")],
+            max_epochs=2)
+    checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
+    assert "combined_loader" not in checkpoint["loops"]["fit_loop"]["state_dict"]
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, max_epochs=2, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    )
+    assert resumed.trainer.global_step == 2 * BATCHES
+    assert_same_run(resumed, full)
+
+
+# --- running statistics (BatchNorm) --------------------------------------------------------------------
+
+
+def batches_of_three() -> Any:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    return StatefulDataLoader(dataset(), batch_size=3)  # 7 full batches: BatchNorm1d needs two samples or more
+
+
+class NormedFaulty(FaultyTyped):
+    def __init__(self, fault: str | None = None) -> None:
+        super().__init__(fault)
+        self.bn = torch.nn.BatchNorm1d(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(self.bn(x))
+
+
+@exact
+def test_running_statistics_count_the_batch_in_flight_twice_with_one_warning(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", NormedFaulty, loader=batches_of_three)
+    with pytest.raises(SimulatedFault):
+        fit(tmp_path / "faulty", lambda: NormedFaulty("backward"), loader=batches_of_three, enable_checkpointing=True,
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = fit(tmp_path / "resumed", NormedFaulty, loader=batches_of_three,
+                      ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "NormedFaulty: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint saved inside batch 5, with modules in training mode that keep running statistics:"
+        " self.bn (BatchNorm1d); their running_mean, running_var and num_batches_tracked already count batch 5's"
+        " forward if it ran before the save, and the resumed run forwards batch 5 again, so they count it twice\n"
+        "  expected: a checkpoint saved between batches, or a module without running statistics in training mode\n"
+        "  fix:      nothing to do for the weights and the epoch values, which are exact; the running statistics count"
+        " one batch twice (num_batches_tracked is one higher); to avoid it save between batches"
+        " (ModelCheckpoint(every_n_train_steps=...)), or recompute the statistics after training with"
+        " torch.optim.swa_utils.update_bn(loader, model)"
+    ]
+    assert_same_params(resumed.module, full.module)
+    assert_same_metrics(resumed.trainer.callback_metrics, full.trainer.callback_metrics)
+    full_bn, resumed_bn = getattr(full.module, "bn"), getattr(resumed.module, "bn")
+    assert int(full_bn.num_batches_tracked) == 7
+    assert int(resumed_bn.num_batches_tracked) - int(full_bn.num_batches_tracked) == 1
+    assert not torch.equal(resumed_bn.running_mean, full_bn.running_mean)
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_a_fault_before_the_first_resumed_batch_is_noted_names_the_skipped_batch(how: str, tmp_path: Path) -> None:
+    # resumed from step=5.ckpt, the run fails at its first batch (5) before the library noted it
+    fit(tmp_path / "saving", model(how), every=5, adapter=how == "adapter")
+    with pytest.raises(SimulatedFault):
+        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")],
+            ckpt_path=tmp_path / "saving" / "ckpt" / "step=5.ckpt")
+    gc.collect()  # the failed fit's module, held by the exception's frames, still has a resume pending
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
+        "  got:      a checkpoint saved inside batch 5 before lightning_step_types noted that batch's start (an"
+        " exception or signal in an on_train_batch_start hook that runs before the library's, in the first batch of"
+        " a resumed run): it is Lightning's own, with the loaders' state already past batch 5, so the resumed run"
+        " does not train batch 5 and its epoch values are not exact\n"
+        "  expected: a checkpoint saved between batches, or inside a batch once its on_train_batch_start hooks have run\n"
+        "  fix:      resume from the checkpoint this run was resumed from, or from one saved with"
+        " ModelCheckpoint(every_n_train_steps=...)"
+    ]
+    assert resumed.trainer.global_step == BATCHES - 1
+
+
+class ScheduledFaulty(FaultyTyped):
+    """A step-interval LR scheduler: halves the learning rate after every optimizer step."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.lr)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+@exact
+def test_a_save_after_the_optimizer_step_names_the_lost_scheduler_step(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", ScheduledFaulty)
+    fit(tmp_path / "saving", lambda: ScheduledFaulty("save_after_optimizer_step", tmp_path / "in_step.ckpt"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = fit(tmp_path / "resumed", ScheduledFaulty, ckpt_path=tmp_path / "in_step.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "ScheduledFaulty: resuming epoch 0 at batch 6\n"
+        "  got:      a checkpoint saved inside batch 5 after its optimizer step: the weights hold batch 5's update,"
+        " so the resumed run goes on at batch 6; what batch 5 logged before the save is counted, anything it would"
+        " have logged after the save (in on_train_batch_end, for example) is not; the step-interval LR scheduler"
+        " step of batch 5 (StepLR) comes after the save, so the resumed run's learning rate is one scheduler step"
+        " behind the uninterrupted run's from then on\n"
+        "  expected: a checkpoint saved before a batch's optimizer step (an exception or signal in training_step,"
+        " backward or the hooks before the step), which resumes by training that batch, or between batches\n"
+        "  fix:      save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
+        " optimizer.step() inside the batch"
+    ]
+    full_lr = full.trainer.optimizers[0].param_groups[0]["lr"]
+    resumed_lr = resumed.trainer.optimizers[0].param_groups[0]["lr"]
+    assert (full_lr, resumed_lr) == (0.1 * 0.5**BATCHES, 0.1 * 0.5 ** (BATCHES - 1))
