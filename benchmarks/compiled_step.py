@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import pytorch_lightning as pl  # noqa: E402
 
-from step_timing import StepClock, in_turns, quiet_single_thread_loader  # noqa: E402  (benchmarks/ is sys.path[0])
+from step_timing import StepClock, in_turns, quiet_single_thread_loader, quiet_trainer  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import StepResultAdapter, TrainStepResult, TypedLightningModule  # noqa: E402
 
@@ -94,17 +94,7 @@ def fit_once(name: str, loader: DataLoader[Any], steps: int) -> tuple[float, int
     model_class, adapter, compiled, _ = VARIANTS[name]
     clock = StepClock()
     callbacks: list[pl.Callback] = [clock, StepResultAdapter()] if adapter else [clock]
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_steps=steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        callbacks=callbacks,
-    )
+    trainer = quiet_trainer(steps, callbacks)
     torch._dynamo.reset()
     counters.clear()
     model = model_class()

@@ -31,7 +31,15 @@ class StepClock(pl.Callback):
 def median_step_time(model_class: type[pl.LightningModule], loader: DataLoader[Any], steps: int) -> float:
     """Fit ``model_class()`` for ``steps`` steps; the median step time after a short warm-up."""
     clock = StepClock()
-    trainer = pl.Trainer(
+    trainer = quiet_trainer(steps, [clock])
+    torch.manual_seed(0)
+    trainer.fit(model_class(), loader)
+    return clock.median_step(warmup=min(20, steps // 4))
+
+
+def quiet_trainer(steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
+    """A CPU Trainer for ``steps`` training steps: no validation, logger, checkpoints, bar or summary."""
+    return pl.Trainer(
         accelerator="cpu",
         devices=1,
         max_steps=steps,
@@ -40,11 +48,8 @@ def median_step_time(model_class: type[pl.LightningModule], loader: DataLoader[A
         enable_progress_bar=False,
         enable_model_summary=False,
         limit_val_batches=0,
-        callbacks=[clock],
+        callbacks=callbacks,
     )
-    torch.manual_seed(0)
-    trainer.fit(model_class(), loader)
-    return clock.median_step(warmup=min(20, steps // 4))
 
 
 def interleaved_step_times(

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
+from models import trainer_kwargs
 
 from lightning_step_types import StepMetric, StepResultError, StepResultWarning, TrainStepResult, ValStepResult
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
@@ -103,18 +104,8 @@ def model_class(flavour: str, way: str, val_returns_none: bool = False) -> type[
 
 
 def trainer(flavour: str, callbacks: list[Any] | None = None, **overrides: Any) -> Any:
-    settings: dict[str, Any] = dict(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-    )
-    settings.update(overrides)
-    return FLAVOURS[flavour][0].Trainer(callbacks=callbacks or [], **settings)
+    # logger and checkpoints are off: nothing is written under the root
+    return FLAVOURS[flavour][0].Trainer(callbacks=callbacks or [], **trainer_kwargs(".", **overrides))
 
 
 def fit(flavour: str, way: str, declared: Any, val_returns_none: bool = False, validate: bool = False) -> Any:
