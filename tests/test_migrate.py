@@ -1537,18 +1537,11 @@ TENSOR_NOTE = (
     " (`{'loss': ...}`), instead of the Tensor; no hook of this file receives it (a callback elsewhere calling"
     " `outputs.item()` must read `outputs['loss']`; --strict-keys leaves such steps alone)"
 )
-# skip reason -> (the step, the skip, the step after following the skip's fix, the findings then)
+# skip reason -> (the step, the skip, the step after following the skip's fix, the findings then); where
+# test_refuses_what_it_cannot_show_safe already holds the step, its REFUSALS entry is reused
 HINTS = {
     "variable None on a path": (
-        step("""
-            def validation_step(self, batch, batch_idx):
-                loss = F.mse_loss(self(batch), batch)
-                if batch_idx == 0:
-                    loss = None
-                return loss
-        """),
-        "Model.validation_step line 11: returns a variable `loss` that is None on some paths (line 10):"
-        " return None there",
+        *REFUSALS["variable None on a path"],  # the step and its skip
         step("""
             def validation_step(self, batch, batch_idx):
                 loss = F.mse_loss(self(batch), batch)
@@ -1559,15 +1552,7 @@ HINTS = {
         ["Model.validation_step line 7: rewritten", f"Model.validation_step line 11: {TENSOR_NOTE}"],
     ),
     "dict built in a variable and aliased": (
-        step("""
-            def training_step(self, batch, batch_idx):
-                loss = F.mse_loss(self(batch), batch)
-                result = {"loss": loss}
-                self.last = result
-                return result
-        """),
-        "Model.training_step line 11: returns a variable `result` holding a dict built at line 9, which the method"
-        " also uses otherwise than by setting and reading its keys; return the dict itself",
+        *REFUSALS["dict built in a variable and aliased"],  # the step and its skip
         step("""
             def training_step(self, batch, batch_idx):
                 loss = F.mse_loss(self(batch), batch)
@@ -1644,14 +1629,7 @@ HINTS = {
         ["Model.validation_step line 13: rewritten"],
     ),
     "assigned step": (
-        step("""
-            def shared(self, batch, batch_idx):
-                return F.mse_loss(self(batch), batch)
-
-            training_step = shared
-        """),
-        "Model.training_step line 10: is assigned (`training_step = shared`), not defined:"
-        " define it instead (`def training_step(self, batch, batch_idx): return self.shared(batch, batch_idx)`)",
+        *REFUSALS["assigned step"],  # the step and its skip
         step("""
             def shared(self, batch, batch_idx):
                 return F.mse_loss(self(batch), batch)
@@ -1677,15 +1655,7 @@ HINTS = {
         ["Model.training_step line 7: rewritten"],
     ),
     "comments with no line of their own": (
-        step("""
-            def training_step(self, batch, batch_idx):
-                loss = F.mse_loss(self(batch), batch)
-                if batch_idx == 0: return {"loss": loss,  # first
-                                           "log": {"first": loss}}
-                return loss
-        """),
-        "Model.training_step line 7: the comments inside the returned dict would have no line of their own"
-        " (the return shares its line with an `if`/`for`/`with`): put the return on a line of its own",
+        *REFUSALS["comments with no line of their own"],  # the step and its skip
         step("""
             def training_step(self, batch, batch_idx):
                 loss = F.mse_loss(self(batch), batch)
