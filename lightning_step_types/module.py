@@ -132,7 +132,7 @@ class TypedModuleMixin:
 
     @converts_its_outputs
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
-        _restore_epoch_state(self, batch, batch_idx)
+        _note_batch_start(self, batch, batch_idx)
         return cast(Any, super()).on_train_batch_start(batch, batch_idx)  # type: ignore[no-any-return]
 
     @converts_its_outputs
@@ -254,7 +254,7 @@ def _load_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> N
         epoch_state.load_epoch_state(trainer_of(module), module, checkpoint)
 
 
-def _restore_epoch_state(module: TypedModuleMixin, batch: Any, batch_idx: int, *_: Any) -> None:
+def _note_batch_start(module: TypedModuleMixin, batch: Any, batch_idx: int, *_: Any) -> None:
     if epoch_state.exact_resume_enabled(module):
         epoch_state.note_batch_start(trainer_of(module), module, batch_idx)
 
@@ -276,7 +276,7 @@ def _end_of_test_epoch(module: TypedModuleMixin) -> None:
 _EPOCH_STATE_HOOKS: dict[str, Callable[..., None]] = {
     "on_save_checkpoint": _save_epoch_state,
     "on_load_checkpoint": _load_epoch_state,
-    "on_train_batch_start": _restore_epoch_state,
+    "on_train_batch_start": _note_batch_start,
     "on_train_epoch_end": _end_of_training_epoch,  # and the declared metrics' end of a training epoch
 }
 _STAGE_END_HOOKS: dict[str, Callable[..., None]] = {
