@@ -87,6 +87,8 @@ class StepResultAdapterMixin:
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self.metrics is not None and stage != "predict":  # predict_step's outputs feed no metric
             self._attach_metrics(trainer, pl_module)
+        if self._keeps_epoch_state(pl_module):
+            epoch_state.fit_starts(trainer, pl_module, stage)
         if isinstance(pl_module, TypedModuleMixin):
             self._warn_if_overridden(pl_module)
             return
@@ -125,13 +127,15 @@ class StepResultAdapterMixin:
         attach_metric_set(pl_module, self, self._metric_set(policy), device=trainer.strategy.root_device)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self._keeps_epoch_state(pl_module):
+            epoch_state.fit_ends(trainer, pl_module)
         self._restore(pl_module)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._restore(pl_module)
 
-    # The running epoch state (epoch_state.py), for modules this callback adapts; a typed module
-    # keeps its own through its own hooks.
+    # Exact resume (epoch_state.py), for modules this callback adapts; a typed module keeps its own
+    # through its own hooks.
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
         if self._keeps_epoch_state(pl_module):
             epoch_state.save_epoch_state(trainer, pl_module, checkpoint)
@@ -140,13 +144,11 @@ class StepResultAdapterMixin:
         if self._keeps_epoch_state(pl_module):
             epoch_state.load_epoch_state(trainer, pl_module, checkpoint)
 
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
         if self._keeps_epoch_state(pl_module):
-            epoch_state.note_batch_start(trainer, pl_module, batch_idx)
+            epoch_state.backward_starts(pl_module)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        if epoch_state.resuming() and self._keeps_epoch_state(pl_module):
-            epoch_state.finish_resumed_epoch(trainer, pl_module)
         end_of_stage(pl_module, self, "train", f"{type(self).__name__}.on_train_epoch_end")
 
     # The declared metrics check what each stage's epoch fed them (metric_updates.end_of_stage).

@@ -7,6 +7,7 @@ share these internals.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
@@ -124,6 +125,7 @@ class LoggedEntry(NamedTuple):
     in_flight: bool  # logged on_epoch since the last reset: its aggregate is still running
     tensors: dict[str, torch.Tensor]  # a tensor's running state (empty for a logged torchmetrics object)
     metric_attribute: str | None  # a logged torchmetrics object's path in `named_modules()`
+    meta: dict[str, Any]  # the rest of how it was logged, for `create_logged_entry`
 
 
 def training_epoch_results(trainer: Any) -> Any:
@@ -200,7 +202,46 @@ def _entry(key: str, item: Any, snapshot: tuple[dict[str, torch.Tensor], bool] |
         in_flight=bool(meta.on_epoch) and not has_reset,
         tensors=tensors,
         metric_attribute=getattr(meta, "metric_attribute", None),
+        meta=_logged_with(meta),
     )
+
+
+def _logged_with(meta: Any) -> dict[str, Any]:
+    """`_Metadata`'s fields as `_ResultCollection.log` takes them (its `_Sync`: `_should`, `rank_zero_only`)."""
+    sync: Any = getattr(meta, "_sync", None)
+    return {
+        "fx": str(meta.fx).split(".")[0],
+        "name": meta.name,
+        "prog_bar": bool(meta.prog_bar),
+        "logger": bool(meta.logger),
+        "on_step": bool(meta.on_step),
+        "on_epoch": bool(meta.on_epoch),
+        "reduce_fx": _reduction(meta),
+        "enable_graph": bool(meta.enable_graph),
+        "add_dataloader_idx": bool(meta.add_dataloader_idx),
+        "sync_dist": bool(getattr(sync, "_should", False)),
+        "rank_zero_only": bool(getattr(sync, "rank_zero_only", False)),
+    }
+
+
+def create_logged_entry(results: Any, trainer: Any, saved: Mapping[str, Any], value: Any) -> Any:
+    """Create the `_ResultMetric` a saved value was logged into, as `LightningModule.log` would.
+
+    `_ResultCollection.log` (private) registers the key with the `_Metadata` built from these
+    arguments and applies one update of ``value`` (for a torchmetrics object, its own state is not
+    touched); the caller then writes the saved running state over it. It passes the strategy's
+    ``reduce`` as `LightningModule.log` does.
+    """
+    meta = saved["meta"]
+    results.log(
+        meta["fx"], meta["name"], value, prog_bar=meta["prog_bar"], logger=meta["logger"],
+        on_step=meta["on_step"], on_epoch=meta["on_epoch"], reduce_fx=meta["reduce_fx"],
+        enable_graph=meta["enable_graph"], sync_dist=meta["sync_dist"],
+        sync_dist_fn=trainer.strategy.reduce,
+        add_dataloader_idx=meta["add_dataloader_idx"], batch_size=1,
+        metric_attribute=saved.get("metric_attribute"), rank_zero_only=meta["rank_zero_only"],
+    )
+    return results[saved["key"]]
 
 
 # What `logged_snapshot` keeps per `_ResultMetric`: its key, the item, its `value` and
@@ -275,35 +316,6 @@ def stop_calling_before_updates(results: Any) -> None:
     results.__dict__.pop("update_metrics", None)
 
 
-def batch_position(trainer: Any) -> tuple[int, int, bool]:
-    """``(epoch, batches processed in it, whether the epoch's end was reached)``.
-
-    Reads the fit loop's progress counters (`_Progress`: ready/started/processed/completed):
-    `FitLoop.on_advance_end` marks the epoch processed before the `on_train_epoch_end` hooks.
-    """
-    fit_loop = trainer.fit_loop
-    epoch = fit_loop.epoch_progress.current
-    return int(trainer.current_epoch), int(fit_loop.epoch_loop.batch_progress.current.processed), (
-        epoch.processed >= epoch.started
-    )
-
-
-# --- a checkpoint saved inside a training batch ---
-# `_TrainingEpochLoop.advance` counts a batch in `batch_progress` (`_BatchProgress`): `ready` after the
-# fetch, `started` after the `on_train_batch_start` hooks, `processed` after the step (forward,
-# backward, optimizer step), `completed` after the `on_train_batch_end` hooks. A checkpoint saved in
-# between (an exception caught by `OnExceptionCheckpoint`, SLURM's requeue signal handler,
-# `trainer.save_checkpoint` from a step or hook) reads ``ready N+1, processed N``. Lightning 2.6 then
-# resumes at batch N (`reset_on_restart` sets ready back to completed) but loads the
-# `StatefulDataLoader` state saved after batch N was fetched: batch N is never trained.
-
-
-def batch_in_flight(trainer: Any) -> bool:
-    """Whether a training batch has been fetched and not yet processed (`batch_progress.current`)."""
-    current = trainer.fit_loop.epoch_loop.batch_progress.current
-    return bool(current.ready > current.processed)
-
-
 def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
     """The training loaders' ``state_dict()``s as Lightning saves them, or None without a stateful one.
 
@@ -318,6 +330,14 @@ def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
         return None
     states: list[dict[str, Any]] = state_dicts()
     return states or None
+
+
+def saved_inside_epoch(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint's fit loop was inside an epoch (`_Loop.state_dict`'s progress counters)."""
+    fit_loop = _dict(_dict(checkpoint.get("loops")).get("fit_loop"))
+    epochs = _dict(_dict(fit_loop.get("epoch_progress")).get("current"))
+    batches = _dict(_dict(fit_loop.get("epoch_loop.batch_progress")).get("current"))
+    return bool(epochs.get("started", 0) > epochs.get("processed", 0) and batches.get("completed", 0) > 0)
 
 
 def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -337,51 +357,245 @@ def _dict(value: object) -> dict[str, Any]:
     return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
 
 
-def rewrite_in_flight_batch(
-    trainer: Any, checkpoint: dict[str, Any], loader_states: list[dict[str, Any]] | None, *, redo: bool
-) -> bool:
-    """Make a checkpoint saved inside batch N resume as Lightning resumes a checkpoint saved between batches.
+# --- the fit loop, followed for exact resume ---
+# `FitLoop.run` calls `self.on_run_start()` once (the on_train_start hooks), then per epoch
+# `on_advance_start()` (on_train_epoch_start), `advance()` (`_TrainingEpochLoop.run`) and
+# `on_advance_end()` (on_train_epoch_end, the epoch's logging). `_TrainingEpochLoop.run` calls
+# `self.advance(data_fetcher)` (fetch, transfer hooks, on_train_batch_start, the step, its hooks,
+# on_train_batch_end) then `self.on_advance_end(data_fetcher)` (validation, the logger's step) per
+# batch; `_EvaluationLoop.run` runs a validation and its `on_run_end` calls `self._on_evaluation_end()`
+# (on_validation_end). `_DataFetcher.__next__` calls `self._start_profiler()` right before each
+# fetch, and `_TrainingEpochLoop.on_run_start` sets that to `self._on_before_fetch`. Each is looked
+# up on the instance, so an instance attribute wraps it; `unfollow_fit_loop` removes them. Checked
+# on pytorch-lightning 2.5.0 and 2.6.6.
 
-    ``redo=True`` (batch N has not updated the weights): the checkpoint reads as saved before batch N
-    was fetched, so the resumed run trains batch N: every `batch_progress` counter (current and total)
-    set to its `completed` value, which `_TrainingEpochLoop.update_restart_stage` reads as
-    `RESTARTED_ON_LAST` (saved after a batch's end: `_batches_that_stepped` is already counted), the
-    optimizer progress (`optim_progress`, `optim_step_progress`) back to its completed steps, and the
-    loaders' states from before the fetch (``loader_states``; None: no state, the epoch's iterator
-    starts afresh). ``redo=False`` (its optimizer step is done): it reads as saved at batch N's
-    `on_train_batch_end` (`processed` = `ready`), which Lightning resumes at batch N + 1.
+# The loop methods a `FitFollower` wraps: (loop, as `_loops_of` names it; method; follower's method).
+_FOLLOWED = (
+    ("fit", "on_run_start", "run_fit_start"),
+    ("fit", "on_advance_end", "run_epoch_end"),
+    ("epoch", "advance", "run_batch"),
+    ("epoch", "on_advance_end", "run_batch_end"),
+    ("epoch", "_on_before_fetch", "run_fetch"),
+    ("val", "run", "run_validation"),
+    ("val", "_on_evaluation_end", "run_validation_end"),
+)
 
-    False, and the checkpoint left as it is, before Lightning 2.5 (no restart stages: such a
-    resume replays a batch anyway, and `epoch_state` says exact resume is unavailable) or where
-    the checkpoint's loops are not laid out as read here.
+
+def _loops_of(trainer: Any) -> dict[str, Any]:
+    fit_loop = trainer.fit_loop
+    return {"fit": fit_loop, "epoch": fit_loop.epoch_loop, "val": fit_loop.epoch_loop.val_loop}
+
+
+def follow_fit_loop(trainer: Any, follower: Any) -> bool:
+    """Route the fit loop's per-fit, per-epoch and per-batch methods through ``follower``.
+
+    ``follower.<name>(original, *args)`` is called in place of each method of ``_FOLLOWED``, and
+    calls ``original`` itself. False (nothing wrapped) where this Lightning's loops are not laid out
+    as read here (before 2.5: no restart stages).
     """
-    if not callable(getattr(trainer.fit_loop.epoch_loop, "update_restart_stage", None)):
+    loops = _loops_of(trainer)
+    if not callable(getattr(loops["epoch"], "update_restart_stage", None)):
         return False
+    unfollow_fit_loop(trainer)
+    for loop_name, method, handler in _FOLLOWED:
+        loop = loops[loop_name]
+        original = getattr(loop, method)
+        loop.__dict__[method] = functools.partial(getattr(follower, handler), original)
+    return True
+
+
+def unfollow_fit_loop(trainer: Any) -> None:
+    loops = _loops_of(trainer)
+    for loop_name, method, _ in _FOLLOWED:
+        loops[loop_name].__dict__.pop(method, None)
+
+
+class BatchCounters(NamedTuple):
+    """`_TrainingEpochLoop.batch_progress.current` (`_BatchProgress`), and the fit's optimizer steps."""
+
+    ready: int  # fetched (and moved to the device)
+    started: int  # its on_train_batch_start hooks done
+    processed: int  # its step (forward, backward, optimizer step) done
+    completed: int  # its on_train_batch_end hooks done
+    is_last_batch: bool
+
+
+def batch_counters(trainer: Any) -> BatchCounters:
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    current = progress.current
+    return BatchCounters(current.ready, current.started, current.processed, current.completed, progress.is_last_batch)
+
+
+def in_epoch_start(trainer: Any) -> bool:
+    """Whether the on_train_epoch_start hooks run (`FitLoop.on_advance_start` counts the epoch ready
+    before them and started after them, in `FitLoop.epoch_progress`)."""
+    epoch = trainer.fit_loop.epoch_progress.current
+    return bool(epoch.started < epoch.ready)
+
+
+def epoch_end_done(trainer: Any) -> bool:
+    """Whether `FitLoop.on_advance_end` counted the epoch completed (after its logging, before the
+    SIGTERM check): the epoch's end is done."""
+    epoch = trainer.fit_loop.epoch_progress.current
+    return bool(epoch.completed >= epoch.processed)
+
+
+def training_done(trainer: Any) -> bool:
+    """`_TrainingEpochLoop._is_training_done`: no further batch in this epoch (its length, or max_steps)."""
+    return bool(trainer.fit_loop.epoch_loop._is_training_done)
+
+
+def interrupted(trainer: Any) -> bool:
+    """Whether an exception stopped the fit: `trainer/call.py`'s `_interrupt` sets
+    `TrainerStatus.INTERRUPTED` before the callbacks' ``on_exception`` (OnExceptionCheckpoint saves there)."""
+    status: str = trainer.state.status._value_  # a str enum; its value skips the case-folding __eq__
+    return status == "interrupted"
+
+
+def training_batches(trainer: Any) -> float:
+    """The current epoch's number of batches (`Trainer.num_training_batches`; inf without a length)."""
+    return float(trainer.num_training_batches)
+
+
+def logger_step(trainer: Any) -> int:
+    """`_TrainingEpochLoop._batches_that_stepped`: the step column of the logged rows."""
+    return int(trainer.fit_loop.epoch_loop._batches_that_stepped)
+
+
+def scheduler_updates(trainer: Any) -> tuple[int, int]:
+    """The training epoch's LR scheduler updates, ``(ready, completed)`` (`_SchedulerProgress.total`):
+    Lightning counts one ready before the ``lr_scheduler_step`` hook and completed after it."""
+    total = trainer.fit_loop.epoch_loop.scheduler_progress.total
+    return int(total.ready), int(total.completed)
+
+
+def fetch_position(trainer: Any) -> tuple[int, int]:
+    """``(batches fetched from the epoch's iterator, of which not yet handed to a step)``.
+
+    `FitLoop._data_fetcher` (private): `_DataFetcher.fetched` counts fetches, plus the resumed batch
+    index at a resumed epoch's start (`_TrainingEpochLoop.on_run_start`); `_PrefetchDataFetcher.batches`
+    holds the batch fetched ahead for a loader without a length.
+    """
+    fetcher = trainer.fit_loop._data_fetcher
+    if fetcher is None:
+        return 0, 0
+    return int(fetcher.fetched), len(getattr(fetcher, "batches", ()))
+
+
+def take_over_restart(trainer: Any) -> None:
+    """End Lightning's own restart handling at the resumed run's first batch.
+
+    `_Loop.restarting` (set by `load_state_dict`) makes the first `_TrainingEpochLoop.advance` read
+    the restored counters as a restart stage (a validation to finish or skip, a batch end to replay),
+    and `FitLoop.on_advance_end` skip the plateau LR schedulers' epoch update. The checkpoint was
+    written for the point this run resumes at, which `lightning_step_types` resumes itself: each
+    loop's flag is cleared (not through the `restarting` setter, which would reach every child), and
+    the epoch loop's restart stage reset.
+    """
+    for loop in _loops_of(trainer).values():
+        loop._restarting = False
+    trainer.fit_loop.epoch_loop.reset_restart_stage()
+
+
+def skip_next_validation(trainer: Any) -> None:
+    """`_TrainingEpochLoop._skip_next_val`: the next `on_advance_end` runs no validation (it ran)."""
+    trainer.fit_loop.epoch_loop._skip_next_val = True
+
+
+def update_schedulers_after_step(trainer: Any) -> None:
+    """What `_TrainingEpochLoop.advance` does after a batch's step: its LR scheduler updates."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    epoch_loop.update_lr_schedulers("step", update_plateau_schedulers=False)
+    if epoch_loop._num_ready_batches_reached():
+        epoch_loop.update_lr_schedulers("epoch", update_plateau_schedulers=False)
+
+
+def plateau_epoch_schedulers(trainer: Any) -> list[str]:
+    """The ``ReduceLROnPlateau`` schedulers Lightning updates at an epoch's end (`LRSchedulerConfig`)."""
+    return [
+        type(config.scheduler).__name__
+        for config in trainer.lr_scheduler_configs
+        if config.reduce_on_plateau and config.interval == "epoch"
+    ] if trainer.lightning_module.automatic_optimization else []
+
+
+def update_plateau_schedulers_of_epoch(trainer: Any, epoch: int) -> None:
+    """The plateau LR schedulers' update of epoch ``epoch``'s end, as `FitLoop.on_advance_end` makes it.
+
+    `_TrainingEpochLoop._update_learning_rates` (private) reads the epoch from
+    ``trainer.current_epoch`` (`FitLoop.epoch_progress.current.completed`) for each scheduler's
+    ``frequency``: it is that epoch's while the update runs.
+    """
+    epoch_loop = trainer.fit_loop.epoch_loop
+    current = trainer.fit_loop.epoch_progress.current
+    completed = current.completed
+    current.completed = epoch
+    try:
+        epoch_loop._update_learning_rates(interval="epoch", update_plateau_schedulers=True)
+    finally:
+        current.completed = completed
+
+
+def logger_metric_dicts(trainer: Any) -> dict[str, dict[str, Any]]:
+    """The logger connector's running views (`_LoggerConnector._callback_metrics`, `_logged_metrics`,
+    `_progress_bar_metrics`): what ``trainer.callback_metrics`` etc. return, updated in place."""
+    connector = trainer._logger_connector
+    return {
+        "callback_metrics": connector._callback_metrics,
+        "logged_metrics": connector._logged_metrics,
+        "progress_bar_metrics": connector._progress_bar_metrics,
+    }
+
+
+class ResumePoint(NamedTuple):
+    """Where a checkpoint's loops say the resumed run starts (written by `write_resume_point`)."""
+
+    epoch: int
+    epoch_started: bool  # the epoch's on_train_epoch_start hooks are done
+    batches_done: int  # the epoch's batches whose on_advance_end is done or is to run first
+    loader_states: list[dict[str, Any]] | None  # None: the epoch's data starts from a new iterator
+    optimizer_step_done: bool  # an optimizer step in flight at the save landed
+    is_last_batch: bool  # whether the batch before the point was its epoch's last
+
+
+def write_resume_point(checkpoint: dict[str, Any], point: ResumePoint) -> bool:
+    """Rewrite a checkpoint's fit loop state (written by `_Loop.state_dict`) to read ``point``.
+
+    The progress counters (`_Progress`: ready/started/processed/completed, each ``current`` and
+    ``total``) of the fit loop's epochs, the epoch loop's batches, its optimizer steps (automatic:
+    `_OptimizationProgress`; manual: `_Progress`) and its LR scheduler updates are set to agree on
+    one point: nothing in flight. The loaders' states (`FitLoop.on_save_checkpoint`'s
+    ``"combined_loader"``) are those the point's next batch is fetched from. False, and the
+    checkpoint left as it is, where its loops are not laid out as read here.
+    """
     fit_loop = _dict(_dict(checkpoint.get("loops")).get("fit_loop"))
-    progress = _dict(fit_loop.get("epoch_loop.batch_progress"))
-    parts = [_dict(progress.get("current")), _dict(progress.get("total"))]
-    if not all(name in counters for counters in parts for name in _COUNTERS):
+    epochs = _dict(fit_loop.get("epoch_progress"))
+    batches = _dict(fit_loop.get("epoch_loop.batch_progress"))
+    counters = [_dict(part.get(name)) for part in (epochs, batches) for name in ("current", "total")]
+    if not all(name in part for part in counters for name in _COUNTERS):
         return False
-    for counters in parts:
-        if redo:
-            counters["ready"] = counters["started"] = counters["processed"] = counters["completed"]
-        else:
-            counters["started"] = counters["processed"] = counters["ready"]
-    if not redo:
-        return True
+    epoch_current, epoch_total, batch_current, batch_total = counters
+    for part in (epoch_current, epoch_total):
+        part["processed"] = part["completed"] = point.epoch
+        part["ready"] = part["started"] = point.epoch + 1 if point.epoch_started else point.epoch
+    moved = point.batches_done - batch_current["completed"]
+    batch_total.update(dict.fromkeys(_COUNTERS, batch_total["completed"] + moved))
+    batch_current.update(dict.fromkeys(_COUNTERS, point.batches_done))
+    batches["is_last_batch"] = point.is_last_batch
     optimizer = _dict(_dict(fit_loop.get("epoch_loop.automatic_optimization.optim_progress")).get("optimizer"))
     trackers = [_dict(tracker) for tracker in optimizer.values()]
     trackers.append(_dict(fit_loop.get("epoch_loop.manual_optimization.optim_step_progress")))
+    trackers.append(_dict(fit_loop.get("epoch_loop.scheduler_progress")))
     for tracker in trackers:
-        for counters in (_dict(tracker.get("current")), _dict(tracker.get("total"))):
-            for name in counters:
-                if name != "completed" and "completed" in counters:
-                    counters[name] = counters["completed"]
+        for part in (_dict(tracker.get("current")), _dict(tracker.get("total"))):
+            if "completed" in part:  # a step in flight either landed (all its counters done) or is undone
+                done = max(part.values()) if point.optimizer_step_done and "ready" in part else part["completed"]
+                part.update(dict.fromkeys(part, done))
     loop_state = fit_loop.setdefault("state_dict", {})
-    if loader_states is None:
+    if point.loader_states is None:
         loop_state.pop("combined_loader", None)
     else:
-        loop_state["combined_loader"] = loader_states
+        loop_state["combined_loader"] = point.loader_states
     return True
 
 
@@ -403,20 +617,14 @@ def modules_with_running_stats(module: Any) -> list[str]:
     return found
 
 
-def schedulers_stepped_after(trainer: Any, batch_idx: int) -> list[str]:
-    """The LR schedulers Lightning steps at batch ``batch_idx``'s end, after its optimizer step, by type name.
-
-    `_TrainingEpochLoop.advance` steps ``interval="step"`` schedulers (`update_lr_schedulers`) after
-    `batch_progress.increment_processed`, when ``(batch_idx + 1) % frequency == 0``, in automatic
-    optimization only; a checkpoint saved inside the batch precedes that step.
-    """
-    if not trainer.lightning_module.automatic_optimization:
-        return []
-    return [
-        type(config.scheduler).__name__
-        for config in trainer.lr_scheduler_configs
-        if config.interval == "step" and (batch_idx + 1) % config.frequency == 0
-    ]
+def metric_change_mark(metric: Any) -> tuple[Any, ...]:
+    """What changes when a torchmetrics object's states do: its update count (`Metric._update_count`,
+    private), and each state's identity and in-place version (`Tensor._version`; ``reset()`` rebinds
+    every state, an update changes one in place or appends to a list state)."""
+    marks: list[Any] = [int(metric._update_count)]
+    for value in metric.metric_state.values():
+        marks += [id(value), value._version if isinstance(value, torch.Tensor) else len(value)]
+    return tuple(marks)
 
 
 def metric_states(metric: Any) -> dict[str, Any]:

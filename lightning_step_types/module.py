@@ -118,8 +118,8 @@ class TypedModuleMixin:
             if "test_step" in plan.continued:
                 cast(Any, super()).on_test_batch_end(outputs, *args, **kwargs)
 
-    # The running epoch state (epoch_state.py) rides on these four hooks; a subclass's override is
-    # wrapped so that the state is kept even when the override does not call super().
+    # Exact resume (epoch_state.py) rides on these hooks; a subclass's override is wrapped so that
+    # it works even when the override does not call super().
     @converts_its_outputs
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         _save_epoch_state(self, checkpoint)
@@ -131,10 +131,16 @@ class TypedModuleMixin:
         cast(Any, super()).on_load_checkpoint(checkpoint)
 
     @converts_its_outputs
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
-        _note_batch_start(self, batch, batch_idx)
-        return cast(Any, super()).on_train_batch_start(batch, batch_idx)  # type: ignore[no-any-return]
+    def on_before_backward(self, loss: Any) -> None:
+        _backward_starts(self, loss)
+        cast(Any, super()).on_before_backward(loss)
 
+    @converts_its_outputs
+    def teardown(self, stage: str) -> None:
+        _end_fit(self, stage)
+        cast(Any, super()).teardown(stage)
+
+    # The declared metrics check what each stage's epoch fed them; overrides are wrapped like the above.
     @converts_its_outputs
     def on_train_epoch_end(self) -> None:
         _end_of_training_epoch(self)
@@ -156,7 +162,6 @@ class TypedModuleMixin:
         _check_boundary(self, "on_validation_end")
         cast(Any, super()).on_validation_end()
 
-    # The declared metrics check what each stage's epoch fed them; overrides are wrapped like the above.
     @converts_its_outputs
     def on_validation_epoch_end(self) -> None:
         _end_of_validation_epoch(self)
@@ -220,6 +225,8 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
         state.in_setup = False
     compile_inside_adapted_steps(module, module_policy)
     stage = kwargs.get("stage", args[0] if args else None)
+    if epoch_state.exact_resume_enabled(module):
+        epoch_state.fit_starts(trainer_of(module), module, stage)
     if stage != "predict":  # predict_step's outputs feed no metric: nothing is declared or copied
         attach_declared_metrics(module)
     return result
@@ -254,14 +261,15 @@ def _load_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> N
         epoch_state.load_epoch_state(trainer_of(module), module, checkpoint)
 
 
-def _note_batch_start(module: TypedModuleMixin, batch: Any, batch_idx: int, *_: Any) -> None:
-    if epoch_state.exact_resume_enabled(module):
-        epoch_state.note_batch_start(trainer_of(module), module, batch_idx)
+def _backward_starts(module: TypedModuleMixin, loss: Any) -> None:
+    epoch_state.backward_starts(module)
+
+
+def _end_fit(module: TypedModuleMixin, stage: str) -> None:
+    epoch_state.fit_ends(trainer_of(module), module)
 
 
 def _end_of_training_epoch(module: TypedModuleMixin) -> None:
-    if epoch_state.resuming():
-        epoch_state.finish_resumed_epoch(trainer_of(module), module)
     end_of_stage(module, TypedModuleMixin, "train", f"{type(module).__qualname__}.on_train_epoch_end")
 
 
@@ -276,10 +284,11 @@ def _end_of_test_epoch(module: TypedModuleMixin) -> None:
 _EPOCH_STATE_HOOKS: dict[str, Callable[..., None]] = {
     "on_save_checkpoint": _save_epoch_state,
     "on_load_checkpoint": _load_epoch_state,
-    "on_train_batch_start": _note_batch_start,
-    "on_train_epoch_end": _end_of_training_epoch,  # and the declared metrics' end of a training epoch
+    "on_before_backward": _backward_starts,
+    "teardown": _end_fit,
 }
 _STAGE_END_HOOKS: dict[str, Callable[..., None]] = {
+    "on_train_epoch_end": _end_of_training_epoch,
     "on_validation_epoch_end": _end_of_validation_epoch,
     "on_test_epoch_end": _end_of_test_epoch,
 }

@@ -1,0 +1,285 @@
+"""Where a fit is, followed through Lightning's loops: what a checkpoint saved right now would hold.
+
+A checkpoint can be saved anywhere in the fit loop: by ``ModelCheckpoint`` at a batch's end, by
+``OnExceptionCheckpoint`` after an exception in any hook, by SLURM's requeue signal at any bytecode,
+by ``trainer.save_checkpoint`` from any hook. To write one that resumes exactly, the saving side
+(``resume_save.py``) needs to know where the fit was, and what the state was at the last point
+whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one fit of one module:
+
+- the phase of the fit (an epoch's start, a batch, its end with validation, the epoch's end);
+- at each batch's start, before its fetch: the running epoch state (Lightning's logged tensors by
+  reference, the metrics' states copied when they changed), the optimizer steps and LR scheduler
+  updates done so far, and where the data fetcher was;
+- before each fetch from a training loader with a ``state_dict()``, that state: the state a
+  resumed run must load to fetch that batch again;
+- at each validation's start, the views the validation updates (``callback_metrics``) and the
+  metrics' states, for a checkpoint saved inside the validation.
+
+It wraps Lightning's loop methods (``lightning_internals.follow_fit_loop``) from the fit's setup
+to its teardown, for both ways in. A resumed fit's ``Resume`` (``resume_load.py``) is called from
+here at the fit's start, at its first batch and at its first epoch's end.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from lightning_step_types.lightning_internals import (
+    BatchCounters,
+    LoggedSnapshot,
+    batch_counters,
+    fetch_position,
+    follow_fit_loop,
+    logged_snapshot,
+    logger_metric_dicts,
+    logger_step,
+    metric_change_mark,
+    metric_states_on_device,
+    scheduler_updates,
+    stateful_loader_states,
+    training_epoch_results,
+    unfollow_fit_loop,
+)
+from lightning_step_types.resume_metrics import resumed_metrics
+
+__all__ = ["FitFollower", "Phase", "ResumeHooks", "any_resuming", "follower_of", "start_following", "stop_following"]
+
+
+class Phase:
+    """Where the fit is, as the follower's wrappers see it."""
+
+    OUTSIDE = "outside"  # before the first epoch, after the last, between epochs (or in on_train_epoch_start)
+    BATCH = "batch"  # inside `_TrainingEpochLoop.advance`: fetch, hooks, step, on_train_batch_end
+    BATCH_DONE = "batch_done"  # the batch's advance returned: its end (validation, logger step) comes next
+    VALIDATION = "validation"  # a validation run inside the batch's end
+    VALIDATION_END = "validation_end"  # its on_validation_end hooks (ModelCheckpoint(monitor=...) saves here)
+    TAIL = "tail"  # after the validation: plateau LR schedulers, the logger's step
+    EPOCH_END = "epoch_end"  # `FitLoop.on_advance_end`: on_train_epoch_end hooks and the epoch's logging
+
+
+class ResumeHooks(Protocol):
+    """What a resumed fit's ``Resume`` does at the three moments the follower calls it."""
+
+    def fit_started(self, follower: FitFollower) -> None: ...
+
+    def first_batch(self, follower: FitFollower) -> bool: ...
+
+    def epoch_ending(self, follower: FitFollower) -> None: ...
+
+
+class BatchRecord:
+    """The state at the start of the batch in flight (before its fetch), updated every batch.
+
+    The logged tensors are held by reference (Lightning rebinds them on update); each metric's
+    states are copied, at the first batch start after they changed (its update count or a state's
+    identity moved), since their owners update them in place.
+    """
+
+    __slots__ = ("epoch", "batch", "logged", "metrics", "marks", "steps", "scheduler_updates", "fetched", "prefetched")
+
+    def __init__(self) -> None:
+        self.epoch = -1
+        self.batch = -1
+        self.logged: LoggedSnapshot = []
+        self.metrics: dict[str, Any] = {}  # name -> states copied by metric_states_on_device
+        self.marks: dict[str, tuple[Any, ...]] = {}  # name -> metric_change_mark when copied
+        self.steps = 0  # optimizer steps done in this fit
+        self.scheduler_updates = 0  # LR scheduler updates completed in this fit
+        self.fetched = 0  # the fetcher's count of fetches at the batch's start
+        self.prefetched = 0  # of which not yet handed to a step: the batch's fetch is number fetched - prefetched
+
+
+class FitFollower:
+    """One fit of one module, followed through the fit loop (see the module docstring)."""
+
+    def __init__(self, trainer: Any, module: Any) -> None:
+        self.trainer = weakref.ref(trainer)
+        self.module = weakref.ref(module)
+        self.phase = Phase.OUTSIDE
+        self.epoch = -1
+        self.batch = -1  # the batch in flight, or whose end runs
+        self.results: Any = training_epoch_results(trainer)
+        self.metrics: dict[str, Any] = {}  # the metrics a checkpoint carries, found at the fit's start
+        self.record = BatchRecord()
+        self.steps = [0]  # optimizer.step() calls returned in this fit (a step post-hook per optimizer)
+        self._step_hooks: list[Any] = []
+        self.stateful: bool | None = None  # whether a training loader has a state_dict (found at the first fetch)
+        self.before_fetch: dict[int, list[dict[str, Any]]] = {}  # fetch number -> loaders' state before it
+        self.last_fetch = -1
+        self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
+        self.logger_step_at_end = 0  # `_batches_that_stepped` when the batch's end began
+        self.validated = False  # a validation ran in this batch's end
+        self.validation_views: dict[str, dict[str, Any]] | None = None  # logger views at validation's start
+        self.validation_metrics: dict[str, Any] | None = None  # metric states at validation's start
+        self.backward_started = False  # the batch's backward has begun (on_before_backward)
+        self.manual = False  # manual optimization (found at the fit's start)
+        self.window = 1  # accumulate_grad_batches
+        self.gradients_at_start = False  # manual optimization: gradients were held over into the batch
+        self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
+        self.first_batch_done = False
+
+    # --- the wrappers (lightning_internals.follow_fit_loop) --------------------------------------------
+
+    def run_fit_start(self, original: Callable[[], None]) -> None:
+        original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
+        trainer = self.trainer()
+        if trainer is not None:
+            optimizers = trainer.optimizers
+            self._step_hooks = [_count_steps(optimizer, self.steps) for optimizer in optimizers]
+            self.metrics = resumed_metrics(self.module())
+            self.manual = not trainer.lightning_module.automatic_optimization
+            self.window = int(trainer.accumulate_grad_batches)
+        if self.resume is not None:
+            self.resume.fit_started(self)
+
+    def run_batch(self, original: Callable[[Any], None], data_fetcher: Any) -> None:
+        trainer = self.trainer()
+        if self.resume is not None and not self.first_batch_done:
+            self.first_batch_done = True
+            if not self.resume.first_batch(self):  # the point is a batch's end: it runs before any batch
+                return
+        self.note_batch_start(trainer)
+        original(data_fetcher)
+        self.phase = Phase.BATCH_DONE
+
+    def run_batch_end(self, original: Callable[[Any], None], data_fetcher: Any) -> None:
+        trainer = self.trainer()
+        self.phase = Phase.TAIL
+        self.validated = False
+        self.logger_step_at_end = logger_step(trainer)
+        original(data_fetcher)
+        self.phase = Phase.OUTSIDE
+
+    def run_validation(self, original: Callable[[], Any]) -> Any:
+        trainer = self.trainer()
+        if trainer is None or trainer.sanity_checking or self.phase != Phase.TAIL:
+            return original()
+        self.phase = Phase.VALIDATION
+        self.validated = True
+        self.validation_views = {name: dict(view) for name, view in logger_metric_dicts(trainer).items()}
+        self.validation_metrics = {name: metric_states_on_device(metric) for name, metric in self.metrics.items()}
+        outputs = original()  # an exception leaves the phase where it came: a save in on_exception reads it
+        self.phase = Phase.TAIL
+        return outputs
+
+    def run_validation_end(self, original: Callable[[], None]) -> None:
+        if self.phase == Phase.VALIDATION:
+            self.phase = Phase.VALIDATION_END
+        original()
+
+    def run_epoch_end(self, original: Callable[[], None]) -> None:
+        self.phase = Phase.EPOCH_END
+        if self.resume is not None:
+            self.resume.epoch_ending(self)
+            self.resume = None
+        original()
+        self.phase = Phase.OUTSIDE
+
+    def run_fetch(self, original: Callable[[], None]) -> None:
+        original()
+        trainer = self.trainer()
+        if self.stateful is None:
+            self.stateful = stateful_loader_states(trainer) is not None
+        if self.stateful:
+            fetched, _ = fetch_position(trainer)
+            if fetched < self.last_fetch:  # the fetcher was reset: a new epoch's iterator
+                self.before_fetch.clear()
+            self.last_fetch = fetched
+            self.before_fetch[fetched] = stateful_loader_states(trainer) or []
+
+    # --- the batch-start record ---------------------------------------------------------------------
+
+    def note_batch_start(self, trainer: Any) -> None:
+        counters: BatchCounters = batch_counters(trainer)
+        epoch = int(trainer.current_epoch)
+        if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
+            self.loaded_loaders = None
+        self.epoch, self.batch = epoch, counters.completed
+        self.phase = Phase.BATCH
+        self.backward_started = False
+        if self.manual:
+            self.gradients_at_start = _holds_gradients(trainer.optimizers)
+        record = self.record
+        record.epoch, record.batch = epoch, counters.completed
+        if self.results is not None:
+            record.logged, _ = logged_snapshot(self.results)
+        for name, metric in self.metrics.items():
+            mark = metric_change_mark(metric)
+            if record.marks.get(name) != mark:
+                record.marks[name] = mark
+                record.metrics[name] = metric_states_on_device(metric)
+        record.steps = self.steps[0]
+        record.scheduler_updates = scheduler_updates(trainer)[1]
+        if self.stateful:
+            record.fetched, record.prefetched = fetch_position(trainer)
+            first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
+            for number in [number for number in self.before_fetch if number < first]:
+                del self.before_fetch[number]
+
+    def backward_starts(self) -> None:
+        """``on_before_backward``: from here on the batch's gradients are part of ``.grad``."""
+        self.backward_started = True
+
+    def loader_states_before(self, fetch: int, trainer: Any) -> list[dict[str, Any]] | None:
+        """The loaders' state from which fetch number ``fetch`` of this epoch comes, or None (a new iterator)."""
+        if fetch in self.before_fetch:
+            return self.before_fetch[fetch]
+        fetched, _ = fetch_position(trainer)
+        if fetch == fetched:  # not fetched yet: the state now
+            return stateful_loader_states(trainer)
+        return self.loaded_loaders  # fetched by Lightning's first `iter()`: from what the fit started with
+
+    def stop(self, trainer: Any) -> None:
+        unfollow_fit_loop(trainer)
+        for handle in self._step_hooks:
+            handle.remove()
+        self._step_hooks = []
+
+
+def _holds_gradients(optimizers: list[Any]) -> bool:
+    """Whether a parameter has a gradient (one parameter per optimizer: optimizers zero their whole groups)."""
+    return any(group["params"][0].grad is not None for optimizer in optimizers for group in optimizer.param_groups[:1])
+
+
+def _count_steps(optimizer: Any, counter: list[int]) -> Any:
+    """Count ``optimizer.step()`` calls as they return (torch's public step post-hook).
+
+    Lightning counts an optimizer step only after its ``optimizer_step`` hook returns, so a save from
+    inside that hook, or from manual optimization after ``opt.step()``, would look like before it.
+    A post-hook: in automatic optimization the step, its closure and backward run inside ``step()``.
+    """
+
+    def done(*_: Any) -> None:
+        counter[0] += 1
+
+    return optimizer.register_step_post_hook(done)
+
+
+_FOLLOWERS: weakref.WeakKeyDictionary[Any, FitFollower] = weakref.WeakKeyDictionary()
+
+
+def start_following(trainer: Any, module: Any) -> FitFollower | None:
+    """Follow ``module``'s fit on ``trainer`` (at its setup); None where this Lightning cannot be followed."""
+    stop_following(trainer, module)
+    follower = FitFollower(trainer, module)
+    if not follow_fit_loop(trainer, follower):
+        return None
+    _FOLLOWERS[module] = follower
+    return follower
+
+
+def stop_following(trainer: Any, module: Any) -> None:
+    follower = _FOLLOWERS.pop(module, None)
+    if follower is not None and trainer is not None:
+        follower.stop(trainer)
+
+
+def follower_of(module: Any) -> FitFollower | None:
+    return _FOLLOWERS.get(module)
+
+
+def any_resuming() -> bool:
+    """Whether a followed fit still has a checkpoint's state to put back."""
+    return any(follower.resume is not None for follower in list(_FOLLOWERS.values()))

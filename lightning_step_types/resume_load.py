@@ -1,0 +1,230 @@
+"""Loading: a checkpoint's running state put back, and the resumed run started at its point.
+
+A ``Resume`` lives from the module's ``on_load_checkpoint`` until the resumed fit's first epoch
+ends, and acts at three moments the ``FitFollower`` calls it at:
+
+- the fit's start, after the ``on_train_start`` hooks (a metric reset there would otherwise undo
+  the restore): every metric's states, the logger's views and the saved gradients go back; each
+  logged value goes into the entry Lightning creates for it, before its first update, so that the
+  sums run in the uninterrupted order;
+- the first batch: Lightning's own restart handling ends (the checkpoint's loops were written for
+  the point), and the run starts at the point: it trains the point's batch, or runs a batch's end
+  (its validation, the logger's step) first, or the epoch's end; one warning names what differs;
+- the first epoch's end: each value not logged again since the resume (logged only in some
+  batches, or in on_train_epoch_start) goes in before Lightning computes the epoch's values.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
+from lightning_step_types.lightning_internals import (
+    ResumePoint,
+    batch_counters,
+    call_before_updates,
+    create_logged_entry,
+    logged_entries,
+    loaded_loader_states,
+    plateau_epoch_schedulers,
+    skip_next_validation,
+    stop_calling_before_updates,
+    take_over_restart,
+    update_plateau_schedulers_of_epoch,
+    update_schedulers_after_step,
+    write_logged_tensors,
+)
+from lightning_step_types.resume_messages import (
+    CHECKPOINT_KEY,
+    Problem,
+    batch_end_hooks_problem,
+    changed_module_problem,
+    format_problem_of,
+    gradients_problem,
+    manual_rest_problem,
+    plain_checkpoint_problem,
+    ranks_problem,
+    row_problem,
+    running_stats_problem,
+    warn,
+    world_size_problem,
+)
+from lightning_step_types.resume_points import Point
+from lightning_step_types.resume_save import FORMAT, STATE
+from lightning_step_types.resume_state import restore_gradients, restore_metrics, restore_views
+
+__all__ = ["Resume", "load_running_state"]
+
+
+def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
+    """Keep a checkpoint's running state for the fit that resumes from it (``on_load_checkpoint``).
+
+    ``load_from_checkpoint`` calls the module's ``on_load_checkpoint`` with no Trainer attached:
+    weights only, nothing kept. ``validate``/``test`` from a checkpoint train nothing either.
+    """
+    follower = follower_of(module)
+    # TrainerFn is a str enum in both flavours; str.__eq__ skips its case-folding __eq__.
+    if trainer is None or follower is None or str.__eq__(trainer.state.fn, "fit") is not True:
+        return
+    ours: Any = checkpoint.get(CHECKPOINT_KEY)
+    saved: Any = ours.get(STATE) if isinstance(ours, Mapping) else None
+    follower.resume = Resume(trainer, module, saved if isinstance(saved, Mapping) else None)
+    follower.loaded_loaders = loaded_loader_states(checkpoint)
+
+
+class Resume:
+    """What one resumed fit restores into one module (see the module docstring)."""
+
+    def __init__(self, trainer: Any, module: Any, saved: Mapping[str, Any] | None) -> None:
+        self.module = weakref.ref(module)
+        self.saved = saved
+        self.point: Point | None = None
+        self.encoded: ResumePoint | None = None
+        self.state: Mapping[str, Any] | None = None  # this process's running state
+        self.problems: list[Problem] = []  # warned at the first batch, in one warning each
+        self.pending: dict[str, Any] = {}  # collection key -> saved value, until Lightning creates its entry
+        self.armed = False
+        self.not_restored: list[str] = []  # named in one warning at the first epoch's end
+        self.where = ""
+        self.results: Any = None
+        if saved is None:
+            return
+        if saved.get("format") != FORMAT:
+            self.problems.append(format_problem_of(saved.get("format"), FORMAT))
+            self.saved = None
+            return
+        if saved["point"] is not None:
+            self.point = Point(**{**saved["point"], "losses": ()})
+        if saved["encoded"] is not None:
+            self.encoded = ResumePoint(**saved["encoded"])
+        ranks = saved["ranks"]
+        world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
+        if len(ranks) != world_size:
+            self.problems.append(world_size_problem(len(ranks), world_size, _everything(ranks)))
+        elif ranks[rank] is None:
+            where = "elsewhere" if self.point is None else _where(self.point)
+            lost = [index for index, state in enumerate(ranks) if state is None]
+            if rank == min(lost):  # one warning for the ranks that start fresh
+                present = [state for state in ranks if state is not None]
+                self.problems.append(ranks_problem(lost, where, _everything(present)))
+        else:
+            self.state = ranks[rank]
+        self.problems += [_loss_problem(loss) for loss in saved["losses"]]
+
+    # --- the follower's three moments ----------------------------------------------------------------
+
+    def fit_started(self, follower: FitFollower) -> None:
+        trainer, module, state = follower.trainer(), follower.module(), self.state
+        if trainer is None or state is None:
+            return
+        self.not_restored += restore_metrics(follower.metrics, state["metrics"])
+        restore_views(trainer, state["views"])
+        if "gradients" in state:
+            self.not_restored += restore_gradients(module, state["gradients"])
+        logged = state.get("logged") or {}
+        if logged:
+            self.pending, self.armed, self.results = dict(logged), True, follower.results
+            call_before_updates(follower.results, self._before_update)
+        point = self.point
+        if point is not None and point.kind == "next_epoch" and plateau_epoch_schedulers(trainer):
+            update_plateau_schedulers_of_epoch(trainer, point.epoch - 1)
+
+    def first_batch(self, follower: FitFollower) -> bool:
+        """Start the resumed run at the point; False where no batch runs now (a batch's or the epoch's end)."""
+        trainer = follower.trainer()
+        module = self.module()
+        point = self.point
+        counters = batch_counters(trainer)
+        epoch = int(trainer.current_epoch)
+        self.where = _where(point) if point is not None else f"resuming epoch {epoch} at batch {counters.completed}"
+        if self.saved is None and not self.problems and counters.completed > 0:
+            self.problems.append(plain_checkpoint_problem(epoch, counters.completed))
+        for problem in self.problems:
+            warn(module, self.where, problem)
+        if point is None or point.kind == "next_epoch":  # Lightning's own resume is that point
+            return True
+        take_over_restart(trainer)
+        if point.kind == "batch_end":
+            if point.update_schedulers:
+                update_schedulers_after_step(trainer)
+            if point.skip_validation:
+                skip_next_validation(trainer)
+            follower.epoch, follower.batch, follower.phase = epoch, point.batch, Phase.BATCH_DONE
+            return False
+        if point.kind == "epoch_end":
+            follower.epoch = epoch
+            raise StopIteration  # the epoch loop ends: `FitLoop.on_advance_end` runs the epoch's end
+        return True
+
+    def epoch_ending(self, follower: FitFollower) -> None:
+        """Before the first epoch's end: what was not logged again goes in as saved; name what could not."""
+        trainer = follower.trainer()
+        if self.armed:
+            stop_calling_before_updates(self.results)
+            for key, saved in list(self.pending.items()):
+                value = follower.metrics.get(saved["metric_attribute"]) if saved["metric_attribute"] else None
+                if saved["tensors"]:
+                    value = saved["tensors"]["value"].to(trainer.strategy.root_device)
+                if value is None:
+                    self.not_restored.append(f"{saved['shown']}, not found since the checkpoint")
+                    continue
+                item = create_logged_entry(self.results, trainer, saved, value)
+                if saved["tensors"]:
+                    write_logged_tensors(item, saved["tensors"])
+                del self.pending[key]
+            self.armed = False
+        if self.not_restored:
+            warn(self.module(), self.where, changed_module_problem(self.not_restored))
+
+    def pending_logged(self) -> dict[str, Any]:
+        """The saved values not yet back in Lightning's entries (all of them before the fit's start)."""
+        if self.armed:
+            return dict(self.pending)
+        return dict((self.state or {}).get("logged") or {})
+
+    def _before_update(self, key: str, result_metric: Any) -> None:
+        saved = self.pending.pop(key, None)
+        if saved is not None:
+            (entry,) = logged_entries({key: result_metric})
+            if list(entry.fingerprint) == list(saved["fingerprint"]):
+                if saved["tensors"]:
+                    write_logged_tensors(result_metric, saved["tensors"])
+            else:
+                self.not_restored.append(f"{saved['shown']}, now logged differently")
+        if not self.pending:
+            stop_calling_before_updates(self.results)
+            self.armed = False
+
+
+def _where(point: Point) -> str:
+    if point.kind == "batch":
+        return f"resuming epoch {point.epoch} at batch {point.batch}"
+    if point.kind == "batch_end":
+        return f"resuming epoch {point.epoch} at the end of batch {point.batch}"
+    if point.kind == "epoch_end":
+        return f"resuming epoch {point.epoch} at its end"
+    return f"resuming epoch {point.epoch} at its start"
+
+
+def _everything(ranks: list[Any]) -> list[str]:
+    """Everything the saved states hold, as the warnings name it."""
+    names: dict[str, None] = {}
+    for state in ranks:
+        names.update((saved["shown"], None) for saved in (state.get("logged") or {}).values())
+        names.update((f"metric {name!r}", None) for name in state.get("metrics", {}))
+    return list(names)
+
+
+def _loss_problem(loss: Mapping[str, Any]) -> Problem:
+    kind, batch = loss["kind"], loss["batch"]
+    if kind == "gradients":
+        return gradients_problem(batch, loss["window"], loss["manual"])
+    if kind == "batch_end_hooks":
+        return batch_end_hooks_problem(batch, loss["names"])
+    if kind == "manual_rest":
+        return manual_rest_problem(batch)
+    if kind == "row":
+        return row_problem(batch, loss["step"])
+    return running_stats_problem(batch, loss["names"])

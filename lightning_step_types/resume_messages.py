@@ -1,0 +1,183 @@
+"""What the resume warnings say: each a (got, expected, fix) for ``errors.format_problem``.
+
+One ``StepResultWarning`` at resume names the batch and each value that cannot equal the
+uninterrupted run's; nothing here raises.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+from lightning_step_types.errors import StepResultWarning, format_problem
+
+__all__ = [
+    "CHECKPOINT_KEY",
+    "Problem",
+    "batch_end_hooks_problem",
+    "changed_module_problem",
+    "format_problem_of",
+    "gradients_problem",
+    "manual_rest_problem",
+    "plain_checkpoint_problem",
+    "ranks_problem",
+    "row_problem",
+    "running_stats_problem",
+    "warn",
+    "warn_unavailable",
+    "world_size_problem",
+]
+
+# checkpoint[CHECKPOINT_KEY]["epoch_state"] holds the running state; a top-level key, beside Lightning's own.
+CHECKPOINT_KEY = "lightning_step_types"
+
+Problem = tuple[str, str, str]
+
+_FIX_FRESH = (
+    "nothing to do for this run; to resume exactly, resume from a checkpoint saved by TypedLightningModule"
+    " or under StepResultAdapter() with the same module"
+)
+
+
+def plain_checkpoint_problem(epoch: int, batch_idx: int) -> Problem:
+    return (
+        "a checkpoint without the running epoch state of lightning_step_types (saved by plain Lightning, or with"
+        f" exact_resume=False): every value logged with on_epoch=True in training, and every logged metric,"
+        f" starts fresh, so epoch {epoch}'s aggregates cover batch {batch_idx} onwards only",
+        f"checkpoint[{CHECKPOINT_KEY!r}], which TypedLightningModule and StepResultAdapter() save mid-epoch",
+        "nothing to do for this run: checkpoints saved from now on resume exactly",
+    )
+
+
+def format_problem_of(found: Any, expected: int) -> Problem:
+    return (
+        f"epoch state of format {found!r} (from another version of lightning_step_types): it starts fresh",
+        f"format {expected}",
+        _FIX_FRESH,
+    )
+
+
+def world_size_problem(saved: int, now: int, names: list[str]) -> Problem:
+    return (
+        f"epoch state saved by {saved} processes, resumed on {now}: each process's running state belongs to its"
+        f" own data, so these start fresh: {', '.join(names) or 'none'}",
+        f"the world size the checkpoint was saved with ({saved})",
+        f"resume on {saved} processes to continue the epoch exactly",
+    )
+
+
+def ranks_problem(ranks: list[int], where: str, names: list[str]) -> Problem:
+    shown = ", ".join(str(rank) for rank in ranks)
+    return (
+        f"a checkpoint whose processes were not at one point when it was saved: rank 0 at {where}, rank"
+        f"{'s' if len(ranks) > 1 else ''} {shown} elsewhere (a signal or an exception that reached the processes"
+        f" at different moments); the running state of rank{'s' if len(ranks) > 1 else ''} {shown} starts fresh:"
+        f" {', '.join(names) or 'none'}",
+        "every process saving at the same point (ModelCheckpoint, or a save every process reaches)",
+        "nothing to do for this run; checkpoints that ModelCheckpoint saves resume exactly",
+    )
+
+
+def changed_module_problem(names: list[str]) -> Problem:
+    return (
+        f"a checkpoint from before the module changed what it logs or declares; these start fresh: {', '.join(names)}",
+        "the values and metrics the module logged when the checkpoint was saved, logged the same way",
+        _FIX_FRESH,
+    )
+
+
+def gradients_problem(batch: int, window: int, manual: bool) -> Problem:
+    held = (
+        "gradients held over from earlier batches (manual optimization)"
+        if manual
+        else f"the gradients of the earlier batches of its window of accumulate_grad_batches={window}"
+    )
+    return (
+        f"a checkpoint saved during batch {batch}'s backward: .grad held {held} and part of batch {batch}'s own,"
+        f" which no point can separate, so the resumed run trains batch {batch} again without the earlier ones"
+        " and the weights differ from the uninterrupted run's from the window's optimizer step on",
+        "a checkpoint saved before a batch's backward or after it, or between batches (each carries .grad)",
+        "nothing restores those gradients; for an exact resume save between batches (ModelCheckpoint("
+        "every_n_train_steps=...)), or before or after a batch's backward",
+    )
+
+
+def batch_end_hooks_problem(batch: int, names: list[str]) -> Problem:
+    return (
+        f"a checkpoint saved in batch {batch} after its optimizer step and before its on_train_batch_end hooks"
+        f" ended: what they log for batch {batch} is not in it, and the resumed run goes on after batch {batch},"
+        f" so these miss batch {batch}: {', '.join(names)}",
+        "a checkpoint saved before a batch's optimizer step, or after its on_train_batch_end hooks (ModelCheckpoint"
+        " saves after every callback's, but before the LightningModule's own)",
+        "log these values in training_step (or a hook before the optimizer step), or save the checkpoint from"
+        " the LightningModule's on_train_batch_end after they are logged",
+    )
+
+
+def manual_rest_problem(batch: int) -> Problem:
+    return (
+        f"a checkpoint saved in batch {batch} after an optimizer step inside training_step (manual optimization):"
+        f" the weights hold that step, so the resumed run goes on after batch {batch}, and what training_step"
+        " does after the save (other optimizers' steps, LR scheduler steps, values it logs) is not in it",
+        "a checkpoint saved before a batch's first optimizer step, or between batches",
+        "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than inside"
+        " training_step after opt.step()",
+    )
+
+
+def row_problem(batch: int, step: int) -> Problem:
+    return (
+        f"a run stopped inside batch {batch} after its optimizer step: the row that batch {batch} logs at step"
+        f" {step} (its on_step values) was never written, and the resumed run goes on after batch {batch}",
+        "a run stopped before a batch's optimizer step, or between batches",
+        "nothing to do for the weights and the epoch values; the row of one step is missing from the logs",
+    )
+
+
+def running_stats_problem(batch: int, names: list[str]) -> Problem:
+    return (
+        f"a checkpoint saved inside batch {batch}, with modules in training mode that keep running statistics:"
+        f" {', '.join(names)}; their running_mean, running_var and num_batches_tracked already count batch"
+        f" {batch}'s forward if it ran before the save, and the resumed run forwards batch {batch} again, so they"
+        " count it twice",
+        "a checkpoint saved between batches, or a module without running statistics in training mode",
+        "nothing to do for the weights and the epoch values, which are exact; the running statistics count one"
+        " batch twice (num_batches_tracked is one higher); to avoid it save between batches (ModelCheckpoint("
+        "every_n_train_steps=...)), or recompute the statistics after training with"
+        " torch.optim.swa_utils.update_bn(loader, model)",
+    )
+
+
+def warn(module: Any, where: str, problem: Problem) -> None:
+    got, expected, fix = problem
+    warnings.warn(StepResultWarning(format_problem(where, got, expected, fix, type(module).__qualname__)), stacklevel=3)
+
+
+_unavailable_warned = False
+
+
+def warn_unavailable(reason: str) -> None:
+    """Once per process: this Lightning's internals are not the ones exact resume reads."""
+    global _unavailable_warned
+    if _unavailable_warned:
+        return
+    _unavailable_warned = True
+    warnings.warn(
+        StepResultWarning(
+            format_problem(
+                "exact resume",
+                f"{reason}: the running epoch aggregates cannot be restored exactly, so they start fresh",
+                "pytorch-lightning or lightning 2.5 to 2.6, which continue a mid-epoch resume at the next batch"
+                " and keep their logging state where lightning_step_types reads it",
+                "upgrade Lightning for exact epoch aggregates; until then runs resume as in plain Lightning",
+            )
+        ),
+        stacklevel=3,
+    )
+
+
+def lightning_version(trainer: Any) -> str:
+    """The version of the Lightning package the Trainer comes from (either flavour)."""
+    package = sys.modules.get(type(trainer).__module__.split(".")[0])
+    return str(getattr(package, "__version__", "?"))

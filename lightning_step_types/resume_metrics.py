@@ -1,0 +1,69 @@
+"""The torchmetrics objects a checkpoint carries: every one a module holds, and the declared copies.
+
+torchmetrics keeps a metric's states out of ``state_dict()`` by default, so Lightning's checkpoint
+does not hold them: a ``MaxMetric`` that tracks the best validation accuracy, or a metric updated in
+the steps and computed by hand at the epoch's end, would start again on resume. Every checkpoint of
+a ``TypedLightningModule``, or under ``StepResultAdapter()``, carries each metric's states:
+
+- each ``Metric`` among the module's submodules (attributes, ``ModuleList`` / ``ModuleDict`` items,
+  ``MetricCollection`` members), named by its path (``"val_acc_best"``, ``"scores.MulticlassAccuracy"``);
+- each ``Metric`` in a plain ``dict``, ``list`` or ``tuple`` attribute (``"metrics['train']"``);
+- the declared metrics' copies (``"declared train/acc"``).
+
+``not_resumed(metric)`` leaves one out (a large state, or one a run rebuilds on purpose).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from torchmetrics import Metric
+
+from lightning_step_types.metric_values import step_metric_objects
+
+__all__ = ["not_resumed", "resumed_metrics"]
+
+M = TypeVar("M")
+
+_NOT_RESUMED = "_lightning_step_types_not_resumed"
+
+
+def not_resumed(metric: M) -> M:
+    """Keep ``metric`` (a ``Metric`` or ``MetricCollection``) out of checkpoints; returns it.
+
+    ``self.fid = not_resumed(FrechetInceptionDistance())``: a resumed run starts it from its
+    current state, as plain Lightning does.
+    """
+    object.__setattr__(metric, _NOT_RESUMED, True)  # a plain attribute: nn.Module's __setattr__ registers modules only
+    return metric
+
+
+def resumed_metrics(module: Any) -> dict[str, Metric]:
+    """The metrics a checkpoint of ``module`` carries, by the name they are saved under (once each)."""
+    found: dict[str, Metric] = {}
+    seen: set[int] = set()
+
+    def add(name: str, metric: Metric) -> None:
+        if id(metric) not in seen:
+            seen.add(id(metric))
+            found[name] = metric
+
+    for name, metric in step_metric_objects(module).items():
+        add(f"declared {name}", metric)
+    skipped: list[str] = []
+    for path, sub in module.named_modules():
+        if getattr(sub, _NOT_RESUMED, False):
+            skipped.append(path + ".")
+        elif isinstance(sub, Metric) and not any((path + ".").startswith(prefix) for prefix in skipped):
+            add(path, sub)
+    for attribute, value in vars(module).items():
+        if isinstance(value, dict):
+            items: list[tuple[Any, Any]] = list(value.items())  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(value, (list, tuple)):
+            items = list(enumerate(value))  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            continue
+        for key, item in items:
+            if isinstance(item, Metric) and not getattr(item, _NOT_RESUMED, False):
+                add(f"{attribute}[{key!r}]", item)
+    return found

@@ -1,0 +1,143 @@
+"""Saving: a checkpoint rewritten to resume from the last point whose every effect it holds.
+
+At each save (``on_save_checkpoint``, on every process) this reads where the fit is
+(``fit_follower``), finds the point (``resume_points.point_of``), rewrites Lightning's loop state
+in the checkpoint to that point (``lightning_internals.write_resume_point``: every progress counter
+and the loaders' states), and adds each process's running state at that point
+(``resume_state.rank_state``) under ``checkpoint["lightning_step_types"]["epoch_state"]``, with
+what no point can hold, for the warning at resume.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
+from lightning_step_types.lightning_internals import (
+    ResumePoint,
+    batch_counters,
+    epoch_end_done,
+    epoch_results_mismatch,
+    fetch_position,
+    in_epoch_start,
+    interrupted,
+    logger_step,
+    modules_with_running_stats,
+    scheduler_updates,
+    training_batches,
+    training_done,
+    write_resume_point,
+)
+from lightning_step_types.rank_exchange import gathered_states
+from lightning_step_types.resume_messages import CHECKPOINT_KEY, warn_unavailable
+from lightning_step_types.resume_points import Point, Position, point_of
+from lightning_step_types.resume_state import rank_state
+
+__all__ = ["FORMAT", "STATE", "save_running_state"]
+
+STATE = "epoch_state"
+FORMAT = 2
+
+
+def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
+    """Add this fit's running state to ``checkpoint``, rewritten to its resume point (every process calls this)."""
+    ours = checkpoint.setdefault(CHECKPOINT_KEY, {})
+    if STATE in ours:  # saved already by this dump: a user's hook that calls super() reaches ours twice
+        return
+    follower = follower_of(module)
+    if follower is None or follower.trainer() is not trainer:
+        return  # not in a fit this library follows (validate, test, or a Lightning before 2.5)
+    mismatch = epoch_results_mismatch(follower.results)
+    if mismatch is not None:
+        warn_unavailable(mismatch)
+        return
+    resume: Any = follower.resume
+    if resume is not None and not follower.first_batch_done and resume.encoded is not None:
+        # nothing has run since the checkpoint this fit resumed from: it is saved again as it was
+        write_resume_point(checkpoint, resume.encoded)
+        ours[STATE] = resume.saved
+        return
+    position = _position(follower, trainer)
+    point = point_of(position)
+    encoded: ResumePoint | None = None
+    if point is not None and point.kind != "next_epoch":
+        encoded = _encoded(follower, trainer, point)
+        if not write_resume_point(checkpoint, encoded):
+            warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
+            return
+    pending = resume.pending_logged() if resume is not None else {}
+    state = rank_state(follower, point, trainer, module, pending)
+    key = "none" if point is None else f"{point.kind} {point.epoch} {point.batch}"
+    ours[STATE] = {
+        "format": FORMAT,
+        "point": None if point is None else {**asdict(point), "losses": []},
+        "encoded": None if encoded is None else encoded._asdict(),
+        "losses": _losses(point, follower, trainer, module, state),
+        "ranks": gathered_states(trainer, key, state),
+    }
+
+
+def _position(follower: FitFollower, trainer: Any) -> Position:
+    counters = batch_counters(trainer)
+    batch = follower.batch
+    scheduler_ready, scheduler_done = scheduler_updates(trainer)
+    return Position(
+        epoch=int(trainer.current_epoch),
+        phase=follower.phase,
+        batch=batch,
+        in_epoch_start=in_epoch_start(trainer),
+        epoch_done=epoch_end_done(trainer),
+        interrupted=interrupted(trainer),
+        updated=follower.steps[0] > follower.record.steps,
+        step_returned=counters.processed > batch,
+        step_started=counters.started > batch,
+        batch_hooks_done=counters.completed > batch,
+        backward_started=follower.backward_started,
+        schedulers_updated=counters.processed > batch and scheduler_ready == scheduler_done,
+        validated=follower.validated,
+        logger_stepped=logger_step(trainer) > follower.logger_step_at_end,
+        training_done=training_done(trainer),
+        manual=follower.manual,
+        window=follower.window,
+        gradients_at_start=follower.gradients_at_start,
+    )
+
+
+def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
+    """The loop state that makes Lightning's resumed run start at ``point``."""
+    counters = batch_counters(trainer)
+    if point.kind == "epoch":
+        return ResumePoint(point.epoch, False, 0, None, False, False)
+    if point.kind == "epoch_end":
+        return ResumePoint(point.epoch, True, counters.completed, None, True, True)
+    fetched, prefetched = fetch_position(trainer)
+    if point.kind == "batch":
+        record = follower.record
+        inside = follower.phase == Phase.BATCH and record.batch == point.batch
+        first_fetch = record.fetched - record.prefetched if inside else fetched - prefetched
+        loaders = follower.loader_states_before(first_fetch, trainer) if follower.stateful else None
+        return ResumePoint(point.epoch, True, point.batch, loaders, False, False)
+    # batch_end: the next batch is fetched after the one whose end runs
+    last = counters.is_last_batch or point.batch + 1 >= training_batches(trainer)
+    loaders = follower.loader_states_before(fetched - prefetched, trainer) if follower.stateful and not last else None
+    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, counters.is_last_batch)
+
+
+def _losses(point: Point | None, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the resumed run cannot reproduce, with what the warning names."""
+    found: list[dict[str, Any]] = []
+    for loss in point.losses if point is not None else ():
+        entry: dict[str, Any] = {"kind": loss.kind, "batch": loss.batch}
+        if loss.kind == "running_stats":
+            entry["names"] = modules_with_running_stats(module)
+        elif loss.kind == "batch_end_hooks":
+            logged = state.get("logged", {})
+            entry["names"] = [saved["shown"] for saved in logged.values() if saved["meta"]["fx"] == "on_train_batch_end"]
+        elif loss.kind == "row":
+            entry["step"] = logger_step(trainer)
+        elif loss.kind == "gradients":
+            entry["window"], entry["manual"] = follower.window, follower.manual
+        if entry.get("names", True):  # nothing to name: nothing lost
+            found.append(entry)
+    return found

@@ -1,0 +1,118 @@
+"""One process's running state at a resume point: what it holds, taken and put back.
+
+- ``logged``: the training epoch's ``self.log(..., on_epoch=True)`` values, per key (Lightning's
+  running ``value`` and, for a mean, ``cumulated_batch_size``), with how each was logged;
+- ``metrics``: the states of every metric ``resume_metrics`` finds (module-held and declared);
+- ``views``: the logger connector's ``callback_metrics``, ``logged_metrics`` and
+  ``progress_bar_metrics``, which monitoring callbacks and plateau schedulers read;
+- ``gradients``: the parameters' ``.grad``, where a point falls inside an accumulation window.
+
+Everything is copied to the CPU when saved and back to each object's device when restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from lightning_step_types.fit_follower import FitFollower, Phase
+from lightning_step_types.lightning_internals import (
+    LoggedEntry,
+    load_metric_states,
+    logged_entries,
+    logged_entries_at,
+    logger_metric_dicts,
+    metric_states,
+    metric_states_on_cpu,
+)
+from lightning_step_types.resume_points import Point
+
+__all__ = ["rank_state", "restore_gradients", "restore_metrics", "restore_views", "type_name"]
+
+
+def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module: Any,
+               pending: Mapping[str, Any]) -> dict[str, Any]:
+    """This process's state at ``point`` (None: between epochs, where only metrics and views carry over).
+
+    ``pending``: saved values a resumed run has not put back yet (they go in as they were).
+    """
+    rewound = point is not None and point.kind == "batch" and follower.phase == Phase.BATCH
+    state: dict[str, Any] = {}
+    if point is not None and point.kind in ("batch", "batch_end", "epoch_end"):
+        entries = logged_entries_at(follower.record.logged) if rewound else logged_entries(follower.results)
+        state["logged"] = {**pending, **_saved_logged(entries)}
+    if rewound:
+        state["metrics"] = {
+            name: {"type": type_name(follower.metrics[name]), **metric_states_on_cpu(copied)}
+            for name, copied in follower.record.metrics.items() if name in follower.metrics
+        }
+    elif point is not None and point.from_validation and follower.validation_metrics is not None:
+        state["metrics"] = {
+            name: {"type": type_name(follower.metrics[name]), **metric_states_on_cpu(copied)}
+            for name, copied in follower.validation_metrics.items() if name in follower.metrics
+        }
+    else:
+        state["metrics"] = {name: {"type": type_name(metric), **metric_states(metric)} for name, metric in follower.metrics.items()}
+    views = follower.validation_views if point is not None and point.from_validation else None
+    state["views"] = {name: _on_cpu(view) for name, view in (views or logger_metric_dicts(trainer)).items()}
+    if point is not None and point.keep_gradients:
+        state["gradients"] = {
+            name: parameter.grad.detach().cpu().clone()
+            for name, parameter in module.named_parameters() if parameter.grad is not None
+        }
+    return state
+
+
+def _saved_logged(entries: list[LoggedEntry]) -> dict[str, Any]:
+    return {
+        entry.key: {
+            "key": entry.key, "shown": entry.shown, "fingerprint": list(entry.fingerprint), "meta": entry.meta,
+            "metric_attribute": entry.metric_attribute, "tensors": _on_cpu(entry.tensors),
+        }
+        for entry in entries
+        if entry.in_flight
+    }
+
+
+def _on_cpu(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value.detach().cpu().clone() if isinstance(value, torch.Tensor) else value for name, value in tensors.items()}
+
+
+def restore_metrics(live: Mapping[str, Any], saved: Mapping[str, Any]) -> list[str]:
+    """Load each saved metric state into the live metric of that name; the names that could not be."""
+    missing: list[str] = []
+    for name, state in saved.items():
+        metric = live.get(name)
+        if metric is None or type_name(metric) != state["type"]:
+            missing.append(f"metric {name!r} ({state['type']})")
+            continue
+        load_metric_states(metric, state)
+    return missing
+
+
+def restore_views(trainer: Any, saved: Mapping[str, Mapping[str, Any]]) -> None:
+    """Put the logger connector's views back, on the device the run's values are on."""
+    device = trainer.strategy.root_device
+    for name, view in logger_metric_dicts(trainer).items():
+        for key, value in saved.get(name, {}).items():
+            view.setdefault(key, value.to(device) if isinstance(value, torch.Tensor) else value)
+
+
+def restore_gradients(module: Any, saved: Mapping[str, torch.Tensor]) -> list[str]:
+    """Set each parameter's ``.grad`` to the saved one; the parameters that have none saved under their name."""
+    missing: list[str] = []
+    parameters = dict(module.named_parameters())
+    for name, grad in saved.items():
+        parameter = parameters.get(name)
+        if parameter is None or parameter.shape != grad.shape:
+            missing.append(f"the gradient of {name!r}")
+            continue
+        parameter.grad = grad.to(device=parameter.device, dtype=parameter.dtype)
+    return missing
+
+
+def type_name(value: object) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
