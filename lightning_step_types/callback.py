@@ -144,10 +144,6 @@ class StepResultAdapterMixin:
         if self._keeps_epoch_state(pl_module):
             epoch_state.load_epoch_state(trainer, pl_module, checkpoint)
 
-    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
-        if self._keeps_epoch_state(pl_module):
-            epoch_state.backward_starts(pl_module)
-
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         end_of_stage(pl_module, self, "train", f"{type(self).__name__}.on_train_epoch_end")
 

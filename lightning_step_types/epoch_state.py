@@ -30,7 +30,6 @@ from lightning_step_types.resume_save import save_running_state
 
 __all__ = [
     "CHECKPOINT_KEY",
-    "backward_starts",
     "exact_resume_enabled",
     "fit_ends",
     "fit_starts",
@@ -72,13 +71,6 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
             )
         return
     load_running_state(trainer, module, checkpoint)
-
-
-def backward_starts(module: Any) -> None:
-    """``on_before_backward``: the batch's gradients join ``.grad`` from here."""
-    follower = follower_of(module)
-    if follower is not None:
-        follower.backward_starts()
 
 
 def resuming(module: Any | None = None) -> bool:

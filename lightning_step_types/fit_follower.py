@@ -32,6 +32,8 @@ from lightning_step_types.lightning_internals import (
     batch_counters,
     fetch_position,
     follow_fit_loop,
+    grad_version,
+    gradient_marks,
     logged_snapshot,
     logger_metric_dicts,
     logger_step,
@@ -113,10 +115,12 @@ class FitFollower:
         self.validated = False  # a validation ran in this batch's end
         self.validation_views: dict[str, dict[str, Any]] | None = None  # logger views at validation's start
         self.validation_metrics: dict[str, Any] | None = None  # metric states at validation's start
-        self.backward_started = False  # the batch's backward has begun (on_before_backward)
         self.manual = False  # manual optimization (found at the fit's start)
         self.window = 1  # accumulate_grad_batches
-        self.gradients_at_start = False  # manual optimization: gradients were held over into the batch
+        self.parameters: list[Any] = []
+        # where gradients of earlier batches were held over into the batch: each parameter's .grad
+        # identity and in-place version at the batch's start (None: nothing held over)
+        self.gradient_marks: list[tuple[int, int] | None] | None = None
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done = False
 
@@ -131,6 +135,7 @@ class FitFollower:
             self.metrics = resumed_metrics(self.module())
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
+            self.parameters = list(trainer.lightning_module.parameters())
         if self.resume is not None:
             self.resume.fit_started(self)
 
@@ -171,6 +176,9 @@ class FitFollower:
 
     def run_epoch_end(self, original: Callable[[], None]) -> None:
         self.phase = Phase.EPOCH_END
+        trainer = self.trainer()
+        if trainer is not None:
+            self.epoch = int(trainer.current_epoch)  # the epoch ending (counted completed at the end)
         if self.resume is not None:
             self.resume.epoch_ending(self)
             self.resume = None
@@ -198,9 +206,10 @@ class FitFollower:
             self.loaded_loaders = None
         self.epoch, self.batch = epoch, counters.completed
         self.phase = Phase.BATCH
-        self.backward_started = False
-        if self.manual:
-            self.gradients_at_start = _holds_gradients(trainer.optimizers)
+        if self.manual or counters.completed % self.window:  # gradients may be held over into this batch
+            self.gradient_marks = gradient_marks(self.parameters)
+        elif self.gradient_marks is not None:
+            self.gradient_marks = None
         record = self.record
         record.epoch, record.batch = epoch, counters.completed
         if self.results is not None:
@@ -218,9 +227,24 @@ class FitFollower:
             for number in [number for number in self.before_fetch if number < first]:
                 del self.before_fetch[number]
 
-    def backward_starts(self) -> None:
-        """``on_before_backward``: from here on the batch's gradients are part of ``.grad``."""
-        self.backward_started = True
+    def gradients_since_start(self) -> tuple[bool, bool, bool, bool]:
+        """Compared with the batch's start: ``(gradients were held over into it, its backward added to
+        some of them, to every one of them (it finished), they were zeroed)``."""
+        marks = self.gradient_marks
+        if marks is None or all(mark is None for mark in marks):
+            return False, False, False, False
+        added, every, reset = False, True, False
+        for parameter, mark in zip(self.parameters, marks):
+            grad = parameter.grad
+            if mark is None:
+                continue
+            if grad is None or id(grad) != mark[0]:
+                reset = True
+            elif grad_version(grad) != mark[1]:
+                added = True
+            else:
+                every = False
+        return True, added, added and every, reset
 
     def loader_states_before(self, fetch: int, trainer: Any) -> list[dict[str, Any]] | None:
         """The loaders' state from which fetch number ``fetch`` of this epoch comes, or None (a new iterator)."""
@@ -236,11 +260,6 @@ class FitFollower:
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []
-
-
-def _holds_gradients(optimizers: list[Any]) -> bool:
-    """Whether a parameter has a gradient (one parameter per optimizer: optimizers zero their whole groups)."""
-    return any(group["params"][0].grad is not None for optimizer in optimizers for group in optimizer.param_groups[:1])
 
 
 def _count_steps(optimizer: Any, counter: list[int]) -> Any:

@@ -547,6 +547,41 @@ def logger_metric_dicts(trainer: Any) -> dict[str, dict[str, Any]]:
     }
 
 
+def step_row(trainer: Any) -> dict[str, dict[str, Any]]:
+    """What the logger connector would log at the running batch's end, from what it logged so far.
+
+    `_LoggerConnector.metrics` (private) reads each on_step value's `_ResultMetric._forward_cache`
+    (synced when it was logged, so nothing is gathered here): ``{"pbar": ..., "callback": ...,
+    "log": ...}``, which `on_batch_end` and `update_train_step_metrics` write.
+    """
+    metrics: dict[str, dict[str, Any]] = trainer._logger_connector.metrics
+    return {kind: dict(values) for kind, values in metrics.items()}
+
+
+def log_step_row(trainer: Any, row: Mapping[str, Mapping[str, Any]], *, to_loggers: bool) -> None:
+    """A batch's end as `_LoggerConnector.on_batch_end` (its views) and `update_train_step_metrics` log it.
+
+    `_LoggerConnector.log_metrics` (private) writes ``row["log"]`` to the loggers at the logger's
+    step (`_batches_that_stepped`) and into `_logged_metrics`, inside a batch (`_first_loop_iter` a
+    bool, as while a batch runs); ``to_loggers=False``: the views only.
+    """
+    connector = trainer._logger_connector
+    device = trainer.strategy.root_device
+    moved = {kind: {name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in values.items()}
+             for kind, values in row.items()}
+    connector._progress_bar_metrics.update(moved.get("pbar", {}))
+    connector._callback_metrics.update(moved.get("callback", {}))
+    if trainer.loggers:
+        connector._logged_metrics.update(moved.get("log", {}))
+    if to_loggers and moved.get("log"):
+        first_loop_iter = connector._first_loop_iter
+        connector._first_loop_iter = False
+        try:
+            connector.log_metrics(moved["log"])
+        finally:
+            connector._first_loop_iter = first_loop_iter
+
+
 class ResumePoint(NamedTuple):
     """Where a checkpoint's loops say the resumed run starts (written by `write_resume_point`)."""
 
@@ -615,6 +650,16 @@ def modules_with_running_stats(module: Any) -> list[str]:
         if tracks and (isinstance(sub, norm_base) or buffers.get("running_mean") is not None):
             found.append(f"{'self.' + path if path else 'self'} ({type(sub).__name__})")
     return found
+
+
+def gradient_marks(parameters: list[Any]) -> list[tuple[int, int] | None]:
+    """Each parameter's ``.grad`` identity and in-place version (`Tensor._version`, torch-private: autograd
+    adds a new gradient into an existing ``.grad`` in place; ``zero_grad()`` sets it to None), or None."""
+    return [None if p.grad is None else (id(p.grad), p.grad._version) for p in parameters]
+
+
+def grad_version(grad: torch.Tensor) -> int:
+    return int(grad._version)
 
 
 def metric_change_mark(metric: Any) -> tuple[Any, ...]:

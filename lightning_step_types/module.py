@@ -131,11 +131,6 @@ class TypedModuleMixin:
         cast(Any, super()).on_load_checkpoint(checkpoint)
 
     @converts_its_outputs
-    def on_before_backward(self, loss: Any) -> None:
-        _backward_starts(self, loss)
-        cast(Any, super()).on_before_backward(loss)
-
-    @converts_its_outputs
     def teardown(self, stage: str) -> None:
         _end_fit(self, stage)
         cast(Any, super()).teardown(stage)
@@ -261,10 +256,6 @@ def _load_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> N
         epoch_state.load_epoch_state(trainer_of(module), module, checkpoint)
 
 
-def _backward_starts(module: TypedModuleMixin, loss: Any) -> None:
-    epoch_state.backward_starts(module)
-
-
 def _end_fit(module: TypedModuleMixin, stage: str) -> None:
     epoch_state.fit_ends(trainer_of(module), module)
 
@@ -284,7 +275,6 @@ def _end_of_test_epoch(module: TypedModuleMixin) -> None:
 _EPOCH_STATE_HOOKS: dict[str, Callable[..., None]] = {
     "on_save_checkpoint": _save_epoch_state,
     "on_load_checkpoint": _load_epoch_state,
-    "on_before_backward": _backward_starts,
     "teardown": _end_fit,
 }
 _STAGE_END_HOOKS: dict[str, Callable[..., None]] = {

@@ -28,6 +28,7 @@ from lightning_step_types.lightning_internals import (
     create_logged_entry,
     logged_entries,
     loaded_loader_states,
+    log_step_row,
     plateau_epoch_schedulers,
     skip_next_validation,
     stop_calling_before_updates,
@@ -46,7 +47,6 @@ from lightning_step_types.resume_messages import (
     manual_rest_problem,
     plain_checkpoint_problem,
     ranks_problem,
-    row_problem,
     running_stats_problem,
     warn,
     world_size_problem,
@@ -89,22 +89,22 @@ class Resume:
         self.not_restored: list[str] = []  # named in one warning at the first epoch's end
         self.where = ""
         self.results: Any = None
+        self.saved_stopped = False  # the run that saved stopped there (an exception)
         if saved is None:
             return
         if saved.get("format") != FORMAT:
             self.problems.append(format_problem_of(saved.get("format"), FORMAT))
             self.saved = None
             return
-        if saved["point"] is not None:
-            self.point = Point(**{**saved["point"], "losses": ()})
-        if saved["encoded"] is not None:
-            self.encoded = ResumePoint(**saved["encoded"])
+        self.point = Point(**{**saved["point"], "losses": ()})
+        self.encoded = ResumePoint(**saved["encoded"])
+        self.saved_stopped = bool(saved.get("stopped"))
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
         if len(ranks) != world_size:
             self.problems.append(world_size_problem(len(ranks), world_size, _everything(ranks)))
         elif ranks[rank] is None:
-            where = "elsewhere" if self.point is None else _where(self.point)
+            where = _where(self.point)
             lost = [index for index, state in enumerate(ranks) if state is None]
             if rank == min(lost):  # one warning for the ranks that start fresh
                 present = [state for state in ranks if state is not None]
@@ -128,7 +128,7 @@ class Resume:
             self.pending, self.armed, self.results = dict(logged), True, follower.results
             call_before_updates(follower.results, self._before_update)
         point = self.point
-        if point is not None and point.kind == "next_epoch" and plateau_epoch_schedulers(trainer):
+        if point is not None and point.update_plateau and plateau_epoch_schedulers(trainer):
             update_plateau_schedulers_of_epoch(trainer, point.epoch - 1)
 
     def first_batch(self, follower: FitFollower) -> bool:
@@ -143,10 +143,12 @@ class Resume:
             self.problems.append(plain_checkpoint_problem(epoch, counters.completed))
         for problem in self.problems:
             warn(module, self.where, problem)
-        if point is None or point.kind == "next_epoch":  # Lightning's own resume is that point
+        if point is None:  # Lightning's own checkpoint: its own resume
             return True
         take_over_restart(trainer)
         if point.kind == "batch_end":
+            if self.state is not None and "step_row" in self.state:
+                log_step_row(trainer, self.state["step_row"], to_loggers=self.saved_stopped)
             if point.update_schedulers:
                 update_schedulers_after_step(trainer)
             if point.skip_validation:
@@ -225,6 +227,4 @@ def _loss_problem(loss: Mapping[str, Any]) -> Problem:
         return batch_end_hooks_problem(batch, loss["names"])
     if kind == "manual_rest":
         return manual_rest_problem(batch)
-    if kind == "row":
-        return row_problem(batch, loss["step"])
     return running_stats_problem(batch, loss["names"])

@@ -22,7 +22,6 @@ __all__ = [
     "manual_rest_problem",
     "plain_checkpoint_problem",
     "ranks_problem",
-    "row_problem",
     "running_stats_problem",
     "warn",
     "warn_unavailable",
@@ -123,15 +122,6 @@ def manual_rest_problem(batch: int) -> Problem:
         "a checkpoint saved before a batch's first optimizer step, or between batches",
         "save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than inside"
         " training_step after opt.step()",
-    )
-
-
-def row_problem(batch: int, step: int) -> Problem:
-    return (
-        f"a run stopped inside batch {batch} after its optimizer step: the row that batch {batch} logs at step"
-        f" {step} (its on_step values) was never written, and the resumed run goes on after batch {batch}",
-        "a run stopped before a batch's optimizer step, or between batches",
-        "nothing to do for the weights and the epoch values; the row of one step is missing from the logs",
     )
 
 

@@ -36,83 +36,94 @@ class Position:
     step_returned: bool  # the batch's step (forward, backward, optimizer step) has returned
     step_started: bool  # its on_train_batch_start hooks are done: the forward may have run
     batch_hooks_done: bool  # its on_train_batch_end hooks are done
-    backward_started: bool
     schedulers_updated: bool  # Lightning's LR scheduler update after the batch's step has run
     validated: bool  # the validation due after the batch has run
     logger_stepped: bool  # the batch's end is done (the logger's step counted)
     training_done: bool  # no batch follows in this epoch (Lightning's own test)
     manual: bool
     window: int  # accumulate_grad_batches
-    gradients_at_start: bool  # manual optimization: gradients held over into the batch
+    holds_gradients: bool  # a parameter has a .grad now
+    gradients_at_start: bool  # the batch began with gradients of earlier batches still to be stepped
+    gradients_added: bool  # since, this batch's backward added to them (the same tensors, changed)
+    gradients_complete: bool  # to every one of them: its backward finished
+    gradients_reset: bool  # since, they were zeroed (set to None or replaced)
 
 
 @dataclass(frozen=True)
 class Loss:
     """Something a resumed run cannot reproduce; the warning names it."""
 
-    kind: str  # gradients | batch_end_hooks | manual_rest | row | running_stats
+    kind: str  # gradients | batch_end_hooks | manual_rest | running_stats
     batch: int
 
 
 @dataclass(frozen=True)
 class Point:
-    kind: str  # epoch | batch | batch_end | epoch_end | next_epoch
+    kind: str  # epoch | batch | batch_end | epoch_end
     epoch: int
     batch: int = 0  # batch: the batch to train; batch_end: the batch whose end runs
     skip_validation: bool = False  # batch_end: the validation after the batch ran to its on_validation_end
     update_schedulers: bool = False  # batch_end: Lightning's LR scheduler update after the batch's step is due
-    update_plateau: bool = False  # next_epoch: the plateau schedulers' update of the epoch's end is due
+    update_plateau: bool = False  # epoch: the plateau schedulers' update of the previous epoch's end is due
+    after_epoch_end: bool = False  # epoch: saved in the previous epoch's on_train_epoch_end hooks
     keep_gradients: bool = False  # the parameters' .grad belong to the point (an accumulation window)
     from_validation: bool = False  # saved inside the validation it runs again: its views as at its start
     losses: tuple[Loss, ...] = field(default=())
 
 
-def point_of(position: Position) -> Point | None:
-    """The point a checkpoint saved at ``position`` resumes from; None: Lightning's own is exact."""
+def point_of(position: Position) -> Point:
+    """The point a checkpoint saved at ``position`` resumes from."""
     p = position
-    if p.phase in ("outside",):
-        return Point("epoch", p.epoch) if p.in_epoch_start else None
+    if p.phase == "outside":  # before an epoch, or in its on_train_epoch_start: the epoch from its start
+        return Point("epoch", p.epoch)
     if p.phase == "epoch_end":
         if p.epoch_done:
-            return None
-        return Point("epoch_end", p.epoch) if p.interrupted else Point("next_epoch", p.epoch + 1, update_plateau=True)
+            return Point("epoch", p.epoch + 1)
+        if p.interrupted:  # the epoch-end hooks did not finish: they run again
+            return Point("epoch_end", p.epoch)
+        # a save from the hooks (ModelCheckpoint's, last): what follows them is Lightning's own bookkeeping
+        return Point("epoch", p.epoch + 1, update_plateau=True, after_epoch_end=True)
     if p.phase == "batch":
         return _inside_batch(p)
-    end = Point("batch_end", p.epoch, p.batch, keep_gradients=_window_open(p, p.batch))
-    if p.phase == "batch_done" or (p.phase == "tail" and not p.validated):
-        return end
+    end = Point("batch_end", p.epoch, p.batch, keep_gradients=_window_open(p))
     if p.phase == "validation":
         return replace(end, from_validation=True)
     if p.phase == "validation_end":
         return replace(end, from_validation=True) if p.interrupted else replace(end, skip_validation=True)
-    # the tail: after the validation
-    if not p.logger_stepped:
+    if p.phase == "tail" and p.logger_stepped:  # the batch's end is done (SIGTERM stops the fit here)
+        if p.training_done:
+            return Point("epoch_end", p.epoch)
+        return Point("batch", p.epoch, p.batch + 1, keep_gradients=_window_open(p))
+    if p.phase == "tail" and p.validated:  # after the validation: the plateau schedulers, the logger's step
         return replace(end, skip_validation=True)
-    if p.training_done:
-        return Point("epoch_end", p.epoch)
-    return Point("batch", p.epoch, p.batch + 1, keep_gradients=_window_open(p, p.batch))
+    return end  # before the batch's end
 
 
-def _window_open(p: Position, batch: int) -> bool:
-    """Whether batches up to ``batch`` left gradients in .grad for a later optimizer step."""
+def _window_open(p: Position) -> bool:
+    """Whether the gradients in .grad after the batch are still to be stepped (an accumulation window)."""
     if p.manual:
-        return p.gradients_at_start
-    return p.window > 1 and (batch + 1) % p.window != 0 and not p.training_done
+        return p.holds_gradients
+    return p.holds_gradients and p.window > 1 and (p.batch + 1) % p.window != 0 and not p.training_done
 
 
 def _inside_batch(p: Position) -> Point:
     n = p.batch
-    row = (Loss("row", n),) if p.interrupted else ()
     if p.updated:  # the weights hold batch n: its end comes first, without what follows the save in it
+        hooks = () if p.batch_hooks_done else (Loss("batch_end_hooks", n),)
         if p.manual:
-            return Point("batch_end", p.epoch, n, losses=(Loss("manual_rest", n), *row), keep_gradients=p.gradients_at_start)
+            rest = hooks if p.step_returned else (Loss("manual_rest", n),)  # saved in training_step, after opt.step()
+            return Point("batch_end", p.epoch, n, losses=rest, keep_gradients=p.holds_gradients)
+        return Point("batch_end", p.epoch, n, update_schedulers=not p.schedulers_updated, losses=hooks)
+    if p.step_returned:  # no step (inside an accumulation window): the batch's training is in .grad
         hooks = () if p.batch_hooks_done else (Loss("batch_end_hooks", n),)
-        return Point("batch_end", p.epoch, n, update_schedulers=not p.schedulers_updated, losses=(*hooks, *row))
-    earlier_in_window = (not p.manual and p.window > 1 and n % p.window != 0) or (p.manual and p.gradients_at_start)
-    if p.step_returned:  # a batch inside an accumulation window: no step; its gradients are in .grad
-        hooks = () if p.batch_hooks_done else (Loss("batch_end_hooks", n),)
-        return Point("batch_end", p.epoch, n, keep_gradients=True, losses=(*hooks, *row))
+        return Point("batch_end", p.epoch, n, keep_gradients=_window_open(p), losses=hooks)
     stats = (Loss("running_stats", n),) if p.step_started else ()
-    if p.backward_started and earlier_in_window:
+    held = p.gradients_at_start and p.gradients_added and not p.gradients_reset
+    if held and p.gradients_complete and not p.manual and _window_open(p):
+        # inside an accumulation window no step follows the backward: the batch's training is done
+        hooks = () if p.batch_hooks_done else (Loss("batch_end_hooks", n),)
+        return Point("batch_end", p.epoch, n, keep_gradients=True, losses=hooks)
+    if held:
         return Point("batch", p.epoch, n, losses=(Loss("gradients", n), *stats))
-    return Point("batch", p.epoch, n, keep_gradients=earlier_in_window, losses=stats)
+    keep = p.gradients_at_start and not p.gradients_added and not p.gradients_reset
+    return Point("batch", p.epoch, n, keep_gradients=keep, losses=stats)

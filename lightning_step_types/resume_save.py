@@ -22,6 +22,7 @@ from lightning_step_types.lightning_internals import (
     fetch_position,
     in_epoch_start,
     interrupted,
+    logged_entries,
     logger_step,
     modules_with_running_stats,
     scheduler_updates,
@@ -58,23 +59,20 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         write_resume_point(checkpoint, resume.encoded)
         ours[STATE] = resume.saved
         return
-    position = _position(follower, trainer)
-    point = point_of(position)
-    encoded: ResumePoint | None = None
-    if point is not None and point.kind != "next_epoch":
-        encoded = _encoded(follower, trainer, point)
-        if not write_resume_point(checkpoint, encoded):
-            warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
-            return
+    point = point_of(_position(follower, trainer))
+    encoded = _encoded(follower, trainer, point)
+    if not write_resume_point(checkpoint, encoded):
+        warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
+        return
     pending = resume.pending_logged() if resume is not None else {}
     state = rank_state(follower, point, trainer, module, pending)
-    key = "none" if point is None else f"{point.kind} {point.epoch} {point.batch}"
     ours[STATE] = {
         "format": FORMAT,
-        "point": None if point is None else {**asdict(point), "losses": []},
-        "encoded": None if encoded is None else encoded._asdict(),
+        "point": {**asdict(point), "losses": []},
+        "encoded": encoded._asdict(),
         "losses": _losses(point, follower, trainer, module, state),
-        "ranks": gathered_states(trainer, key, state),
+        "stopped": interrupted(trainer),
+        "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
     }
 
 
@@ -82,8 +80,10 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
     counters = batch_counters(trainer)
     batch = follower.batch
     scheduler_ready, scheduler_done = scheduler_updates(trainer)
+    inside = follower.phase == Phase.BATCH
+    at_start, added, complete, reset = follower.gradients_since_start() if inside else (False, False, False, False)
     return Position(
-        epoch=int(trainer.current_epoch),
+        epoch=int(trainer.current_epoch) if follower.phase == Phase.OUTSIDE else follower.epoch,
         phase=follower.phase,
         batch=batch,
         in_epoch_start=in_epoch_start(trainer),
@@ -93,14 +93,17 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
         step_returned=counters.processed > batch,
         step_started=counters.started > batch,
         batch_hooks_done=counters.completed > batch,
-        backward_started=follower.backward_started,
         schedulers_updated=counters.processed > batch and scheduler_ready == scheduler_done,
         validated=follower.validated,
         logger_stepped=logger_step(trainer) > follower.logger_step_at_end,
         training_done=training_done(trainer),
         manual=follower.manual,
         window=follower.window,
-        gradients_at_start=follower.gradients_at_start,
+        holds_gradients=any(parameter.grad is not None for parameter in follower.parameters),
+        gradients_at_start=at_start,
+        gradients_added=added,
+        gradients_complete=complete,
+        gradients_reset=reset,
     )
 
 
@@ -108,7 +111,7 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
     """The loop state that makes Lightning's resumed run start at ``point``."""
     counters = batch_counters(trainer)
     if point.kind == "epoch":
-        return ResumePoint(point.epoch, False, 0, None, False, False)
+        return ResumePoint(point.epoch, False, 0, None, True, False)
     if point.kind == "epoch_end":
         return ResumePoint(point.epoch, True, counters.completed, None, True, True)
     fetched, prefetched = fetch_position(trainer)
@@ -124,18 +127,19 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
     return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, counters.is_last_batch)
 
 
-def _losses(point: Point | None, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
+def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
     """What the resumed run cannot reproduce, with what the warning names."""
     found: list[dict[str, Any]] = []
-    for loss in point.losses if point is not None else ():
+    for loss in point.losses:
         entry: dict[str, Any] = {"kind": loss.kind, "batch": loss.batch}
         if loss.kind == "running_stats":
             entry["names"] = modules_with_running_stats(module)
-        elif loss.kind == "batch_end_hooks":
-            logged = state.get("logged", {})
-            entry["names"] = [saved["shown"] for saved in logged.values() if saved["meta"]["fx"] == "on_train_batch_end"]
-        elif loss.kind == "row":
-            entry["step"] = logger_step(trainer)
+        elif loss.kind == "batch_end_hooks":  # values the batch-end hooks log, not logged yet for this batch
+            at_start = {key: value for key, _, value, _, _ in follower.record.logged}
+            entry["names"] = [
+                entry.shown for entry in logged_entries(follower.results)
+                if entry.in_flight and entry.meta["fx"] == "on_train_batch_end" and entry.tensors.get("value") is at_start.get(entry.key)
+            ]
         elif loss.kind == "gradients":
             entry["window"], entry["manual"] = follower.window, follower.manual
         if entry.get("names", True):  # nothing to name: nothing lost

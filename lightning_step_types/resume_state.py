@@ -5,7 +5,10 @@
 - ``metrics``: the states of every metric ``resume_metrics`` finds (module-held and declared);
 - ``views``: the logger connector's ``callback_metrics``, ``logged_metrics`` and
   ``progress_bar_metrics``, which monitoring callbacks and plateau schedulers read;
-- ``gradients``: the parameters' ``.grad``, where a point falls inside an accumulation window.
+- ``gradients``: the parameters' ``.grad``, where a point falls inside an accumulation window;
+- ``step_row``: what a batch saved after its optimizer step logs at its end (``callback_metrics``,
+  which the plateau schedulers read next; the logged row, written by the resumed run where the run
+  that saved stopped there).
 
 Everything is copied to the CPU when saved and back to each object's device when restored.
 """
@@ -23,9 +26,11 @@ from lightning_step_types.lightning_internals import (
     load_metric_states,
     logged_entries,
     logged_entries_at,
+    logged_metric_objects,
     logger_metric_dicts,
     metric_states,
     metric_states_on_cpu,
+    step_row,
 )
 from lightning_step_types.resume_points import Point
 
@@ -34,7 +39,7 @@ __all__ = ["rank_state", "restore_gradients", "restore_metrics", "restore_views"
 
 def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module: Any,
                pending: Mapping[str, Any]) -> dict[str, Any]:
-    """This process's state at ``point`` (None: between epochs, where only metrics and views carry over).
+    """This process's state at ``point``.
 
     ``pending``: saved values a resumed run has not put back yet (they go in as they were).
     """
@@ -54,9 +59,17 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
             for name, copied in follower.validation_metrics.items() if name in follower.metrics
         }
     else:
-        state["metrics"] = {name: {"type": type_name(metric), **metric_states(metric)} for name, metric in follower.metrics.items()}
+        # at an epoch's end, Lightning resets the metric objects logged in training after the save
+        reset = {id(metric) for metric, _ in logged_metric_objects(follower.results, since_reset=False)}
+        ending = point is not None and point.after_epoch_end
+        state["metrics"] = {
+            name: {"type": type_name(metric), **metric_states(metric)}
+            for name, metric in follower.metrics.items() if not (ending and id(metric) in reset)
+        }
     views = follower.validation_views if point is not None and point.from_validation else None
     state["views"] = {name: _on_cpu(view) for name, view in (views or logger_metric_dicts(trainer)).items()}
+    if point is not None and point.kind == "batch_end" and follower.phase == Phase.BATCH:
+        state["step_row"] = {kind: _on_cpu(values) for kind, values in step_row(trainer).items()}
     if point is not None and point.keep_gradients:
         state["gradients"] = {
             name: parameter.grad.detach().cpu().clone()

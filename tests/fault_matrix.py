@@ -25,6 +25,7 @@ trains, so the uninterrupted run is one fixed reference.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -251,16 +252,19 @@ def val_loader() -> StatefulDataLoader[Any]:
 # --- the module -----------------------------------------------------------------------------------
 
 
-class FailInBackward(torch.autograd.Function):
-    """The identity forward; backward raises, as an out-of-memory error in backward does."""
+class FaultInBackward(torch.autograd.Function):
+    """The identity forward; its backward, the first of the batch's, fires the fault (an exception: as an
+    out-of-memory error in backward does)."""
 
     @staticmethod
-    def forward(ctx: Any, loss: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, loss: torch.Tensor, faults: Faults) -> torch.Tensor:
+        ctx.faults = faults
         return loss.clone()
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        raise SimulatedFault("out of memory in backward")
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        ctx.faults.fire()
+        return grad, None
 
 
 def _linear(seed: int) -> nn.Linear:
@@ -306,9 +310,10 @@ class MatrixSteps:
 
     def train_on(self, *args: Any) -> torch.Tensor:
         batch, batch_idx = self.batch_of(args)
-        log: Any = getattr(self, "log")
         loss, pred = self.loss_of(batch, self.net)
         target = batch["a"][1] if isinstance(batch, dict) else batch[1]
+        # with dataloader_iter Lightning cannot infer the batch size: every value is logged with it
+        log: Any = functools.partial(getattr(self, "log"), batch_size=len(target))
         log("train_loss", loss, on_step=True, on_epoch=True)
         log("train_max", loss, on_step=False, on_epoch=True, reduce_fx="max")
         self.mae(pred.detach(), target)
@@ -320,8 +325,7 @@ class MatrixSteps:
                 log("early_loss", loss, on_step=False, on_epoch=True, reduce_fx="sum")
         self.faults.at("training_step", batch_idx)
         if self.faults.due("backward", batch_idx):
-            self.faults.fired = True
-            loss = FailInBackward.apply(loss)
+            loss = FaultInBackward.apply(loss, self.faults)
         if self.loop.manual:
             self.step_manually(loss, batch, batch_idx)
         return loss
