@@ -30,6 +30,7 @@ from lightning_step_types.lightning_internals import (
     BatchCounters,
     LoggedSnapshot,
     batch_counters,
+    cycled_loaders,
     fetch_position,
     follow_fit_loop,
     grad_version,
@@ -66,6 +67,8 @@ class ResumeHooks(Protocol):
 
     def fit_started(self, follower: FitFollower) -> None: ...
 
+    def pending_logged(self) -> dict[str, Any]: ...
+
     def first_batch(self, follower: FitFollower) -> bool: ...
 
     def epoch_ending(self, follower: FitFollower) -> None: ...
@@ -79,12 +82,14 @@ class BatchRecord:
     identity moved), since their owners update them in place.
     """
 
-    __slots__ = ("epoch", "batch", "logged", "metrics", "marks", "steps", "scheduler_updates", "fetched", "prefetched")
+    __slots__ = ("epoch", "batch", "logged", "pending", "metrics", "marks", "steps", "scheduler_updates", "fetched",
+                 "prefetched")
 
     def __init__(self) -> None:
         self.epoch = -1
         self.batch = -1
         self.logged: LoggedSnapshot = []
+        self.pending: dict[str, Any] = {}  # a resumed run's saved values not yet back in Lightning's entries
         self.metrics: dict[str, Any] = {}  # name -> states copied by metric_states_on_device
         self.marks: dict[str, tuple[Any, ...]] = {}  # name -> metric_change_mark when copied
         self.steps = 0  # optimizer steps done in this fit
@@ -108,9 +113,11 @@ class FitFollower:
         self.steps = [0]  # optimizer.step() calls returned in this fit (a step post-hook per optimizer)
         self._step_hooks: list[Any] = []
         self.stateful: bool | None = None  # whether a training loader has a state_dict (found at the first fetch)
-        self.before_fetch: dict[int, list[dict[str, Any]]] = {}  # fetch number -> loaders' state before it
+        # fetch number -> the loaders' states before it, and which of them had cycled
+        self.before_fetch: dict[int, tuple[list[dict[str, Any]], list[bool] | None]] = {}
         self.last_fetch = -1
         self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
+        self.loaded_cycled: list[bool] | None = None
         self.logger_step_at_end = 0  # `_batches_that_stepped` when the batch's end began
         self.validated = False  # a validation ran in this batch's end
         self.validation_views: dict[str, dict[str, Any]] | None = None  # logger views at validation's start
@@ -195,7 +202,7 @@ class FitFollower:
             if fetched < self.last_fetch:  # the fetcher was reset: a new epoch's iterator
                 self.before_fetch.clear()
             self.last_fetch = fetched
-            self.before_fetch[fetched] = stateful_loader_states(trainer) or []
+            self.before_fetch[fetched] = (stateful_loader_states(trainer) or [], cycled_loaders(trainer))
 
     # --- the batch-start record ---------------------------------------------------------------------
 
@@ -203,7 +210,7 @@ class FitFollower:
         counters: BatchCounters = batch_counters(trainer)
         epoch = int(trainer.current_epoch)
         if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
-            self.loaded_loaders = None
+            self.loaded_loaders = self.loaded_cycled = None
         self.epoch, self.batch = epoch, counters.completed
         self.phase = Phase.BATCH
         if self.manual or counters.completed % self.window:  # gradients may be held over into this batch
@@ -214,6 +221,9 @@ class FitFollower:
         record.epoch, record.batch = epoch, counters.completed
         if self.results is not None:
             record.logged, _ = logged_snapshot(self.results)
+        resume: Any = self.resume
+        if resume is not None or record.pending:
+            record.pending = resume.pending_logged() if resume is not None else {}
         for name, metric in self.metrics.items():
             mark = metric_change_mark(metric)
             if record.marks.get(name) != mark:
@@ -246,14 +256,16 @@ class FitFollower:
                 every = False
         return True, added, added and every, reset
 
-    def loader_states_before(self, fetch: int, trainer: Any) -> list[dict[str, Any]] | None:
-        """The loaders' state from which fetch number ``fetch`` of this epoch comes, or None (a new iterator)."""
+    def loader_states_before(self, fetch: int, trainer: Any) -> tuple[list[dict[str, Any]] | None, list[bool] | None]:
+        """The loaders' states from which fetch number ``fetch`` of this epoch comes (None: a new iterator),
+        and which of them had cycled."""
         if fetch in self.before_fetch:
             return self.before_fetch[fetch]
         fetched, _ = fetch_position(trainer)
         if fetch == fetched:  # not fetched yet: the state now
-            return stateful_loader_states(trainer)
-        return self.loaded_loaders  # fetched by Lightning's first `iter()`: from what the fit started with
+            return stateful_loader_states(trainer), cycled_loaders(trainer)
+        # fetched by Lightning's first `iter()`: from what the fit started with
+        return self.loaded_loaders, self.loaded_cycled
 
     def stop(self, trainer: Any) -> None:
         unfollow_fit_loop(trainer)

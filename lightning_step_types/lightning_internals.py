@@ -122,8 +122,12 @@ class LoggedEntry(NamedTuple):
     key: str  # the collection's key: "<fx>.<name>" plus ".<dataloader_idx>" where Lightning adds it
     shown: str  # how the user knows it: "train_loss (training_step)"
     fingerprint: tuple[Any, ...]  # what was logged and how: a changed one is not restored
-    in_flight: bool  # logged on_epoch since the last reset: its aggregate is still running
-    tensors: dict[str, torch.Tensor]  # a tensor's running state (empty for a logged torchmetrics object)
+    # logged since the last reset: its epoch aggregate is still running, or its last on_step value
+    # still stands (Lightning logs it again in each step's row until it is logged anew)
+    in_flight: bool
+    # a tensor's running state: `value`, `cumulated_batch_size` (a mean), `_forward_cache` (the last
+    # on_step value); empty for a logged torchmetrics object
+    tensors: dict[str, torch.Tensor]
     metric_attribute: str | None  # a logged torchmetrics object's path in `named_modules()`
     meta: dict[str, Any]  # the rest of how it was logged, for `create_logged_entry`
 
@@ -192,14 +196,14 @@ def _entry(key: str, item: Any, snapshot: tuple[dict[str, torch.Tensor], bool] |
     else:
         has_reset = bool(item.has_reset)
         if item.is_tensor:
-            tensors["value"] = item.value
-            if reduction == "mean":
-                tensors["cumulated_batch_size"] = item.cumulated_batch_size
+            tensors = _running_tensors(item, reduction, item.value, item.__dict__.get("cumulated_batch_size"),
+                                       item.__dict__.get("_forward_cache"))
+    standing_step_value = bool(meta.on_step) and "_forward_cache" in tensors
     return LoggedEntry(
         key=key,
         shown=f"{shown!r} ({fx})",
         fingerprint=fingerprint,
-        in_flight=bool(meta.on_epoch) and not has_reset,
+        in_flight=(bool(meta.on_epoch) or standing_step_value) and not has_reset,
         tensors=tensors,
         metric_attribute=getattr(meta, "metric_attribute", None),
         meta=_logged_with(meta),
@@ -244,9 +248,18 @@ def create_logged_entry(results: Any, trainer: Any, saved: Mapping[str, Any], va
     return results[saved["key"]]
 
 
-# What `logged_snapshot` keeps per `_ResultMetric`: its key, the item, its `value` and
-# `cumulated_batch_size` (None where it has none) and `has_reset`.
-LoggedSnapshot = list[tuple[str, Any, Any, Any, bool]]
+def _running_tensors(item: Any, reduction: str, value: Any, cumulated_batch_size: Any, forward_cache: Any) -> dict[str, Any]:
+    tensors: dict[str, Any] = {"value": value}
+    if reduction == "mean":
+        tensors["cumulated_batch_size"] = cumulated_batch_size
+    if item.meta.on_step and isinstance(forward_cache, torch.Tensor):
+        tensors["_forward_cache"] = forward_cache
+    return tensors
+
+
+# What `logged_snapshot` keeps per `_ResultMetric`: its key, the item, its `value`,
+# `cumulated_batch_size` and `_forward_cache` (None where it has none) and `has_reset`.
+LoggedSnapshot = list[tuple[str, Any, Any, Any, Any, bool]]
 
 
 def logged_snapshot(results: Any) -> tuple[LoggedSnapshot, dict[str, Any]]:
@@ -264,7 +277,8 @@ def logged_snapshot(results: Any) -> tuple[LoggedSnapshot, dict[str, Any]]:
     for key, item in items.items():
         has_reset = item.has_reset
         # the instance __dict__: a missing state would go through nn.Module.__getattr__ and raise
-        snapshot.append((key, item, item.value, item.__dict__.get("cumulated_batch_size"), has_reset))
+        state = item.__dict__
+        snapshot.append((key, item, item.value, state.get("cumulated_batch_size"), state.get("_forward_cache"), has_reset))
         if not item.is_tensor and not has_reset and item.meta.metric_attribute is not None:
             metric_objects[item.meta.metric_attribute] = item.value
     return snapshot, metric_objects
@@ -273,12 +287,10 @@ def logged_snapshot(results: Any) -> tuple[LoggedSnapshot, dict[str, Any]]:
 def logged_entries_at(snapshot: LoggedSnapshot) -> list[LoggedEntry]:
     """`logged_entries` as they were when `logged_snapshot` was taken."""
     entries: list[LoggedEntry] = []
-    for key, item, value, cumulated_batch_size, has_reset in snapshot:
+    for key, item, value, cumulated_batch_size, forward_cache, has_reset in snapshot:
         tensors: dict[str, torch.Tensor] = {}
         if item.is_tensor:
-            tensors["value"] = value
-            if _reduction(item.meta) == "mean":
-                tensors["cumulated_batch_size"] = cumulated_batch_size
+            tensors = _running_tensors(item, _reduction(item.meta), value, cumulated_batch_size, forward_cache)
         entries.append(_entry(key, item, (tensors, bool(has_reset))))
     return entries
 
@@ -290,8 +302,9 @@ def write_logged_tensors(item: Any, tensors: Mapping[str, torch.Tensor]) -> None
     state keeps the device and dtype Lightning gave it (`_ResultCollection.log` moves it first).
     """
     for name, saved in tensors.items():
-        current = getattr(item, name)
-        setattr(item, name, saved.to(device=current.device, dtype=current.dtype).clone())
+        current = item.__dict__.get(name)
+        like = current if isinstance(current, torch.Tensor) else item.value
+        setattr(item, name, saved.to(device=like.device, dtype=like.dtype).clone())
 
 
 def call_before_updates(results: Any, before_update: Callable[[str, Any], None]) -> None:
@@ -316,6 +329,62 @@ def stop_calling_before_updates(results: Any) -> None:
     results.__dict__.pop("update_metrics", None)
 
 
+_LOG_DEFAULTS = {  # `_ResultCollection.log`'s defaults, as `_logged_with` reads them back
+    "prog_bar": False, "logger": True, "on_step": False, "on_epoch": True, "reduce_fx": "mean",
+    "enable_graph": False, "add_dataloader_idx": True, "sync_dist": False, "rank_zero_only": False,
+}
+
+
+def guard_logged_keys(results: Any, created: dict[str, Mapping[str, Any]], on_change: Callable[[str], None]) -> None:
+    """Before ``self.log`` reaches an entry in ``created`` (key -> the meta it was created with), check
+    that it is logged the same way; where it is not, the entry goes (``on_change(key)``) and Lightning
+    creates it anew, as for a fresh run. `_ResultCollection.log` raises on a second log of one key
+    with other arguments; it is looked up on the instance, so an instance attribute runs first.
+    """
+    kind: Any = results.__class__
+    log = cast("Callable[..., None]", getattr(kind, "log"))
+
+    def guarded_log(fx: str, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        key = f"{fx}.{name}" if results.dataloader_idx is None or not kwargs.get("add_dataloader_idx", True) else (
+            f"{fx}.{name}.{results.dataloader_idx}")
+        meta = created.pop(key, None)
+        if meta is not None:
+            sync = kwargs.get("sync_dist", False)
+            asked = {**_LOG_DEFAULTS, **{k: v for k, v in kwargs.items() if k in _LOG_DEFAULTS}, "sync_dist": sync}
+            reduction = str(getattr(asked["reduce_fx"], "__name__", asked["reduce_fx"])).lower()
+            asked["reduce_fx"] = "mean" if reduction == "avg" else reduction  # `_Metadata._parse_reduce_fx`
+            if any(asked[field] != meta[field] for field in _LOG_DEFAULTS) or args:
+                del results[key]
+                on_change(key)
+        if not created:
+            results.__dict__.pop("log", None)
+        log(results, fx, name, value, *args, **kwargs)
+
+    if created:
+        results.__dict__["log"] = guarded_log
+
+
+def unguard_logged_keys(results: Any) -> None:
+    results.__dict__.pop("log", None)
+
+
+def before_batch_logging(trainer: Any, call: Callable[[], None]) -> None:
+    """Call ``call`` once, after the next training batch's hooks logged what they log and before
+    Lightning reads it: `_LoggerConnector.on_batch_end` (private) runs after the module's
+    on_train_batch_end and before the step's row is logged (and after each validation batch, which
+    is passed over); looked up on the instance, so an instance attribute runs first."""
+    connector = trainer._logger_connector
+    original = connector.on_batch_end
+
+    def on_batch_end() -> None:
+        if trainer.training:
+            connector.__dict__.pop("on_batch_end", None)
+            call()
+        original()
+
+    connector.__dict__["on_batch_end"] = on_batch_end
+
+
 def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
     """The training loaders' ``state_dict()``s as Lightning saves them, or None without a stateful one.
 
@@ -330,6 +399,36 @@ def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
         return None
     states: list[dict[str, Any]] = state_dicts()
     return states or None
+
+
+def cycled_loaders(trainer: Any) -> list[bool] | None:
+    """Which training loaders of a ``"max_size_cycle"`` `CombinedLoader` ran out and started again.
+
+    `_MaxSizeCycle._consumed` (private; `CombinedLoader._iterator`) ends the epoch once every loader
+    ran out; it is in no checkpoint, so a resumed epoch would run its cycled loaders out once more.
+    None for another mode, or before the epoch's iterator exists.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    consumed = getattr(getattr(loader, "_iterator", None), "_consumed", None)
+    return list(consumed) if isinstance(consumed, list) and consumed else None
+
+
+def continue_loader_iterator(trainer: Any, consumed: list[bool] | None, batches_before: int) -> None:
+    """Make the resumed epoch's `CombinedLoader` iterator (made by `FitLoop.setup_data`) go on as the
+    saved one would: which loaders had cycled (`cycled_loaders`), and the index it gives each batch.
+
+    `_ModeIterator._idx` (private) counts the batches the iterator yielded: the ``batch_idx`` that
+    ``training_step(self, dataloader_iter)`` receives, and that Lightning's accumulation uses to zero
+    gradients at a window's start. A restored loader's iterator counts from 0; it started
+    ``batches_before`` batches into the epoch.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    iterator: Any = getattr(loader, "_iterator", None)
+    if consumed and isinstance(getattr(iterator, "_consumed", None), list) and len(iterator._consumed) == len(consumed):
+        # a loader without a length may have run out already, at the batch `setup_data`'s `iter()` fetches ahead
+        iterator._consumed = [before or now for before, now in zip(consumed, iterator._consumed)]
+    if batches_before and isinstance(getattr(iterator, "_idx", None), int):
+        iterator._idx += batches_before
 
 
 def saved_inside_epoch(checkpoint: Mapping[str, Any]) -> bool:
@@ -536,6 +635,20 @@ def update_plateau_schedulers_of_epoch(trainer: Any, epoch: int) -> None:
         current.completed = completed
 
 
+def epoch_end_views(trainer: Any) -> dict[str, dict[str, Any]]:
+    """What `_LoggerConnector.on_epoch_end` adds to the views at the end of a training epoch's hooks.
+
+    `_LoggerConnector.metrics` (private) computes each epoch value (`_ResultMetric.compute`, synced
+    across processes where it was logged with ``sync_dist``): read on one process only, where no
+    collective is entered. Empty otherwise.
+    """
+    if int(getattr(trainer, "world_size", 1)) > 1:
+        return {}
+    metrics: dict[str, dict[str, Any]] = trainer._logger_connector.metrics
+    return {"callback_metrics": dict(metrics["callback"]), "logged_metrics": dict(metrics["log"]),
+            "progress_bar_metrics": dict(metrics["pbar"])}
+
+
 def logger_metric_dicts(trainer: Any) -> dict[str, dict[str, Any]]:
     """The logger connector's running views (`_LoggerConnector._callback_metrics`, `_logged_metrics`,
     `_progress_bar_metrics`): what ``trainer.callback_metrics`` etc. return, updated in place."""
@@ -591,6 +704,7 @@ class ResumePoint(NamedTuple):
     loader_states: list[dict[str, Any]] | None  # None: the epoch's data starts from a new iterator
     optimizer_step_done: bool  # an optimizer step in flight at the save landed
     is_last_batch: bool  # whether the batch before the point was its epoch's last
+    cycled: list[bool] | None = None  # `cycled_loaders` at the point (the resumed run goes on with them)
 
 
 def write_resume_point(checkpoint: dict[str, Any], point: ResumePoint) -> bool:

@@ -24,8 +24,11 @@ from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.lightning_internals import (
     ResumePoint,
     batch_counters,
+    before_batch_logging,
     call_before_updates,
+    continue_loader_iterator,
     create_logged_entry,
+    guard_logged_keys,
     logged_entries,
     loaded_loader_states,
     log_step_row,
@@ -34,6 +37,7 @@ from lightning_step_types.lightning_internals import (
     stop_calling_before_updates,
     take_over_restart,
     update_plateau_schedulers_of_epoch,
+    unguard_logged_keys,
     update_schedulers_after_step,
     write_logged_tensors,
 )
@@ -70,8 +74,9 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
         return
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = ours.get(STATE) if isinstance(ours, Mapping) else None
-    follower.resume = Resume(trainer, module, saved if isinstance(saved, Mapping) else None)
+    resume = follower.resume = Resume(trainer, module, saved if isinstance(saved, Mapping) else None)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
+    follower.loaded_cycled = resume.encoded.cycled if resume.encoded is not None else None
 
 
 class Resume:
@@ -111,22 +116,26 @@ class Resume:
                 self.problems.append(ranks_problem(lost, where, _everything(present)))
         else:
             self.state = ranks[rank]
+            self.pending = dict(self.state.get("logged") or {})
         self.problems += [_loss_problem(loss) for loss in saved["losses"]]
 
     # --- the follower's three moments ----------------------------------------------------------------
 
     def fit_started(self, follower: FitFollower) -> None:
         trainer, module, state = follower.trainer(), follower.module(), self.state
+        encoded = self.encoded
+        if trainer is not None and encoded is not None and encoded.loader_states is not None:
+            continue_loader_iterator(trainer, encoded.cycled, encoded.batches_done)
         if trainer is None or state is None:
             return
         self.not_restored += restore_metrics(follower.metrics, state["metrics"])
         restore_views(trainer, state["views"])
         if "gradients" in state:
             self.not_restored += restore_gradients(module, state["gradients"])
-        logged = state.get("logged") or {}
-        if logged:
-            self.pending, self.armed, self.results = dict(logged), True, follower.results
+        if self.pending:
+            self.armed, self.results = True, follower.results
             call_before_updates(follower.results, self._before_update)
+            before_batch_logging(trainer, lambda: self._create_pending(trainer, follower))
         point = self.point
         if point is not None and point.update_plateau and plateau_epoch_schedulers(trainer):
             update_plateau_schedulers_of_epoch(trainer, point.epoch - 1)
@@ -161,30 +170,43 @@ class Resume:
         return True
 
     def epoch_ending(self, follower: FitFollower) -> None:
-        """Before the first epoch's end: what was not logged again goes in as saved; name what could not."""
+        """At the first epoch's end: name, in one warning, what could not be restored."""
         trainer = follower.trainer()
-        if self.armed:
-            stop_calling_before_updates(self.results)
-            for key, saved in list(self.pending.items()):
-                value = follower.metrics.get(saved["metric_attribute"]) if saved["metric_attribute"] else None
-                if saved["tensors"]:
-                    value = saved["tensors"]["value"].to(trainer.strategy.root_device)
-                if value is None:
-                    self.not_restored.append(f"{saved['shown']}, not found since the checkpoint")
-                    continue
-                item = create_logged_entry(self.results, trainer, saved, value)
-                if saved["tensors"]:
-                    write_logged_tensors(item, saved["tensors"])
-                del self.pending[key]
-            self.armed = False
+        self._create_pending(trainer, follower)  # no batch ran (the point was the epoch's end)
+        if self.results is not None:
+            unguard_logged_keys(self.results)
         if self.not_restored:
             warn(self.module(), self.where, changed_module_problem(self.not_restored))
 
+    def _create_pending(self, trainer: Any, follower: FitFollower) -> None:
+        """After the first batch's hooks logged (or at the epoch's end, without a batch): each saved value
+        not logged again yet goes into an entry created as it was logged, with its running state and its
+        last on_step value (Lightning logs it again in every step's row until it is logged anew)."""
+        if not self.armed:
+            return
+        self.armed = False
+        stop_calling_before_updates(self.results)
+        created: dict[str, Any] = {}
+        for key, saved in list(self.pending.items()):
+            value = follower.metrics.get(saved["metric_attribute"]) if saved["metric_attribute"] else None
+            if saved["tensors"]:
+                value = saved["tensors"]["value"].to(trainer.strategy.root_device)
+            if value is None:
+                self.not_restored.append(f"{saved['shown']}, not found since the checkpoint")
+                continue
+            item = create_logged_entry(self.results, trainer, saved, value)
+            if saved["tensors"]:
+                write_logged_tensors(item, saved["tensors"])
+            created[key] = saved["meta"]
+        self.pending = {}
+        guard_logged_keys(self.results, created, self._logged_differently)
+
+    def _logged_differently(self, key: str) -> None:
+        self.not_restored.append(f"{key.split('.', 1)[1]!r} ({key.split('.', 1)[0]}), now logged differently")
+
     def pending_logged(self) -> dict[str, Any]:
         """The saved values not yet back in Lightning's entries (all of them before the fit's start)."""
-        if self.armed:
-            return dict(self.pending)
-        return dict((self.state or {}).get("logged") or {})
+        return dict(self.pending)
 
     def _before_update(self, key: str, result_metric: Any) -> None:
         saved = self.pending.pop(key, None)
@@ -197,7 +219,6 @@ class Resume:
                 self.not_restored.append(f"{saved['shown']}, now logged differently")
         if not self.pending:
             stop_calling_before_updates(self.results)
-            self.armed = False
 
 
 def _where(point: Point) -> str:

@@ -64,8 +64,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     if not write_resume_point(checkpoint, encoded):
         warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
         return
-    pending = resume.pending_logged() if resume is not None else {}
-    state = rank_state(follower, point, trainer, module, pending)
+    state = rank_state(follower, point, trainer, module)
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},
@@ -119,12 +118,14 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
         record = follower.record
         inside = follower.phase == Phase.BATCH and record.batch == point.batch
         first_fetch = record.fetched - record.prefetched if inside else fetched - prefetched
-        loaders = follower.loader_states_before(first_fetch, trainer) if follower.stateful else None
-        return ResumePoint(point.epoch, True, point.batch, loaders, False, False)
+        loaders, cycled = follower.loader_states_before(first_fetch, trainer) if follower.stateful else (None, None)
+        return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled)
     # batch_end: the next batch is fetched after the one whose end runs
     last = counters.is_last_batch or point.batch + 1 >= training_batches(trainer)
-    loaders = follower.loader_states_before(fetched - prefetched, trainer) if follower.stateful and not last else None
-    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, counters.is_last_batch)
+    loaders, cycled = (None, None)
+    if follower.stateful and not last:
+        loaders, cycled = follower.loader_states_before(fetched - prefetched, trainer)
+    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, counters.is_last_batch, cycled)
 
 
 def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -135,10 +136,11 @@ def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, stat
         if loss.kind == "running_stats":
             entry["names"] = modules_with_running_stats(module)
         elif loss.kind == "batch_end_hooks":  # values the batch-end hooks log, not logged yet for this batch
-            at_start = {key: value for key, _, value, _, _ in follower.record.logged}
+            at_start = {key: value for key, _, value, *_ in follower.record.logged}
             entry["names"] = [
                 entry.shown for entry in logged_entries(follower.results)
-                if entry.in_flight and entry.meta["fx"] == "on_train_batch_end" and entry.tensors.get("value") is at_start.get(entry.key)
+                if entry.meta["fx"] == "on_train_batch_end" and entry.meta["on_epoch"]
+                and entry.tensors.get("value") is at_start.get(entry.key)
             ]
         elif loss.kind == "gradients":
             entry["window"], entry["manual"] = follower.window, follower.manual

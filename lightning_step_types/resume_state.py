@@ -23,6 +23,7 @@ import torch
 from lightning_step_types.fit_follower import FitFollower, Phase
 from lightning_step_types.lightning_internals import (
     LoggedEntry,
+    epoch_end_views,
     load_metric_states,
     logged_entries,
     logged_entries_at,
@@ -37,16 +38,17 @@ from lightning_step_types.resume_points import Point
 __all__ = ["rank_state", "restore_gradients", "restore_metrics", "restore_views", "type_name"]
 
 
-def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module: Any,
-               pending: Mapping[str, Any]) -> dict[str, Any]:
-    """This process's state at ``point``.
-
-    ``pending``: saved values a resumed run has not put back yet (they go in as they were).
-    """
+def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module: Any) -> dict[str, Any]:
+    """This process's state at ``point``; a resumed run's saved values not back in Lightning's entries
+    yet go in as they were."""
     rewound = point is not None and point.kind == "batch" and follower.phase == Phase.BATCH
     state: dict[str, Any] = {}
     if point is not None and point.kind in ("batch", "batch_end", "epoch_end"):
-        entries = logged_entries_at(follower.record.logged) if rewound else logged_entries(follower.results)
+        if rewound:
+            pending, entries = follower.record.pending, logged_entries_at(follower.record.logged)
+        else:
+            resume: Any = follower.resume
+            pending, entries = resume.pending_logged() if resume is not None else {}, logged_entries(follower.results)
         state["logged"] = {**pending, **_saved_logged(entries)}
     if rewound:
         state["metrics"] = {
@@ -66,8 +68,11 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
             name: {"type": type_name(metric), **metric_states(metric)}
             for name, metric in follower.metrics.items() if not (ending and id(metric) in reset)
         }
-    views = follower.validation_views if point is not None and point.from_validation else None
-    state["views"] = {name: _on_cpu(view) for name, view in (views or logger_metric_dicts(trainer)).items()}
+    views = follower.validation_views if point is not None and point.from_validation else logger_metric_dicts(trainer)
+    if point is not None and point.after_epoch_end:  # the epoch's values, which Lightning adds after the hooks
+        ending = epoch_end_views(trainer)
+        views = {name: {**view, **ending.get(name, {})} for name, view in views.items()}
+    state["views"] = {name: _on_cpu(view) for name, view in (views or {}).items()}
     if point is not None and point.kind == "batch_end" and follower.phase == Phase.BATCH:
         state["step_row"] = {kind: _on_cpu(values) for kind, values in step_row(trainer).items()}
     if point is not None and point.keep_gradients:

@@ -65,7 +65,7 @@ class Loop:
 
     optimization: str = "automatic"  # automatic | manual | manual_two | manual_accumulate | manual_scheduler
     accumulate: int = 1  # Trainer(accumulate_grad_batches=...)
-    validation: str = "none"  # none | epoch (at each epoch's end) | half (val_check_interval=0.5)
+    validation: str = "none"  # none | epoch (at each epoch's end) | half (val_check_interval=0.5; 5 without a length)
     scheduler: str = "none"  # none | step | epoch | plateau_epoch | plateau_step
     data: str = "map"  # map | iterable (an IterableDataset in the StatefulDataLoader)
     signature: str = "batch"  # batch | dataloader_iter (training_step(self, dataloader_iter))
@@ -80,6 +80,41 @@ class Loop:
     @property
     def batches(self) -> int:
         return 7 if self.limit == "limit_train_batches" else BATCHES
+
+    @property
+    def val_check_interval(self) -> float | int:
+        """Half an epoch: Lightning refuses a fraction for a loader without a length."""
+        return 0.5 if self.data == "map" else 5
+
+    @property
+    def validated_after(self) -> tuple[int, ...]:
+        """The batches a validation runs after, in each epoch."""
+        if self.validation == "epoch":
+            return (self.batches - 1,)
+        if self.validation == "half":
+            every = int(self.batches * 0.5) if self.data == "map" else 5
+            return tuple(batch for batch in range(self.batches) if (batch + 1) % every == 0)
+        return ()
+
+    def optimizer_steps(self, batches: int) -> int:
+        """The optimizer steps (global_step) after ``batches`` batches of epoch 0 (and on)."""
+        per_epoch = self.batches
+        done, in_epoch = divmod(batches, per_epoch)
+        if self.optimization == "manual_two":
+            return 2 * batches
+        if self.optimization == "manual_accumulate":
+            windows = (per_epoch + 1) // 2
+            return done * windows + in_epoch // 2
+        if self.accumulate > 1:
+            windows = math.ceil(per_epoch / self.accumulate)
+            return done * windows + in_epoch // self.accumulate
+        return batches
+
+    def reaches(self, epoch: int, batch: int) -> bool:
+        """Whether the fit trains batch ``batch`` of epoch ``epoch`` (max_steps=15 can end it sooner)."""
+        if self.limit != "max_steps":
+            return True
+        return self.optimizer_steps(epoch * self.batches + batch) < 15
 
     def shown(self) -> str:
         parts = [f"{name}={value}" for name, value in vars(self).items() if value != getattr(DEFAULT_LOOP, name)]
@@ -226,15 +261,29 @@ class MapRows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
 
 class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Rows without a length, with the ``state_dict`` torchdata asks for: without one, StatefulDataLoader
+    fast-forwards by reading the rows again, and its state after that counts them twice (torchdata
+    0.11.0), so a second resume in one epoch would skip rows."""
+
     def __init__(self, count: int, seed: int, faults: Faults | None) -> None:
         self.x, self.y = _rows(count, seed)
         self.faults = faults
+        self.next_index = 0
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for index in range(len(self.x)):
+        start, self.next_index = self.next_index, 0
+        for index in range(start, len(self.x)):
             if self.faults is not None and index % BATCH == 0:
                 self.faults.at("fetch", index // BATCH)
+            self.next_index = index + 1
             yield self.x[index], self.y[index]
+        self.next_index = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"next_index": self.next_index}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.next_index = state["next_index"]
 
 
 def train_loaders(loop: Loop, faults: Faults) -> Any:
@@ -359,7 +408,7 @@ class MatrixSteps:
 
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
         loss, _ = self.loss_of(batch, self.net)
-        getattr(self, "log")("val_loss", loss)
+        getattr(self, "log")("val_loss", loss, batch_size=len(batch[1]))
         self.faults.at("validation_step", self.faults.batch_validated())
         return None
 
@@ -386,12 +435,13 @@ class MatrixSteps:
 
     def on_train_epoch_start(self) -> None:
         if self.loop.logging == "epoch_hooks":
-            getattr(self, "log")("epoch_start_value", torch.tensor(1.0 + self.faults.trainer.current_epoch), on_epoch=True)
+            value = torch.tensor(1.0 + self.faults.trainer.current_epoch)
+            getattr(self, "log")("epoch_start_value", value, on_epoch=True, batch_size=1)
         self.faults.at("on_train_epoch_start")
 
     def on_train_epoch_end(self) -> None:
         if self.loop.logging == "epoch_hooks":
-            getattr(self, "log")("epoch_end_value", torch.tensor(2.0 + self.faults.trainer.current_epoch))
+            getattr(self, "log")("epoch_end_value", torch.tensor(2.0 + self.faults.trainer.current_epoch), batch_size=1)
         self.faults.at("on_train_epoch_end")
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
@@ -409,6 +459,7 @@ class MatrixSteps:
         return batch
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        batch_idx = self.faults.training_batch()  # with dataloader_iter the hook's index is the last fetch's
         self.faults.at("module_batch_start", batch_idx)
         if isinstance(self, TypedLightningModule):  # the typed module's own hook runs after the library's
             self.faults.at("callback_batch_start_after", batch_idx)
@@ -435,8 +486,9 @@ class MatrixSteps:
         super().lr_scheduler_step(scheduler, metric)  # type: ignore[misc]
 
     def batch_ended(self, batch_idx: int) -> None:
+        batch_idx = self.faults.training_batch()
         if self.loop.logging == "batch_end":
-            getattr(self, "log")("end_count", 1.0, on_step=False, on_epoch=True, reduce_fx="sum")
+            getattr(self, "log")("end_count", 1.0, on_step=False, on_epoch=True, reduce_fx="sum", batch_size=1)
         self.faults.at("module_batch_end", batch_idx)
 
     def on_validation_start(self) -> None:
@@ -514,12 +566,13 @@ class BatchHooks(Callback):
         self.faults.trainer = trainer
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        batch_idx = self.faults.training_batch()  # with dataloader_iter the hook's index is the last fetch's
         self.faults.kill_if_due(batch_idx)
         self.faults.at("callback_batch_start_before" if self.before else "callback_batch_start_after", batch_idx)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if not self.before:
-            self.faults.at("callback_batch_end", batch_idx)
+            self.faults.at("callback_batch_end", self.faults.training_batch())
 
 
 class BetweenBatches(Callback):
@@ -529,7 +582,7 @@ class BetweenBatches(Callback):
         self.faults = faults
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.faults.at("between_batches", batch_idx)
+        self.faults.at("between_batches", self.faults.training_batch())
 
 
 @dataclass
@@ -638,7 +691,7 @@ def fit_segment(way: str, loop: Loop, root: Path, fault: Fault | None, ckpt_path
         accumulate_grad_batches=loop.accumulate,
     )
     if loop.validation == "half":
-        kwargs["val_check_interval"] = 0.5
+        kwargs["val_check_interval"] = loop.val_check_interval
     if loop.limit == "max_steps":
         kwargs["max_steps"] = 15
     elif loop.limit == "limit_train_batches":
@@ -679,16 +732,7 @@ def _checkpoint_left(root: Path, how: str | None) -> Path | None:
 
 def global_step_after(loop: Loop, fault: Fault) -> int:
     """The optimizer steps done once the fault's batch has ended (what ModelCheckpoint counts)."""
-    batches = fault.epoch * loop.batches + fault.batch + 1
-    if loop.accumulate > 1:
-        per_epoch = math.ceil(loop.batches / loop.accumulate)
-        return fault.epoch * per_epoch + math.ceil((fault.batch + 1) / loop.accumulate)
-    if loop.optimization == "manual_two":
-        return 2 * batches
-    if loop.optimization == "manual_accumulate":
-        per_epoch = math.ceil(loop.batches / 2)
-        return fault.epoch * per_epoch + (fault.batch + 1) // 2
-    return batches
+    return loop.optimizer_steps(fault.epoch * loop.batches + fault.batch + 1)
 
 
 # --- comparing ------------------------------------------------------------------------------------
