@@ -140,6 +140,8 @@ class FitFollower:
             optimizers = trainer.optimizers
             self._step_hooks = [_count_steps(optimizer, self.steps) for optimizer in optimizers]
             self.metrics = resumed_metrics(self.module())
+            # the training loaders exist from `FitLoop.setup_data`, before this; their states are read per fetch
+            self.stateful = stateful_loader_states(trainer) is not None
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
             self.parameters = list(trainer.lightning_module.parameters())

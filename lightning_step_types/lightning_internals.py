@@ -429,6 +429,11 @@ def continue_loader_iterator(trainer: Any, consumed: list[bool] | None, batches_
         iterator._consumed = [before or now for before, now in zip(consumed, iterator._consumed)]
     if batches_before and isinstance(getattr(iterator, "_idx", None), int):
         iterator._idx += batches_before
+    # `_DataLoaderIterDataFetcher._batch_idx` (private): the index of the last fetched batch, which
+    # Lightning passes on at the next batch's start (to the hooks, and to the accumulation's zero_grad)
+    fetcher = trainer.fit_loop._data_fetcher
+    if batches_before and type(fetcher).__name__ == "_DataLoaderIterDataFetcher":
+        fetcher._batch_idx = batches_before - 1
 
 
 def saved_inside_epoch(checkpoint: Mapping[str, Any]) -> bool:
@@ -581,6 +586,20 @@ def fetch_position(trainer: Any) -> tuple[int, int]:
     return int(fetcher.fetched), len(getattr(fetcher, "batches", ()))
 
 
+def next_zero_grad_index(trainer: Any) -> int:
+    """The batch index Lightning's automatic optimization will pass to its next zero_grad decision.
+
+    `_AutomaticOptimization._make_zero_grad_fn` zeroes the gradients where ``batch_idx %
+    accumulate_grad_batches == 0``: the next batch's index, or with ``training_step(self,
+    dataloader_iter)`` the last fetched one (`_DataLoaderIterDataFetcher._batch_idx`, private),
+    whatever the step fetches next.
+    """
+    fetcher = trainer.fit_loop._data_fetcher
+    if type(fetcher).__name__ == "_DataLoaderIterDataFetcher":
+        return int(fetcher._batch_idx)
+    return int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
+
+
 def take_over_restart(trainer: Any) -> None:
     """End Lightning's own restart handling at the resumed run's first batch.
 
@@ -686,7 +705,9 @@ def log_step_row(trainer: Any, row: Mapping[str, Mapping[str, Any]], *, to_logge
     connector._callback_metrics.update(moved.get("callback", {}))
     if trainer.loggers:
         connector._logged_metrics.update(moved.get("log", {}))
-    if to_loggers and moved.get("log"):
+    # `_LoggerConnector.update_train_step_metrics` logs no row for a batch inside an accumulation window
+    accumulating = trainer.fit_loop._should_accumulate() and trainer.lightning_module.automatic_optimization
+    if to_loggers and moved.get("log") and not accumulating:
         first_loop_iter = connector._first_loop_iter
         connector._first_loop_iter = False
         try:

@@ -42,6 +42,7 @@ class Position:
     training_done: bool  # no batch follows in this epoch (Lightning's own test)
     manual: bool
     window: int  # accumulate_grad_batches
+    next_zero_index: int  # the index Lightning's next zero_grad decision is made with
     holds_gradients: bool  # a parameter has a .grad now
     gradients_at_start: bool  # the batch began with gradients of earlier batches still to be stepped
     gradients_added: bool  # since, this batch's backward added to them (the same tensors, changed)
@@ -103,7 +104,7 @@ def _window_open(p: Position) -> bool:
     """Whether the gradients in .grad after the batch are still to be stepped (an accumulation window)."""
     if p.manual:
         return p.holds_gradients
-    return p.holds_gradients and p.window > 1 and (p.batch + 1) % p.window != 0 and not p.training_done
+    return p.holds_gradients and p.window > 1 and p.next_zero_index % p.window != 0 and not p.training_done
 
 
 def _inside_batch(p: Position) -> Point:

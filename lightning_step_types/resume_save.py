@@ -25,6 +25,7 @@ from lightning_step_types.lightning_internals import (
     logged_entries,
     logger_step,
     modules_with_running_stats,
+    next_zero_grad_index,
     scheduler_updates,
     training_batches,
     training_done,
@@ -98,6 +99,7 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
         training_done=training_done(trainer),
         manual=follower.manual,
         window=follower.window,
+        next_zero_index=next_zero_grad_index(trainer),
         holds_gradients=any(parameter.grad is not None for parameter in follower.parameters),
         gradients_at_start=at_start,
         gradients_added=added,
@@ -118,7 +120,9 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
         record = follower.record
         inside = follower.phase == Phase.BATCH and record.batch == point.batch
         first_fetch = record.fetched - record.prefetched if inside else fetched - prefetched
-        loaders, cycled = follower.loader_states_before(first_fetch, trainer) if follower.stateful else (None, None)
+        loaders, cycled = (None, None)  # the epoch's first batch: its data from a new iterator
+        if follower.stateful and point.batch > 0:
+            loaders, cycled = follower.loader_states_before(first_fetch, trainer)
         return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled)
     # batch_end: the next batch is fetched after the one whose end runs
     last = counters.is_last_batch or point.batch + 1 >= training_batches(trainer)

@@ -269,21 +269,25 @@ class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
         self.x, self.y = _rows(count, seed)
         self.faults = faults
         self.next_index = 0
+        self.resume_at = 0  # set by load_state_dict, for the next iteration only
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        start, self.next_index = self.next_index, 0
+        start, self.resume_at = self.resume_at, 0
+        self.next_index = start  # now: a state asked for before the first row is this iteration's
+        return self._rows_from(start)
+
+    def _rows_from(self, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for index in range(start, len(self.x)):
             if self.faults is not None and index % BATCH == 0:
                 self.faults.at("fetch", index // BATCH)
             self.next_index = index + 1
             yield self.x[index], self.y[index]
-        self.next_index = 0
 
     def state_dict(self) -> dict[str, int]:
         return {"next_index": self.next_index}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.next_index = state["next_index"]
+        self.resume_at = state["next_index"]
 
 
 def train_loaders(loop: Loop, faults: Faults) -> Any:

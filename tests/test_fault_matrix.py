@@ -92,7 +92,9 @@ def _steps_at(loop: Loop, batch: int) -> bool:
 def _holds_gradients(loop: Loop, batch: int) -> bool:
     """Whether gradients of earlier batches are still to be stepped when ``batch`` starts."""
     if loop.optimization == "manual_accumulate":
-        return batch % 2 == 1
+        # Lightning zeroes them before a validation (`on_validation_model_zero_grad`): for manual
+        # optimization it counts no accumulation window
+        return batch % 2 == 1 and batch - 1 not in loop.validated_after
     return not loop.manual and loop.accumulate > 1 and batch % loop.accumulate != 0
 
 
@@ -128,8 +130,9 @@ def _fault(values: dict[str, Any], loop: Loop) -> Fault | None:
         return None  # the same as SIGTERM anywhere in the batch
     if not loop.reaches(epoch, batch):
         return None  # max_steps ended the fit before
-    if where == "on_train_epoch_end" and how in ("save", "sigusr1") and (epoch == 1 or not loop.reaches(1, 0)):
-        return None  # saved at the fit's last epoch end: the resumed fit has nothing left to run
+    final = epoch == 1 or not loop.reaches(1, 0)  # the fit's last epoch
+    if final and (where == "on_train_epoch_end" or (how == "sigterm" and batch == last)) and how != "exception":
+        return None  # the checkpoint comes after the fit's last batch: the resumed fit has nothing left to run
     if how == "checkpoint_kill" and not _reached_later(loop, epoch, batch + 2):
         return None  # nothing left to kill
     return Fault(where, how, epoch, batch)
