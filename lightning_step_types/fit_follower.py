@@ -40,6 +40,7 @@ from lightning_step_types.lightning_internals import (
     logger_step,
     metric_change_mark,
     metric_states_on_device,
+    next_zero_grad_index,
     scheduler_updates,
     stateful_loader_states,
     training_epoch_results,
@@ -215,7 +216,9 @@ class FitFollower:
             self.loaded_loaders = self.loaded_cycled = None
         self.epoch, self.batch = epoch, counters.completed
         self.phase = Phase.BATCH
-        if self.manual or counters.completed % self.window:  # gradients may be held over into this batch
+        # gradients may be held over into this batch: Lightning zeroes them only where this index is a
+        # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
+        if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
             self.gradient_marks = gradient_marks(self.parameters)
         elif self.gradient_marks is not None:
             self.gradient_marks = None

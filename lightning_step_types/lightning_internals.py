@@ -600,6 +600,12 @@ def next_zero_grad_index(trainer: Any) -> int:
     return int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
 
 
+def optimizer_step_due(trainer: Any) -> bool:
+    """Whether Lightning's automatic optimization steps at the end of the batch in flight
+    (`_TrainingEpochLoop._should_accumulate`: the window's last batch, or the epoch's)."""
+    return not trainer.fit_loop.epoch_loop._should_accumulate()
+
+
 def take_over_restart(trainer: Any) -> None:
     """End Lightning's own restart handling at the resumed run's first batch.
 

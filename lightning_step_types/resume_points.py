@@ -43,6 +43,7 @@ class Position:
     manual: bool
     window: int  # accumulate_grad_batches
     next_zero_index: int  # the index Lightning's next zero_grad decision is made with
+    step_due: bool  # an optimizer step ends this batch (automatic optimization: Lightning's own test)
     holds_gradients: bool  # a parameter has a .grad now
     gradients_at_start: bool  # the batch began with gradients of earlier batches still to be stepped
     gradients_added: bool  # since, this batch's backward added to them (the same tensors, changed)
@@ -120,7 +121,7 @@ def _inside_batch(p: Position) -> Point:
         return Point("batch_end", p.epoch, n, keep_gradients=_window_open(p), losses=hooks)
     stats = (Loss("running_stats", n),) if p.step_started else ()
     held = p.gradients_at_start and p.gradients_added and not p.gradients_reset
-    if held and p.gradients_complete and not p.manual and _window_open(p):
+    if held and p.gradients_complete and not p.manual and not p.step_due:
         # inside an accumulation window no step follows the backward: the batch's training is done
         hooks = () if p.batch_hooks_done else (Loss("batch_end_hooks", n),)
         return Point("batch_end", p.epoch, n, keep_gradients=True, losses=hooks)

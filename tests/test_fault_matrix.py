@@ -89,13 +89,20 @@ def _steps_at(loop: Loop, batch: int) -> bool:
     return loop.accumulate == 1 or (batch + 1) % loop.accumulate == 0 or last
 
 
+def _zeroes_at(loop: Loop, batch: int) -> bool:
+    """Whether Lightning zeroes the gradients in ``batch`` (automatic optimization): where the index it
+    passes is a multiple of the window, the batch's own, or with dataloader_iter the last fetched one."""
+    index = max(batch - 1, 0) if loop.signature == "dataloader_iter" else batch
+    return index % loop.accumulate == 0
+
+
 def _holds_gradients(loop: Loop, batch: int) -> bool:
     """Whether gradients of earlier batches are still to be stepped when ``batch`` starts."""
     if loop.optimization == "manual_accumulate":
         # Lightning zeroes them before a validation (`on_validation_model_zero_grad`): for manual
         # optimization it counts no accumulation window
         return batch % 2 == 1 and batch - 1 not in loop.validated_after
-    return not loop.manual and loop.accumulate > 1 and batch % loop.accumulate != 0
+    return not loop.manual and loop.accumulate > 1 and not _zeroes_at(loop, batch)
 
 
 def _fault(values: dict[str, Any], loop: Loop) -> Fault | None:
@@ -118,7 +125,7 @@ def _fault(values: dict[str, Any], loop: Loop) -> Fault | None:
             return None  # step-interval schedulers are updated where the optimizer steps
     if where in ("optimizer_step_before", "on_before_zero_grad") and loop.manual:
         return None
-    if where == "on_before_zero_grad" and loop.accumulate > 1 and batch % loop.accumulate:
+    if where == "on_before_zero_grad" and not _zeroes_at(loop, batch):
         return None  # gradients are zeroed at a window's first batch only
     if where in ("on_before_optimizer_step", "optimizer_step_before", "after_update") and not _steps_at(loop, batch):
         return None
