@@ -40,6 +40,7 @@ from lightning_step_types.lightning_internals import (
     logger_step,
     metric_change_mark,
     metric_states_on_device,
+    running,
     next_zero_grad_index,
     scheduler_updates,
     stateful_loader_states,
@@ -317,5 +318,6 @@ def follower_of(module: Any) -> FitFollower | None:
 
 
 def any_resuming() -> bool:
-    """Whether a followed fit still has a checkpoint's state to put back."""
-    return any(follower.resume is not None for follower in list(_FOLLOWERS.values()))
+    """Whether a running fit still has a checkpoint's state to put back (a fit an exception ended
+    keeps its follower until the module's next fit)."""
+    return any(follower.resume is not None and running(follower.trainer()) for follower in list(_FOLLOWERS.values()))

@@ -17,8 +17,6 @@ import torch
 __all__ = [
     "LoggedEntry",
     "LoggingContext",
-    "batch_in_flight",
-    "batch_position",
     "call_before_updates",
     "compiler_of",
     "epoch_results_mismatch",
@@ -37,7 +35,6 @@ __all__ = [
     "metric_states",
     "metric_states_on_cpu",
     "metric_states_on_device",
-    "rewrite_in_flight_batch",
     "set_update_bookkeeping",
     "stateful_loader_states",
     "stop_calling_before_updates",
@@ -56,6 +53,14 @@ def trainer_of(module: Any) -> Any:
     ``module.trainer`` property raises when no Trainer is attached, and this runs on every step.
     """
     return module.__dict__.get("_trainer")
+
+
+def running(trainer: Any) -> bool:
+    """Whether ``trainer`` (or None) is inside ``fit``/``validate``/``test``/``predict`` now."""
+    if trainer is None:
+        return False
+    status: str = trainer.state.status._value_  # TrainerStatus is a str enum: its value skips the case-folding __eq__
+    return status == "running"
 
 
 def trainer_is_running(module: Any) -> bool:
@@ -409,8 +414,11 @@ def cycled_loaders(trainer: Any) -> list[bool] | None:
     None for another mode, or before the epoch's iterator exists.
     """
     loader = getattr(trainer.fit_loop, "_combined_loader", None)
-    consumed = getattr(getattr(loader, "_iterator", None), "_consumed", None)
-    return list(consumed) if isinstance(consumed, list) and consumed else None
+    consumed: Any = getattr(getattr(loader, "_iterator", None), "_consumed", None)
+    if not isinstance(consumed, list) or not consumed:
+        return None
+    flags: list[Any] = cast(Any, consumed)
+    return [bool(flag) for flag in flags]
 
 
 def continue_loader_iterator(trainer: Any, consumed: list[bool] | None, batches_before: int) -> None:

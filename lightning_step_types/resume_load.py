@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.lightning_internals import (
@@ -73,8 +73,8 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     if trainer is None or follower is None or str.__eq__(trainer.state.fn, "fit") is not True:
         return
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
-    saved: Any = ours.get(STATE) if isinstance(ours, Mapping) else None
-    resume = follower.resume = Resume(trainer, module, saved if isinstance(saved, Mapping) else None)
+    saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
+    resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     follower.loaded_cycled = resume.encoded.cycled if resume.encoded is not None else None
 
@@ -101,7 +101,8 @@ class Resume:
             self.problems.append(format_problem_of(saved.get("format"), FORMAT))
             self.saved = None
             return
-        self.point = Point(**{**saved["point"], "losses": ()})
+        point: dict[str, Any] = {**saved["point"], "losses": ()}
+        self.point = Point(**point)
         self.encoded = ResumePoint(**saved["encoded"])
         self.saved_stopped = bool(saved.get("stopped"))
         ranks = saved["ranks"]
@@ -115,8 +116,9 @@ class Resume:
                 present = [state for state in ranks if state is not None]
                 self.problems.append(ranks_problem(lost, where, _everything(present)))
         else:
-            self.state = ranks[rank]
-            self.pending = dict(self.state.get("logged") or {})
+            state: Mapping[str, Any] = ranks[rank]
+            self.state = state
+            self.pending = dict(state.get("logged") or {})
         self.problems += [_loss_problem(loss) for loss in saved["losses"]]
 
     # --- the follower's three moments ----------------------------------------------------------------
@@ -142,7 +144,7 @@ class Resume:
 
     def first_batch(self, follower: FitFollower) -> bool:
         """Start the resumed run at the point; False where no batch runs now (a batch's or the epoch's end)."""
-        trainer = follower.trainer()
+        trainer: Any = follower.trainer()  # alive: its loop calls this
         module = self.module()
         point = self.point
         counters = batch_counters(trainer)
@@ -235,7 +237,8 @@ def _everything(ranks: list[Any]) -> list[str]:
     """Everything the saved states hold, as the warnings name it."""
     names: dict[str, None] = {}
     for state in ranks:
-        names.update((saved["shown"], None) for saved in (state.get("logged") or {}).values())
+        logged: Mapping[str, Any] = state.get("logged") or {}
+        names.update((str(saved["shown"]), None) for saved in logged.values())
         names.update((f"metric {name!r}", None) for name in state.get("metrics", {}))
     return list(names)
 

@@ -15,7 +15,7 @@ a ``TypedLightningModule``, or under ``StepResultAdapter()``, carries each metri
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from torchmetrics import Metric
 
@@ -56,7 +56,8 @@ def resumed_metrics(module: Any) -> dict[str, Metric]:
             skipped.append(path + ".")
         elif isinstance(sub, Metric) and not any((path + ".").startswith(prefix) for prefix in skipped):
             add(path, sub)
-    for attribute, value in vars(module).items():
+    attributes: dict[str, Any] = cast("dict[str, Any]", vars(module))
+    for attribute, value in attributes.items():
         if isinstance(value, dict):
             items: list[tuple[Any, Any]] = list(value.items())  # pyright: ignore[reportUnknownArgumentType]
         elif isinstance(value, (list, tuple)):

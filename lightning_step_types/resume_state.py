@@ -16,7 +16,7 @@ Everything is copied to the CPU when saved and back to each object's device when
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -44,11 +44,13 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
     rewound = point is not None and point.kind == "batch" and follower.phase == Phase.BATCH
     state: dict[str, Any] = {}
     if point is not None and point.kind in ("batch", "batch_end", "epoch_end"):
+        pending: dict[str, Any]
         if rewound:
             pending, entries = follower.record.pending, logged_entries_at(follower.record.logged)
         else:
             resume: Any = follower.resume
-            pending, entries = resume.pending_logged() if resume is not None else {}, logged_entries(follower.results)
+            pending = cast("dict[str, Any]", resume.pending_logged()) if resume is not None else {}
+            entries = logged_entries(follower.results)
         state["logged"] = {**pending, **_saved_logged(entries)}
     if rewound:
         state["metrics"] = {
@@ -68,11 +70,13 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
             name: {"type": type_name(metric), **metric_states(metric)}
             for name, metric in follower.metrics.items() if not (ending and id(metric) in reset)
         }
-    views = follower.validation_views if point is not None and point.from_validation else logger_metric_dicts(trainer)
+    views = logger_metric_dicts(trainer)
+    if point is not None and point.from_validation and follower.validation_views is not None:
+        views = follower.validation_views
     if point is not None and point.after_epoch_end:  # the epoch's values, which Lightning adds after the hooks
-        ending = epoch_end_views(trainer)
-        views = {name: {**view, **ending.get(name, {})} for name, view in views.items()}
-    state["views"] = {name: _on_cpu(view) for name, view in (views or {}).items()}
+        added = epoch_end_views(trainer)
+        views = {name: {**view, **added.get(name, {})} for name, view in views.items()}
+    state["views"] = {name: _on_cpu(view) for name, view in views.items()}
     if point is not None and point.kind == "batch_end" and follower.phase == Phase.BATCH:
         state["step_row"] = {kind: _on_cpu(values) for kind, values in step_row(trainer).items()}
     if point is not None and point.keep_gradients:
