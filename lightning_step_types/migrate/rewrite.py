@@ -13,7 +13,7 @@ from libcst.metadata import MetadataWrapper
 
 from lightning_step_types.migrate.analysis import Analyzer, resolve_run
 from lightning_step_types.migrate.conventions import PACKAGE, TYPED_BASE
-from lightning_step_types.migrate.facts import Options, Positions, RunFacts
+from lightning_step_types.migrate.facts import Options, RunFacts
 from lightning_step_types.migrate.imports import (
     add_imports,
     bound_at_module_level,
@@ -30,6 +30,7 @@ from lightning_step_types.migrate.layout import (
     remove_elements,
     standalone,
 )
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.report import Finding, Migration
 from lightning_step_types.migrate.steps import DictPlan, FileContext, Step, collect_classes, link_classes
 from lightning_step_types.migrate.syntax import ImportTable
