@@ -32,7 +32,7 @@ from models import RegressorParts, assert_same_params, make_loader, params_of, t
 from torch._dynamo.utils import counters
 
 import lightning_step_types.compiled_logging as compiled_logging
-from lightning_step_types import StepResultError, TrainStepResult, ValStepResult
+from lightning_step_types import StepResultError, TrainStepResult, ValStepResult, compiled
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
 from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
 
@@ -389,6 +389,22 @@ def test_a_compiled_step_that_raises_logs_nothing_of_that_call_and_leaves_nothin
     assert sorted(compiled["logged"]) == LOGGED
     for name, value in eager["logged"].items():
         assert torch.equal(compiled["logged"][name], value), name
+
+
+def test_compiled_is_torch_compile_with_its_arguments(tmp_path: Path) -> None:
+    """``compiled`` (the typed spelling) returns ``torch.compile``'s result: a fit trains as under
+    ``torch.compile(model, fullgraph=True)``, and its arguments reach ``torch.compile``."""
+    model, _ = build("pytorch_lightning", "typed", compile_submodules=False, logs=True)
+    wrapped = compiled(model, fullgraph=True)
+    assert isinstance(wrapped, torch._dynamo.eval_frame.OptimizedModule) and wrapped._orig_mod is model
+    assert wrapped.net is model.net  # attributes read through to the module
+    assert compiled(model, disable=True) is model  # torch.compile's own answer to disable=True
+    trainer = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "compiled", limit_val_batches=2))
+    with dynamo_watched() as seen:
+        trainer.fit(wrapped, make_loader(), make_loader(seed=1))
+    assert seen["graph_breaks"] == 0
+    reference = fit("pytorch_lightning", "typed", tmp_path / "torch.compile", whole=True, fullgraph=True, logs=True)
+    assert_same_params(model, reference["params"])
 
 
 def test_to_uncompiled_gives_back_the_typed_modules_own_steps_after_two_compiled_fits(tmp_path: Path) -> None:
