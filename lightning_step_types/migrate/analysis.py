@@ -394,6 +394,9 @@ class Analyzer:
                 else:
                     chosen = TYPED_BASE_MODULES[flavour][0]
                     self.base_switches[arg] = chosen
+                    line = self.positions.line(info.node.name)
+                    switch = f"{short(arg.value)} -> {TYPED_BASE} (from {chosen})"
+                    self.findings.append(Finding("switched-base", info.qualname, line, switch))
 
 
 def resolve_run(analyzers: list[Analyzer], steps: list[Step]) -> None:
