@@ -287,7 +287,7 @@ def test_self_log_in_a_compiled_typed_step_leaves_the_graph_whole(fullgraph: boo
     assert compiled["global_step"] == 4
 
 
-def test_lightnings_own_self_log_in_a_compiled_step_breaks_the_graph_at_each_call(tmp_path: Path) -> None:
+def test_lightnings_own_self_log_in_a_compiled_step_breaks_the_graph(tmp_path: Path) -> None:
     """What the typed module's ``log`` spares a compiled step, measured: Lightning's ``self.log``
     called inside the compiled graph (a typed module whose ``log`` goes straight to
     ``LightningModule.log``). Dynamo breaks the graph at ``_ResultCollection.log``, which Lightning
