@@ -12,8 +12,8 @@ the same hook (``training_step``, ...), before the library's checks, ``log_loss`
 metrics, with the tensors the graph computed.
 
 A step that raises logs nothing of its call. Where dynamo runs a frame eagerly (it cannot compile
-it), ``self.log`` there calls Lightning at once. Without ``torch.compiler.is_compiling`` (torch
-older than 2.3) nothing is noted: every call goes to Lightning inside the compiled step.
+it), ``self.log`` there calls Lightning at once. A torch without ``torch.compiler.is_compiling``
+notes nothing: every call goes to Lightning inside the compiled step.
 """
 
 from __future__ import annotations
