@@ -87,19 +87,15 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(groups)
 
 
-def test_the_walk_sees_function_level_and_type_checking_imports() -> None:
+def test_the_walk_sees_function_level_and_type_checking_imports(tmp_path: Path) -> None:
     modules = {f"{PACKAGE}.a": Path(), f"{PACKAGE}.b": Path(), f"{PACKAGE}.c": Path()}
-    source = (
+    path = tmp_path / "a.py"
+    path.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from lightning_step_types.b import B\n"
         "def f():\n    from . import c\n    return c\n"
     )
-    path = ROOT / "tests" / "_import_walk_probe.py"
-    path.write_text(source)
-    try:
-        assert imports_of(f"{PACKAGE}.a", path, modules) == {f"{PACKAGE}.b", f"{PACKAGE}.c"}
-    finally:
-        path.unlink()
+    assert imports_of(f"{PACKAGE}.a", path, modules) == {f"{PACKAGE}.b", f"{PACKAGE}.c"}
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
