@@ -5,6 +5,10 @@ compiled whole with inductor (Lightning compiles ``forward`` and ``training_step
 ``LightningModule`` returning the loss or a dict, a ``TypedLightningModule`` returning
 ``TrainStepResult(loss)`` or ``TrainStepResult(loss, metadata)``, and ``StepResultAdapter()`` on
 the dict module; the plain module uncompiled shows what compiling itself changes at this size.
+Three more variants call ``self.log("train_loss", loss)`` in the step: the plain module uncompiled
+(compiled, its ``self.log`` fails under torch 2.13), the typed module (its calls are made after the
+compiled step returns), and the typed module with Lightning's own ``self.log`` inside the compiled
+graph (its ``log`` calls ``LightningModule.log``: what the typed module avoids).
 
 A step's time is the interval between consecutive ``on_train_batch_start`` calls, the median after
 the first steps (which compile). Each repetition fits every variant once, in rotating order, after
@@ -78,6 +82,27 @@ class TypedMetadata(LinearParts, TypedLightningModule):
         return TrainStepResult(loss=F.cross_entropy(logits, y), metadata={"logits": logits})
 
 
+class PlainLogged(LinearParts, pl.LightningModule):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = F.cross_entropy(self.layer(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+
+class TypedLogged(LinearParts, TypedLightningModule):
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        loss = F.cross_entropy(self.layer(x), y)
+        self.log("train_loss", loss)
+        return TrainStepResult(loss=loss)
+
+
+class TypedLightningLogged(TypedLogged):
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pl.LightningModule.log(self, *args, **kwargs)
+
+
 # name -> (model class, adapter?, compiled?, baseline name)
 VARIANTS: dict[str, tuple[type[pl.LightningModule], bool, bool, str | None]] = {
     "plain: return loss, eager": (PlainLoss, False, False, None),
@@ -86,6 +111,9 @@ VARIANTS: dict[str, tuple[type[pl.LightningModule], bool, bool, str | None]] = {
     "typed: TrainStepResult(loss)": (TypedLoss, False, True, "plain: return loss"),
     "typed: TrainStepResult(loss, metadata)": (TypedMetadata, False, True, "plain: return {'loss', 'logits'}"),
     "StepResultAdapter() on the dict module": (PlainDict, True, True, "plain: return {'loss', 'logits'}"),
+    "plain: self.log, return loss, eager": (PlainLogged, False, False, None),
+    "typed: self.log, TrainStepResult(loss)": (TypedLogged, False, True, "plain: self.log, return loss, eager"),
+    "typed: Lightning's self.log in the graph": (TypedLightningLogged, False, True, "plain: self.log, return loss, eager"),
 }
 
 

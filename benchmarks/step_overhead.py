@@ -22,7 +22,7 @@ Three measurements, all in one process on one CPU thread:
    call per variant, fit after fit in turns. The model's own work is the same in a variant and
    its baseline, so the difference is the adapter's work as it runs in training, with cold caches.
 
-Run from the repository root after ``pip install -e .``::
+Run from the repository root after ``pip install torch==2.13.0 && pip install -e .``::
 
     python benchmarks/step_overhead.py          # about 1.5 minutes on 2 idle cores
     python benchmarks/step_overhead.py --quick  # about 25 seconds, noisier

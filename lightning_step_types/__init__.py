@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from lightning_step_types.compiling import compiled
 from lightning_step_types.errors import StepResultError, StepResultWarning
 from lightning_step_types.policy import LossLogging, NonFiniteLoss
 from lightning_step_types.results import FrozenMetadata, StepResult, TrainStepResult, ValStepResult
@@ -37,6 +38,7 @@ __all__ = [
     "TypedCallback",
     "TypedLightningModule",
     "ValStepResult",
+    "compiled",
     "declared_metric",
 ]
 __version__ = "0.1.0"

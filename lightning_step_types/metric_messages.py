@@ -11,17 +11,15 @@ import inspect
 import types
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 from torchmetrics import Metric, MetricCollection
 
 from lightning_step_types.checks import StepCall
 from lightning_step_types.errors import StepResultError, StepResultWarning, describe, describe_tensor, format_problem, short_repr
+from lightning_step_types.metric_copies import StageCopies
 from lightning_step_types.results import StepResult
-
-if TYPE_CHECKING:
-    from lightning_step_types.metric_updates import StageCopies
 
 
 def update_method(metric: Metric | MetricCollection) -> Callable[..., Any]:

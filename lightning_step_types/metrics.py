@@ -22,11 +22,11 @@ from typing_extensions import TypeVar
 
 from lightning_step_types.adapter import STEP_HOOKS, module_state
 from lightning_step_types.errors import StepResultError, describe, short_repr
+from lightning_step_types.metric_copies import StageCopies
 from lightning_step_types.metric_messages import callable_name, describe_callable, short_str
 from lightning_step_types.metric_updates import STAGES as STAGES  # the rest of the package imports these from here
 from lightning_step_types.metric_updates import CONTAINER_ATTRIBUTE as CONTAINER_ATTRIBUTE
 from lightning_step_types.metric_updates import MetricSet as MetricSet
-from lightning_step_types.metric_updates import StageCopies
 from lightning_step_types.metric_updates import StepMetricCopies as StepMetricCopies
 from lightning_step_types.metric_updates import stage_of as stage_of
 from lightning_step_types.metric_values import declared_metric as declared_metric

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, cast
 import lightning_step_types.epoch_state as epoch_state
 import lightning_step_types.stage_isolation as stage_isolation
 from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, module_state, typed_outputs
+from lightning_step_types.compiled_logging import record_log, recording_logs
 from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.metrics import (
     StepMetric,
@@ -167,6 +168,14 @@ class TypedModuleMixin:
         _end_of_test_epoch(self)
         cast(Any, super()).on_test_epoch_end()
 
+    def log(self, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        """Lightning's ``self.log``. Inside a step compiled with ``trainer.fit(torch.compile(model))``
+        the call is made as soon as the step returns, outside the compiled graph (``compiled_logging``)."""
+        if recording_logs():
+            record_log(_lightning_log, self, name, value, args, kwargs)
+        else:
+            _lightning_log(self, name, value, args, kwargs)
+
     def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
         """Declare metrics fed by each step's result, e.g.
         ``{"acc": StepMetric(Accuracy(task="multiclass", num_classes=3), update=lambda result, batch:
@@ -192,6 +201,10 @@ class TypedModuleMixin:
 
     def on_test_batch_result(self, result: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         """Called after each test step with its ``ValStepResult``, or None."""
+
+
+def _lightning_log(module: TypedModuleMixin, name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    cast(Any, super(TypedModuleMixin, module)).log(name, value, *args, **kwargs)
 
 
 def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:

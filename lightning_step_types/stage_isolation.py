@@ -220,9 +220,8 @@ def _clone_hint(module: torch.nn.Module, path: str, metric: Metric | MetricColle
 
 
 def _declaration_hint(module: torch.nn.Module) -> str:
-    from lightning_step_types.module import TypedModuleMixin
-
-    if isinstance(module, TypedModuleMixin):
+    # `configure_step_metrics` is the typed module's hook for declared metrics (a plain module has none).
+    if callable(getattr(type(module), "configure_step_metrics", None)):
         return "in `configure_step_metrics`"
     return "with `StepResultAdapter(metrics=...)`"
 

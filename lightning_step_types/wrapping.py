@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, TypeGuard, TypeVar
 import torch
 
 from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, run_step, typed_outputs
+from lightning_step_types.compiled_logging import logs_after
 from lightning_step_types.lightning_internals import compiler_of, keep_uncompiled_step
 from lightning_step_types.policy import StepPolicy
 
@@ -69,7 +70,8 @@ def compile_inside_adapted_steps(module: torch.nn.Module, policy_of: Callable[[A
     would trace the checks and conversion too, and break its graph at the non-finite check's
     ``loss.item()``. Instead the instance gets the wrapper around the user's step compiled alone:
     the compiled region is the same as for a plain module, and the checks run eagerly after it,
-    still before backward. Called at each run's setup, after Lightning compiled the steps.
+    still before backward. The step's ``self.log`` calls are made after it too (``logs_after``).
+    Called at each run's setup, after Lightning compiled the steps.
     """
     compiler = compiler_of(module)
     if compiler is None:
@@ -78,7 +80,7 @@ def compile_inside_adapted_steps(module: torch.nn.Module, policy_of: Callable[[A
         func = getattr(getattr(type(module), hook_name, None), "__lst_step__", None)
         if func is None:  # Lightning's own default step: left as Lightning compiled it
             continue
-        compiled = compiler(types.MethodType(func, module))
+        compiled = logs_after(compiler(types.MethodType(func, module)))
         module.__dict__[hook_name] = _adapted_compiled_step(module, hook_name, policy_of, func, compiled)
         keep_uncompiled_step(module, hook_name, types.MethodType(getattr(type(module), hook_name), module))
 

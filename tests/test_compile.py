@@ -8,8 +8,10 @@ graph-break count (dynamo's ``counters["graph_break"]``, 0 for these steps), and
 or warning that the plain run does not give too. Every model computes the same graphs, so inductor
 compiles them once and later runs hit its cache.
 
-The steps call no ``self.log``: with torch 2.13 and Lightning 2.6 dynamo fails on it inside a
-compiled step (it inspects the step's signature), for plain LightningModules just the same.
+The steps call no ``self.log`` unless a test says so: ``self.log`` in a compiled step is measured
+on its own below, for the typed module (its calls are made after the compiled step returns), for
+Lightning's own ``self.log`` inside the compiled graph, and for plain modules. The figures the docs
+quote are these tests' (torch 2.13.0, pytorch-lightning 2.6.6: ``MEASURED_TORCH``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import torch
 from models import RegressorParts, assert_same_params, make_loader, params_of, trainer_kwargs
 from torch._dynamo.utils import counters
 
-from lightning_step_types import StepResultError, TrainStepResult, ValStepResult
+import lightning_step_types.compiled_logging as compiled_logging
+from lightning_step_types import StepResultError, TrainStepResult, ValStepResult, compiled
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
 from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
 
@@ -38,6 +41,8 @@ FLAVOURS = {
     "lightning.pytorch": (lightning_pytorch, lst_lightning_pytorch),
 }
 NAN_BATCH = 2
+# The torch release whose dynamo the exact figures below were measured with (docs/quickstart.md#torchcompile).
+MEASURED_TORCH = "2.13."
 
 
 class Steps(RegressorParts):
@@ -46,6 +51,7 @@ class Steps(RegressorParts):
     typed = False
     compile_submodules = False
     with_metadata = True
+    logs = False  # the steps call self.log: train_loss per step and epoch, val_loss
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,26 +67,44 @@ class Steps(RegressorParts):
         loss, preds = self.loss_and_preds(batch)
         if batch_idx == self.nan_at:
             loss = loss * math.nan
+        if self.logs:
+            self.log("train_loss", loss, on_step=True, on_epoch=True)
         if self.typed:
             return TrainStepResult(loss=loss, metadata={"preds": preds.detach()}) if self.with_metadata else TrainStepResult(loss=loss)
         return {"loss": loss, "preds": preds.detach()}
 
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
         loss, preds = self.loss_and_preds(batch)
+        if self.logs:
+            self.log("val_loss", loss)
         return ValStepResult(loss=loss, metadata={"preds": preds}) if self.typed else {"loss": loss, "preds": preds}
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.train_outputs.append(outputs)
 
 
-def build(flavour: str, way: str, compile_submodules: bool, with_metadata: bool = True) -> tuple[Any, list[Any]]:
+class LightningsOwnLog:
+    """A typed module's ``self.log`` going straight to Lightning's, inside the compiled graph."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pytorch_lightning.LightningModule.log(self, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def build(
+    flavour: str, way: str, compile_submodules: bool, with_metadata: bool = True, logs: bool = False
+) -> tuple[Any, list[Any]]:
     """The model and callbacks: ``plain`` Lightning, the ``typed`` module, the ``adapter`` over a plain
-    module returning dicts, or ``adapter+typed`` (a plain module returning typed results)."""
+    module returning dicts, ``adapter+typed`` (a plain module returning typed results), or
+    ``typed+lightning-log`` (the typed module calling Lightning's ``self.log`` in its compiled step)."""
     package, ours = FLAVOURS[flavour]
-    typed = way in ("typed", "adapter+typed")
-    base = ours.TypedLightningModule if way == "typed" else package.LightningModule
-    namespace = {"typed": typed, "compile_submodules": compile_submodules, "with_metadata": with_metadata}
-    cls = type("Regressor", (Steps, base), namespace)
+    typed = way in ("typed", "adapter+typed", "typed+lightning-log")
+    bases: tuple[type, ...] = (package.LightningModule,)
+    if way == "typed":
+        bases = (ours.TypedLightningModule,)
+    elif way == "typed+lightning-log":
+        bases = (LightningsOwnLog, ours.TypedLightningModule)
+    namespace = {"typed": typed, "compile_submodules": compile_submodules, "with_metadata": with_metadata, "logs": logs}
+    cls = type("Regressor", (Steps, *bases), namespace)
     callbacks = [ours.StepResultAdapter()] if way.startswith("adapter") else []
     return cls(), callbacks
 
@@ -113,6 +137,8 @@ def dynamo_watched() -> Iterator[dict[str, Any]]:
         for logger in loggers:
             logger.removeHandler(handler)
         seen["graph_breaks"] = sum(counters["graph_break"].values())
+        seen["break_reasons"] = sorted(counters["graph_break"])
+        seen["graphs"] = counters["stats"]["unique_graphs"]
         seen["log_lines"] = handler.lines
         seen["warnings"] = sorted({str(w.message) for w in caught if _from_the_compiler(w)})
         torch._dynamo.reset()
@@ -131,8 +157,9 @@ def fit(
     fullgraph: bool = False,
     nan_at: int | None = None,
     with_metadata: bool = True,
+    logs: bool = False,
 ) -> dict[str, Any]:
-    model, callbacks = build(flavour, way, compile_submodules=not whole, with_metadata=with_metadata)
+    model, callbacks = build(flavour, way, compile_submodules=not whole, with_metadata=with_metadata, logs=logs)
     model.nan_at = nan_at
     trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
     with dynamo_watched() as seen:
@@ -143,6 +170,7 @@ def fit(
     seen["params"] = params_of(model)
     seen["model"] = model
     seen["global_step"] = trainer.global_step
+    seen["logged"] = {name: value.clone() for name, value in trainer.callback_metrics.items()}
     return seen
 
 
@@ -212,8 +240,7 @@ def test_a_nan_loss_in_a_compiled_step_raises_before_its_backward(way: str, tmp_
 
 
 def test_log_loss_logs_a_compiled_steps_loss_from_outside_the_compiled_region(tmp_path: Path) -> None:
-    """``self.log`` cannot run inside a compiled step (see the module docstring); ``log_loss`` logs
-    after it returns, with the values of the same module run eagerly."""
+    """``log_loss`` logs after the compiled step returns, with the values of the same module run eagerly."""
     logged: dict[str, dict[str, torch.Tensor]] = {}
     for how in ("compiled", "eager"):
         model, _ = build("pytorch_lightning", "typed", compile_submodules=False)
@@ -226,6 +253,158 @@ def test_log_loss_logs_a_compiled_steps_loss_from_outside_the_compiled_region(tm
     assert sorted(logged["compiled"]) == ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"]
     for name, value in logged["eager"].items():
         assert torch.equal(logged["compiled"][name], value), name
+
+
+def fit_eagerly(way: str, root: Path, *, logs: bool = False) -> dict[str, Any]:
+    """``fit``'s run uncompiled: the reference for a compiled run's values."""
+    model, callbacks = build("pytorch_lightning", way, compile_submodules=False, logs=logs)
+    trainer = pytorch_lightning.Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
+    trainer.fit(model, make_loader(), make_loader(seed=1))
+    return {"params": params_of(model), "logged": {name: value.clone() for name, value in trainer.callback_metrics.items()}}
+
+
+LOGGED = ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"]
+
+
+@pytest.mark.parametrize("fullgraph", [False, True], ids=["default", "fullgraph"])
+def test_self_log_in_a_compiled_typed_step_leaves_the_graph_whole(fullgraph: bool, tmp_path: Path) -> None:
+    """The typed module makes a compiled step's ``self.log`` calls as soon as it returns: no graph
+    break, as many graphs as the same steps without ``self.log`` compile to (no recompilation on
+    Lightning's state), ``fullgraph=True`` accepted, and the eager run's logged values and weights,
+    bit for bit."""
+    compiled = fit("pytorch_lightning", "typed", tmp_path / "compiled", whole=True, fullgraph=fullgraph, logs=True)
+    unlogged = fit("pytorch_lightning", "typed", tmp_path / "unlogged", whole=True, fullgraph=fullgraph)
+    eager = fit_eagerly("typed", tmp_path / "eager", logs=True)
+    assert "error" not in compiled
+    assert compiled["graph_breaks"] == unlogged["graph_breaks"] == 0
+    assert compiled["graphs"] == unlogged["graphs"] == 3  # validation_step, training_step at batch 0 and after
+    assert compiled["log_lines"] == [] and compiled["warnings"] == []
+    assert sorted(compiled["logged"]) == LOGGED
+    assert list(compiled["logged"]) == list(eager["logged"])  # logged in the same order
+    for name, value in eager["logged"].items():
+        assert torch.equal(compiled["logged"][name], value), name
+    assert_same_params(compiled["params"], eager["params"])
+    assert compiled["global_step"] == 4
+
+
+def test_lightnings_own_self_log_in_a_compiled_step_breaks_the_graph(tmp_path: Path) -> None:
+    """What the typed module's ``log`` spares a compiled step, measured: Lightning's ``self.log``
+    called inside the compiled graph (a typed module whose ``log`` goes straight to
+    ``LightningModule.log``). Dynamo breaks the graph at ``_ResultCollection.log``, which Lightning
+    marks ``torch.compiler.disable``, and recompiles as Lightning's state changes; ``fullgraph=True``
+    refuses the step."""
+    run = fit("pytorch_lightning", "typed+lightning-log", tmp_path / "default", whole=True, logs=True)
+    assert "error" not in run
+    assert len(run["break_reasons"]) == 1
+    assert "Skip inlining `torch.compiler.disable()`d function" in run["break_reasons"][0]
+    assert "_ResultCollection.log" in run["break_reasons"][0]
+    assert sorted(run["logged"]) == LOGGED
+    if torch.__version__.startswith(MEASURED_TORCH):  # the figures docs/quickstart.md quotes
+        assert (run["graph_breaks"], run["graphs"]) == (9, 8)
+    else:
+        assert run["graph_breaks"] > 0
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=r"Skip inlining `torch\.compiler\.disable\(\)`d function"):
+        fit("pytorch_lightning", "typed+lightning-log", tmp_path / "fullgraph", whole=True, fullgraph=True, logs=True)
+
+
+def validate_compiled(way: str, root: Path, *, fullgraph: bool = False) -> dict[str, Any]:
+    """``trainer.validate(torch.compile(model))`` of the model whose validation step logs ``val_loss``."""
+    model, callbacks = build("pytorch_lightning", way, compile_submodules=False, logs=True)
+    trainer = pytorch_lightning.Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
+    with dynamo_watched() as seen:
+        trainer.validate(torch.compile(model, fullgraph=fullgraph), make_loader(seed=1), verbose=False)
+    seen["logged"] = {name: value.clone() for name, value in trainer.callback_metrics.items()}
+    return seen
+
+
+@pytest.mark.skipif(not torch.__version__.startswith(MEASURED_TORCH), reason=f"measured with torch {MEASURED_TORCH}x")
+@pytest.mark.parametrize("way", ["plain", "adapter"])
+def test_self_log_in_a_compiled_plain_step_under_torch_2_13(way: str, tmp_path: Path) -> None:
+    """A plain module's compiled step calls Lightning's ``self.log`` inside the graph
+    (``StepResultAdapter()`` wraps the compiled step and changes nothing inside it). In training,
+    ``self.log`` looks at the training step's signature, which dynamo fails on under torch 2.13 (the
+    step is a bound method that Lightning wrapped with dynamo), ``fullgraph=True`` or not. In
+    validation it gets as far as ``_ResultCollection.log``: 3 graph breaks there in 2 validation
+    batches (dynamo compiles the step again at the second), or ``Unsupported`` with ``fullgraph=True``."""
+    for fullgraph in (False, True):
+        with pytest.raises(torch._dynamo.exc.InternalTorchDynamoError, match="'method' object has no attribute '__dict__'"):
+            fit("pytorch_lightning", way, tmp_path / f"fit-{fullgraph}", whole=True, fullgraph=fullgraph, logs=True)
+    validated = validate_compiled(way, tmp_path / "validate")
+    assert validated["graph_breaks"] == 3
+    assert len(validated["break_reasons"]) == 1 and "_ResultCollection.log" in validated["break_reasons"][0]
+    assert sorted(validated["logged"]) == ["val_loss"]
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=r"Skip inlining `torch\.compiler\.disable\(\)`d function"):
+        validate_compiled(way, tmp_path / "validate-fullgraph", fullgraph=True)
+
+
+def test_self_log_in_a_compiled_typed_validation_step_breaks_no_graph(tmp_path: Path) -> None:
+    """The typed module's counterpart of the plain validation run above."""
+    validated = validate_compiled("typed", tmp_path / "validate")
+    assert validated["graph_breaks"] == 0
+    assert sorted(validated["logged"]) == ["val_loss"]
+    assert validate_compiled("typed", tmp_path / "validate-fullgraph", fullgraph=True)["graph_breaks"] == 0
+
+
+class LogsText(Steps, lst_pytorch_lightning.TypedLightningModule):
+    """A training step whose ``self.log`` Lightning refuses (a string value)."""
+
+    typed = True
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        self.log("note", "text")  # type: ignore[arg-type]
+        return super().training_step(batch, batch_idx)
+
+
+class RaisesAfterLogging(Steps, lst_pytorch_lightning.TypedLightningModule):
+    """A training step that logs, then raises at its second batch."""
+
+    typed = True
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        self.log("before_the_error", 1.0)
+        if batch_idx == 1:
+            raise RuntimeError("the step failed")
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_self_log_lightning_refuses_raises_its_error_from_a_compiled_typed_step(tmp_path: Path) -> None:
+    errors = []
+    for how in ("compiled", "eager"):
+        trainer = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / how))
+        with dynamo_watched(), pytest.raises(ValueError) as raised:
+            model = LogsText()
+            trainer.fit(torch.compile(model) if how == "compiled" else model, make_loader())
+        errors.append(str(raised.value))
+    assert errors[0] == errors[1] == "`self.log(note, text)` was called, but `str` values cannot be logged"
+
+
+def test_a_compiled_step_that_raises_logs_nothing_of_that_call_and_leaves_nothing_for_the_next(tmp_path: Path) -> None:
+    with dynamo_watched(), pytest.raises(RuntimeError, match="the step failed"):
+        first = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "failed"))
+        first.fit(torch.compile(RaisesAfterLogging()), make_loader())
+    assert float(first.callback_metrics["before_the_error"]) == 1.0  # batch 0's
+    assert compiled_logging._pending == []  # batch 1's call is dropped with its exception
+    compiled = fit("pytorch_lightning", "typed", tmp_path / "compiled", whole=True, logs=True)
+    eager = fit_eagerly("typed", tmp_path / "eager", logs=True)
+    assert sorted(compiled["logged"]) == LOGGED
+    for name, value in eager["logged"].items():
+        assert torch.equal(compiled["logged"][name], value), name
+
+
+def test_compiled_is_torch_compile_with_its_arguments(tmp_path: Path) -> None:
+    """``compiled`` (the typed spelling) returns ``torch.compile``'s result: a fit trains as under
+    ``torch.compile(model, fullgraph=True)``, and its arguments reach ``torch.compile``."""
+    model, _ = build("pytorch_lightning", "typed", compile_submodules=False, logs=True)
+    wrapped = compiled(model, fullgraph=True)
+    assert isinstance(wrapped, torch._dynamo.eval_frame.OptimizedModule) and wrapped._orig_mod is model
+    assert wrapped.net is model.net  # attributes read through to the module
+    assert compiled(model, disable=True) is model  # torch.compile's own answer to disable=True
+    trainer = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "compiled", limit_val_batches=2))
+    with dynamo_watched() as seen:
+        trainer.fit(wrapped, make_loader(), make_loader(seed=1))
+    assert seen["graph_breaks"] == 0
+    reference = fit("pytorch_lightning", "typed", tmp_path / "torch.compile", whole=True, fullgraph=True, logs=True)
+    assert_same_params(model, reference["params"])
 
 
 def test_to_uncompiled_gives_back_the_typed_modules_own_steps_after_two_compiled_fits(tmp_path: Path) -> None:

@@ -180,6 +180,7 @@ def test_api_page_documents_the_public_surface(built_site: Path) -> None:
         "TypedCallback",
         "TypedLightningModule",
         "ValStepResult",
+        "compiled",
         "declared_metric",
     }, "the public API changed: document the new names in docs/api.md and update this list"
     anchors = set(re.findall(r'id="(lightning_step_types\.[\w.]+)"', api))
@@ -196,6 +197,7 @@ def test_api_page_documents_the_public_surface(built_site: Path) -> None:
     assert "A LightningModule whose steps return typed results." in text
     assert "Trainer(callbacks=[StepResultAdapter()]) checks every step return of any LightningModule." in text
     assert "StepResultAdapter(strict: bool = False, nonfinite_loss: NonFiniteLoss = 'raise'" in text
+    assert "torch.compile(module, ...), typed as module" in text
 
 
 # --- the quick start runs ------------------------------------------------------------------------

@@ -51,7 +51,9 @@ REPO = Path(__file__).resolve().parents[1]
 CASES_DIR = Path(__file__).resolve().parent / "migrate_cases"
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
 VERDICTS = (": rewritten", ": already typed", ": returns nothing to convert", ": not in a LightningModule, left as it is")
-NOT_SKIPS = (*VERDICTS, ": note: ", ": base class kept: ", ": Lightning 1.x: ")
+# What the codemod did to a class's base or an import: reported, nothing left for the user.
+DONE = (": base class switched: ", ": import removed: ", ": import kept: ")
+NOT_SKIPS = (*VERDICTS, *DONE, ": note: ", ": base class kept: ", ": Lightning 1.x: ")
 
 
 # --- cases ---------------------------------------------------------------------------------------
@@ -87,7 +89,10 @@ class Case:
     @property
     def needs_attention(self) -> bool:
         """Exit status 2: a step skipped, a base class kept or a Lightning 1.x leftover."""
-        return any(": note: " not in f and not any(f.endswith(v) for v in VERDICTS) for f in self.findings)
+        return any(
+            ": note: " not in f and not any(f.endswith(v) for v in VERDICTS) and not any(d in f for d in DONE)
+            for f in self.findings
+        )
 
 
 def load_case(name: str) -> Case:
@@ -129,8 +134,8 @@ def run_cli(*args: str) -> CliRun:
     return CliRun(code, out.getvalue(), err.getvalue())
 
 
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def plural(count: int, word: str, words: str | None = None) -> str:
+    return f"{count} {word if count == 1 else words or word + 's'}"
 
 
 def summary(
@@ -145,6 +150,9 @@ def summary(
     nothing: int = 0,
     leftovers: int = 0,
     ignored: int = 0,
+    switched: int = 0,
+    imports_removed: int = 0,
+    imports_kept: int = 0,
 ) -> str:
     parts = [
         f"{plural(files, 'file')} checked",
@@ -158,8 +166,14 @@ def summary(
     if ignored:
         parts.append(f"{plural(ignored, 'method')} not in a LightningModule")
     parts.append(f"{plural(skipped, 'method')} skipped")
+    if switched:
+        parts.append(f"{plural(switched, 'base class', 'base classes')} {'to switch' if diff else 'switched'}")
     if kept:
-        parts.append(f"{plural(kept, 'base class')} kept")
+        parts.append(f"{plural(kept, 'base class', 'base classes')} kept")
+    if imports_removed:
+        parts.append(f"{plural(imports_removed, 'import')} {'to remove' if diff else 'removed'}")
+    if imports_kept:
+        parts.append(f"{plural(imports_kept, 'import')} kept")
     if leftovers:
         parts.append(plural(leftovers, "Lightning 1.x leftover"))
     parts.append(plural(errors, "error"))
@@ -170,9 +184,11 @@ def case_summary(case: Case, changed: int, second_run: bool = False, diff: bool 
     """The summary line of a run on the case's input (or, ``second_run``, on its expected output)."""
     kept = sum(1 for f in case.findings if ": base class kept: " in f)
     leftovers = sum(1 for f in case.findings if ": Lightning 1.x: " in f)
+    done = {marker: sum(1 for f in case.findings if marker in f) for marker in DONE}
     rewritten, typed = case.count("rewritten"), case.count("already typed")
-    if second_run:
+    if second_run:  # the bases are switched and the imports gone already
         rewritten, typed = 0, rewritten + typed
+        done = dict.fromkeys(DONE, 0)
     return summary(
         1,
         changed,
@@ -184,6 +200,9 @@ def case_summary(case: Case, changed: int, second_run: bool = False, diff: bool 
         nothing=case.count("returns nothing to convert"),
         leftovers=leftovers,
         ignored=case.count("not in a LightningModule, left as it is"),
+        switched=done[": base class switched: "],
+        imports_removed=done[": import removed: "],
+        imports_kept=done[": import kept: "],
     )
 
 
@@ -1218,7 +1237,7 @@ def test_relative_imports_pick_the_base_next_to_the_file(tmp_path: Path, monkeyp
     result = run_cli("--diff", ".")
     assert "not defined in the files given" not in result.stderr
     assert result.lines[-1] == summary(
-        files=10, changed=4, rewritten=6, nothing=2, skipped=2, leftovers=2, diff=True
+        files=10, changed=4, rewritten=6, nothing=2, skipped=2, leftovers=2, imports_removed=2, diff=True
     )
 
 
@@ -1412,7 +1431,14 @@ def test_base_class_removes_the_lightning_import_unless_still_used(imports: str,
         f"        return F.mse_loss(self(batch), batch)\n\n\n{kept}"
     )
     migrated = migrate_source(source, base_class=True)
-    assert [f.describe() for f in migrated.findings] == ["Model.training_step line 6: rewritten"]
+    head = base.split(".")[0]
+    typed_from = "lightning_step_types" if "pytorch_lightning" in imports else "lightning_step_types.lightning_pytorch"
+    reason = f"`{head}` is still used in the file" if kept else "its only use was a switched base class"
+    assert [f.describe() for f in migrated.findings] == [
+        f"line 2: import {'kept' if kept else 'removed'}: `{imports.strip()}` ({reason})",
+        f"Model line 5: base class switched: {base} -> TypedLightningModule (from {typed_from})",
+        "Model.training_step line 6: rewritten",
+    ]
     code = migrated.module.code
     assert "class Model(TypedLightningModule):" in code
     assert (imports in code) == bool(kept), code
@@ -1425,7 +1451,13 @@ def test_an_import_the_file_binds_twice_or_of_another_package_stays() -> None:
         def training_step(self, batch, batch_idx):
             return F.mse_loss(self(batch), batch)
     """, before="import lightning as pl\n")  # `pl` is bound twice: which one a reader means is not shown
-    assert "import pytorch_lightning as pl\n" in migrate_source(twice, base_class=True).module.code
+    migrated = migrate_source(twice, base_class=True)
+    assert "import pytorch_lightning as pl\n" in migrated.module.code
+    kept = [f.describe() for f in migrated.findings if f.kind == "import-kept"]
+    assert kept == [
+        "line 1: import kept: `import lightning as pl` (`pl` is bound more than once in the file)",
+        "line 2: import kept: `import pytorch_lightning as pl` (`pl` is bound more than once in the file)",
+    ]
     other = "from mylib import LightningModule\n\n\nclass Model(LightningModule):\n    pass\n"
     assert migrate_source(other, base_class=True).module.code == other
 
@@ -1694,7 +1726,8 @@ def test_the_fix_for_a_base_in_another_file_leads_to_a_rewrite(tmp_path: Path, m
         "geo_trainers/classification.py: MultiLabelClassificationTask.training_step line 32: rewritten",
     ]
     assert result.lines[-1].endswith(
-        "2 methods to rewrite, 1 method returning nothing to convert, 0 methods skipped, 1 Lightning 1.x leftover, 0 errors"
+        "2 methods to rewrite, 1 method returning nothing to convert, 0 methods skipped, 1 import to remove,"
+        " 1 Lightning 1.x leftover, 0 errors"
     )
 
 

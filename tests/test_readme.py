@@ -214,3 +214,72 @@ def test_every_install_of_the_checkout_is_one_the_typing_tests_install() -> None
         # mypy and pyright; the build backend makes `-e .` strict by itself.
         assert form in CHECKED_FORMS, f"{place}: pip install {' '.join(args)}"
 
+
+
+# --- one install story: torch pinned as the README pins it ---------------------------------------
+
+TORCH_PIN = "torch==2.13.0"
+# A pip argument naming torch: `torch`, `torch>=2.1`, `"torch==2.14.1"`, ...
+TORCH_ARG = re.compile(r"""^["']?torch(?:[<>=!~;\[ ].*)?["']?$""")
+# A pip argument naming this project: the checkout (`.`, `.[extra]`) or the package by name.
+PROJECT_ARG = re.compile(r"""^["']?(\.|lightning[-_]step[-_]types)(\[[\w,-]+\])?["']?$""")
+# Packages that depend on torch: installed into a venv holding the pinned torch, they keep it (say so).
+ON_TORCH = re.compile(r"""^["']?(torchdata|pytorch-lightning|lightning|torchmetrics)\b""")
+KEEPS_TORCH = "keeps the installed torch"
+INSTALL_PAGES = [README, *sorted(DOCS.rglob("*.md")), REPO / "benchmarks" / "README.md", REPO / "mkdocs.yml"]
+
+
+def install_problems(where: str, lines: list[str]) -> list[str]:
+    """Each ``pip install`` of ``lines`` that does not pin torch as the README does, and says nothing of why.
+
+    - torch itself is installed as ``torch==2.13.0``;
+    - this project is installed after ``pip install torch==2.13.0``, on the same line (``&&``) or
+      on the line before;
+    - a package that depends on torch says that it keeps the installed torch.
+    """
+    problems = []
+    for number, line in enumerate(lines, 1):
+        previous = lines[number - 2] if number > 1 else ""
+        for match in re.finditer(r"pip install ([^`#&;|\n]*)", line):
+            args = shlex.split(match[1])
+            before = line[: match.start()] + "\n" + previous  # what ran before this install
+            shown = f"{where}:{number}: pip install {match[1].strip()}"
+            if any(TORCH_ARG.match(arg) and arg.strip("\"'") != TORCH_PIN for arg in args):
+                problems.append(f"{shown}: pin it: `pip install {TORCH_PIN}`")
+            elif any(PROJECT_ARG.match(arg) for arg in args) and f"pip install {TORCH_PIN}" not in before:
+                problems.append(f"{shown}: install `{TORCH_PIN}` first: `pip install {TORCH_PIN} && ...`")
+            elif any(ON_TORCH.match(arg) for arg in args) and KEEPS_TORCH not in line:
+                problems.append(f"{shown}: say that it {KEEPS_TORCH}, or pin torch before it")
+    return problems
+
+
+def page_lines(page: Path) -> list[str]:
+    """The page's lines, with the quoted messages (```text blocks) blanked: they quote, not instruct."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    for block in fenced_blocks(page) if page.suffix == ".md" else []:
+        if block.lang == "text":
+            for index in range(block.line - 1, block.line - 1 + len(block.code.splitlines())):
+                lines[index] = ""
+    return lines
+
+
+def test_the_install_check_finds_an_unpinned_torch_and_a_project_install_before_it() -> None:
+    assert install_problems("page.md", [
+        "pip install torch   # first: a 2.1+ build",
+        "pip install -e .",
+        'pip install torch==2.13.0 && pip install -e ".[migrate]"',
+        "pip install torch>=2.1 && pip install -e .",
+        "pip install torchdata==0.11.0",
+        "pip install torchdata==0.11.0  # the tested release; it keeps the installed torch",
+    ]) == [
+        "page.md:1: pip install torch: pin it: `pip install torch==2.13.0`",
+        "page.md:2: pip install -e .: install `torch==2.13.0` first: `pip install torch==2.13.0 && ...`",
+        "page.md:4: pip install torch>=2.1: pin it: `pip install torch==2.13.0`",
+        "page.md:5: pip install torchdata==0.11.0: say that it keeps the installed torch, or pin torch before it",
+    ]
+
+
+def test_every_install_line_pins_torch_as_the_readme_does() -> None:
+    problems = [problem for page in INSTALL_PAGES for problem in install_problems(str(page.relative_to(REPO)), page_lines(page))]
+    assert problems == []
+    assert f"pip install {TORCH_PIN} && pip install -e ." in readme_commands()[0]

@@ -14,6 +14,10 @@ see it through the stubs in ``stubs/`` (``mypy.ini``: ``mypy_path = stubs``; ``p
 Every line without a marker must be clean. ``pass_*`` cases carry no ``E`` marker, ``fail_*``
 cases at least one, ``gap_*`` cases document a mistake neither checker can see.
 
+A comment line ``# taught: docs/<guide>.md`` in a ``pass_*`` case says that the lines after it, up
+to the next blank line, are written in that guide word for word: the guide's idiom type-checks as
+it is written there.
+
 Each checker runs once over all the cases; the runs (and the package checks: mypy --strict,
 pyright strict, stubtest, --verifytypes) start together on first use and run concurrently.
 """
@@ -50,6 +54,7 @@ ALL_CASES = sorted(CASES_DIR.glob("*.py"))
 CASES = [case for case in ALL_CASES if NEEDS.get(case.name, True)]
 
 _MARKER = re.compile(r"#\s*(?P<kind>[EX]):(?P<body>.*)$")
+_TAUGHT = re.compile(r"^\s*# taught: (?P<guide>\S+)$")
 _CHECKER_CODES = re.compile(r"\b(mypy|pyright)\[([^\]]*)\]")
 
 
@@ -256,6 +261,33 @@ def test_suite_covers_the_contract() -> None:
             assert not errors, f"{case.name}: {kind} cases mark no E errors"
         kinds[kind].append(case.name)
     assert len(kinds["fail"]) >= 25 and len(kinds["pass"]) >= 10, dict(kinds)
+
+
+def taught_lines(case: Path) -> list[tuple[str, int, str]]:
+    """(guide, line number, line) for each line a ``# taught:`` comment of ``case`` says a guide writes."""
+    found: list[tuple[str, int, str]] = []
+    guide: str | None = None
+    for number, text in enumerate(case.read_text().splitlines(), start=1):
+        taught = _TAUGHT.match(text)
+        if taught is not None:
+            guide = taught["guide"]
+        elif not text.strip():
+            guide = None
+        elif guide is not None:
+            found.append((guide, number, text.strip()))
+    return found
+
+
+def test_the_guides_idioms_type_check_as_written() -> None:
+    """``trainer.fit(compiled(model))`` and ``self.net = compiled(self.net)`` (quick start), the
+    resume guide's ``StatefulDataLoader`` import and its ignores: each as a pass case checks it."""
+    taught = [(case, *line) for case in ALL_CASES for line in taught_lines(case)]
+    assert all(case.name.startswith("pass_") for case, *_ in taught), "only pass cases teach"
+    guides = {guide for _, guide, _, _ in taught}
+    assert {"docs/quickstart.md", "docs/resume.md"} <= guides, guides
+    for case, guide, number, text in taught:
+        written = {line.strip() for line in (ROOT / guide).read_text().splitlines()}
+        assert text in written, f"{case.name}:{number} is not written in {guide}: {text!r}"
 
 
 def test_runtime_package_passes_mypy_strict(checks: StaticChecks) -> None:

@@ -21,7 +21,7 @@ keys are looked up in all of them. In every class deriving from a LightningModul
 - return annotations become ``TrainStepResult`` / ``ValStepResult`` (``| None`` when the step can
   return None), the import is added and imports only the old annotation used are removed;
 - with ``--base-class``, the Lightning import a switched base was read from goes when nothing else
-  in the file uses it.
+  in the file uses it. The report names each switch and each such import, removed or kept.
 
 A value is the loss only when the code shows it (``losses.py``): a loss function or module,
 arithmetic on a loss, a reduction, a summed dict of losses, or a helper of the class or file each

@@ -20,10 +20,11 @@ from lightning_step_types.migrate.conventions import (
     TYPED_BASE_MODULES,
 )
 from lightning_step_types.migrate.dicts import DictRules
-from lightning_step_types.migrate.facts import FactCollector, FileFacts, Positions, RunFacts
+from lightning_step_types.migrate.facts import FactCollector, FileFacts, RunFacts
 from lightning_step_types.migrate.imports import name_is_free
 from lightning_step_types.migrate.leftovers import leftovers
 from lightning_step_types.migrate.losses import LossRules, scope_of
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.report import Finding
 from lightning_step_types.migrate.scan import BodyScan, always_leaves, block_statements, scan_body
 from lightning_step_types.migrate.steps import ClassInfo, FileContext, ReturnPlan, Step, delegate_targets
@@ -393,6 +394,9 @@ class Analyzer:
                 else:
                     chosen = TYPED_BASE_MODULES[flavour][0]
                     self.base_switches[arg] = chosen
+                    line = self.positions.line(info.node.name)
+                    switch = f"{short(arg.value)} -> {TYPED_BASE} (from {chosen})"
+                    self.findings.append(Finding("switched-base", info.qualname, line, switch))
 
 
 def resolve_run(analyzers: list[Analyzer], steps: list[Step]) -> None:

@@ -30,7 +30,10 @@ class _Totals:
     nothing: int = 0
     ignored: int = 0
     skipped: int = 0
+    switched_bases: int = 0
     kept_bases: int = 0
+    imports_removed: int = 0
+    imports_kept: int = 0
     leftovers: int = 0
     errors: int = 0
 
@@ -147,7 +150,10 @@ def _finish_file(path: Path, migration: Migration, *, diff: bool, totals: _Total
     totals.nothing += migration.count("nothing")
     totals.ignored += migration.count("ignored")
     totals.skipped += migration.count("skipped")
+    totals.switched_bases += migration.count("switched-base")
     totals.kept_bases += migration.count("kept-base")
+    totals.imports_removed += migration.count("import-removed")
+    totals.imports_kept += migration.count("import-kept")
     totals.leftovers += migration.count("leftover")
     if not migration.changed:
         return
@@ -176,8 +182,8 @@ def _finish_file(path: Path, migration: Migration, *, diff: bool, totals: _Total
         print(f"{path}: error: cannot write: {error.strerror}", file=sys.stderr)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def _plural(count: int, word: str, words: str | None = None) -> str:
+    return f"{count} {word if count == 1 else words or word + 's'}"
 
 
 def summary(totals: _Totals, diff: bool) -> str:
@@ -194,8 +200,14 @@ def summary(totals: _Totals, diff: bool) -> str:
     if totals.ignored:
         parts.append(f"{_plural(totals.ignored, 'method')} not in a LightningModule")
     parts.append(f"{_plural(totals.skipped, 'method')} skipped")
+    if totals.switched_bases:
+        parts.append(f"{_plural(totals.switched_bases, 'base class', 'base classes')} {'to switch' if diff else 'switched'}")
     if totals.kept_bases:
-        parts.append(f"{_plural(totals.kept_bases, 'base class')} kept")
+        parts.append(f"{_plural(totals.kept_bases, 'base class', 'base classes')} kept")
+    if totals.imports_removed:
+        parts.append(f"{_plural(totals.imports_removed, 'import')} {'to remove' if diff else 'removed'}")
+    if totals.imports_kept:
+        parts.append(f"{_plural(totals.imports_kept, 'import')} kept")
     if totals.leftovers:
         parts.append(f"{_plural(totals.leftovers, 'Lightning 1.x leftover')}")
     parts.append(_plural(totals.errors, "error"))

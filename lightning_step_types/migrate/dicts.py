@@ -8,9 +8,10 @@ from collections.abc import Callable
 import libcst as cst
 
 from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, EVAL_LOSS_KEYS, LEGACY_LOG_KEYS
-from lightning_step_types.migrate.facts import FileFacts, KeyReader, Positions, RunFacts
+from lightning_step_types.migrate.facts import FileFacts, KeyReader, RunFacts
 from lightning_step_types.migrate.layout import keyword_arg, remove_elements, standalone
 from lightning_step_types.migrate.losses import LossRules, Scope, is_sum_idiom
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.scan import has_effects
 from lightning_step_types.migrate.steps import DictPlan, ReturnPlan, Step
 from lightning_step_types.migrate.syntax import ImportTable, code_of, container_kind, name_mentions, short, string_key

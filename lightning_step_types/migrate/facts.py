@@ -1,5 +1,5 @@
 """File-wide facts a step's rewrite depends on: which string keys are read, which batch-end hooks
-exist, where steps are called, and the line of every node.
+exist, and where steps are called.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import dataclasses
 import re
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from lightning_step_types.migrate.conventions import BATCH_END_FOR_HOOK, HOOKS_GIVEN_OUTPUTS, STEP_HOOKS
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.steps import ClassInfo
 from lightning_step_types.migrate.syntax import string_key, tail_name
 
@@ -120,15 +120,6 @@ class FactCollector(cst.CSTVisitor):
                 built = self._built[-1].get(func.value.value)
             owner = next((c for c in reversed(self._classes) if c is not None), None) if self._classes else None
             self.facts.step_calls.append((node, owner, receiver, func.attr.value, built))
-
-
-class Positions:
-    def __init__(self, wrapper: MetadataWrapper) -> None:
-        self._ranges: dict[cst.CSTNode, CodeRange] = dict(wrapper.resolve(PositionProvider))
-
-    def line(self, node: cst.CSTNode) -> int:
-        code_range = self._ranges.get(node)
-        return code_range.start.line if code_range is not None else 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ it made unused removed (an old annotation's names, the Lightning import of a swi
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 
@@ -13,6 +14,38 @@ import libcst as cst
 
 from lightning_step_types.migrate.conventions import sources_of
 from lightning_step_types.migrate.syntax import dotted_name
+
+
+# Why an import goes or stays, as the report says it.
+ONLY_THE_ANNOTATIONS = "only the replaced return annotations used it"
+ONLY_THE_BASES = "its only use was a switched base class"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportChange:
+    """An import line the rewrite removed names from, or kept although a switched base class was read from it."""
+
+    statement: cst.SimpleStatementLine  # the line as it stood in the module given
+    names: tuple[str, ...]  # the names it bound that went (removed) or stay (kept)
+    removed: bool
+    whole: bool  # the whole line went
+    reason: str
+
+    def describe(self) -> str:
+        """``import removed: `import pytorch_lightning as pl` (its only use was a switched base class)``."""
+        line = statement_text(self.statement)
+        shown = f"`{line}`" if self.whole or not self.removed else f"{_listed(self.names)} of `{line}`"
+        return f"import {'removed' if self.removed else 'kept'}: {shown} ({self.reason})"
+
+
+def statement_text(statement: cst.SimpleStatementLine) -> str:
+    """An import line on one line: ``from lightning.pytorch import (A, B)`` for a parenthesized one."""
+    text = " ".join(cst.Module([]).code_for_node(statement.with_changes(leading_lines=[])).split())
+    return text.replace("( ", "(").replace(", )", ")").replace(" )", ")")
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
 
 
 def bound_at_module_level(module: cst.Module) -> dict[str, str]:
@@ -153,32 +186,36 @@ def names_in(expr: cst.CSTNode) -> set[str]:
     return collector.found
 
 
-def remove_unused_imports(module: cst.Module, candidates: Iterable[str]) -> cst.Module:
+def remove_unused_imports(module: cst.Module, candidates: Iterable[str]) -> tuple[cst.Module, list[ImportChange]]:
     """Drop ``from M import name`` for each candidate (a name the rewrite removed from an annotation)
     that the module's text no longer mentions anywhere else; an import left empty goes too."""
     code = module.code
     unused = {n for n in candidates if len(re.findall(rf"(?<![\w.]){re.escape(n)}\b", code)) == 1}
     if not unused:
-        return module
+        return module, []
     body: list[cst.BaseStatement] = []
+    changes: list[ImportChange] = []
     for statement in module.body:
         if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
             small = statement.body[0]
             if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
                 kept = [a for a in small.names if a.asname is not None or a.evaluated_name not in unused]
                 if len(kept) != len(small.names):
+                    gone = tuple(a.evaluated_name for a in small.names if a not in kept)
                     if not kept:
                         if not any(line.comment is not None for line in statement.leading_lines):
+                            changes.append(ImportChange(statement, gone, True, True, ONLY_THE_ANNOTATIONS))
                             continue
                         body.append(statement)  # its comments stay; so does the import
                         continue
+                    changes.append(ImportChange(statement, gone, True, False, ONLY_THE_ANNOTATIONS))
                     last = kept[-1]
                     if not small.lpar:
                         kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
                     body.append(statement.with_changes(body=[small.with_changes(names=kept)]))
                     continue
         body.append(statement)
-    return module.with_changes(body=body)
+    return module.with_changes(body=body), changes
 
 
 def _is_lightning_module_path(dotted: str) -> bool:
@@ -241,22 +278,24 @@ def _names_in_code(text: str, names: set[str]) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names}
 
 
-def remove_unused_lightning_imports(module: cst.Module, names: Iterable[str]) -> cst.Module:
+def remove_unused_lightning_imports(module: cst.Module, names: Iterable[str]) -> tuple[cst.Module, list[ImportChange]]:
     """Drop the module-level Lightning import binding each of ``names`` (what the base classes a
     ``--base-class`` switch replaced were read from: ``pl``, ``LightningModule``) that the module no
-    longer uses; an import still used, bound more than once, or of another package stays."""
+    longer uses; an import still used, bound more than once, or of another package stays. The
+    changes name each Lightning import line that lost names, and each that keeps one of ``names``."""
     wanted = set(names)
     bound_twice = {n for n in wanted if _top_level_bindings(module).count(n) > 1}
-    unused = wanted - bound_twice - _mentions(module, wanted)
-    if not unused:
-        return module
+    still_used = _mentions(module, wanted)
+    unused = wanted - bound_twice - still_used
     body: list[cst.BaseStatement] = []
+    changes: list[ImportChange] = []
     carried: list[cst.EmptyLine] = []  # comments above a removed import move to the next statement
-    for statement in module.body:
+    for original in module.body:
+        statement = original
         if carried:
             statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
             carried = []
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if not isinstance(statement, cst.SimpleStatementLine) or not isinstance(original, cst.SimpleStatementLine):
             body.append(statement)
             continue
         smalls: list[cst.BaseSmallStatement] = []
@@ -265,6 +304,7 @@ def remove_unused_lightning_imports(module: cst.Module, names: Iterable[str]) ->
                 kept = _drop_aliases(small, unused)
                 if kept is not None:
                     smalls.append(kept)
+                changes += _lightning_import_changes(original, small, kept, wanted - unused, bound_twice)
             else:
                 smalls.append(small)
         if not smalls:
@@ -276,8 +316,42 @@ def remove_unused_lightning_imports(module: cst.Module, names: Iterable[str]) ->
             statement = statement.with_changes(body=smalls)
         body.append(statement)
     if carried:  # the last statement was removed: its comments stay at the end
-        return module.with_changes(body=body, footer=[*carried, *module.footer])
-    return module.with_changes(body=body)
+        return module.with_changes(body=body, footer=[*carried, *module.footer]), changes
+    return module.with_changes(body=body), changes
+
+
+def _lightning_import_changes(
+    statement: cst.SimpleStatementLine,
+    small: cst.Import | cst.ImportFrom,
+    kept: cst.Import | cst.ImportFrom | None,
+    staying: set[str],
+    bound_twice: set[str],
+) -> list[ImportChange]:
+    """What happened to one Lightning import of ``statement``: names dropped, or names of a switched base kept."""
+    bound = _lightning_bindings(small)
+    left = _lightning_bindings(kept) if kept is not None else []
+    whole = kept is None and len(statement.body) == 1
+    changes: list[ImportChange] = []
+    gone = tuple(name for name in bound if name not in left)
+    if gone:
+        changes.append(ImportChange(statement, gone, True, whole, ONLY_THE_BASES))
+    for name in (n for n in bound if n in staying):
+        reason = "bound more than once in the file" if name in bound_twice else "still used in the file"
+        changes.append(ImportChange(statement, (name,), False, False, f"`{name}` is {reason}"))
+    return changes
+
+
+def _lightning_bindings(small: cst.Import | cst.ImportFrom) -> list[str]:
+    """The names a Lightning import binds (none for an import of another package)."""
+    if isinstance(small, cst.ImportFrom):
+        if isinstance(small.names, cst.ImportStar) or small.relative or small.module is None:
+            return []
+        if not _is_lightning_module_path(dotted_name(small.module) or ""):
+            return []
+        return [a.evaluated_alias or a.evaluated_name for a in small.names]
+    return [
+        a.evaluated_alias or a.evaluated_name.split(".")[0] for a in small.names if _is_lightning_module_path(a.evaluated_name)
+    ]
 
 
 def _drop_aliases(small: cst.Import | cst.ImportFrom, unused: set[str]) -> cst.Import | cst.ImportFrom | None:

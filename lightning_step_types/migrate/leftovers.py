@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from lightning_step_types.migrate.positions import Positions
+
 if TYPE_CHECKING:
-    from lightning_step_types.migrate.facts import Positions
     from lightning_step_types.migrate.steps import ClassInfo
 
 _EPOCH_END = (

@@ -28,7 +28,7 @@ from lightning_step_types.migrate.conventions import (
     NUMBER_BUILTINS,
     NUMBER_METHODS,
 )
-from lightning_step_types.migrate.facts import Positions
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.scan import Binding, BodyScan, scan_body
 from lightning_step_types.migrate.stages import Literals, call_arguments, call_literals, reachable_returns
 from lightning_step_types.migrate.steps import ClassInfo, FileContext

@@ -10,10 +10,14 @@ import libcst as cst
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One line of the report: a step rewritten or skipped, a class whose base was kept, or a note."""
+    """One line of the report: a step rewritten or skipped, a class whose base was switched or kept,
+    an import removed or kept, or a note."""
 
-    kind: Literal["rewritten", "typed", "nothing", "ignored", "skipped", "kept-base", "note", "leftover"]
-    where: str  # "MyModel.training_step", or "MyModel" for a base-class decision
+    kind: Literal[
+        "rewritten", "typed", "nothing", "ignored", "skipped", "switched-base", "kept-base",
+        "import-removed", "import-kept", "note", "leftover",
+    ]  # fmt: skip
+    where: str  # "MyModel.training_step", "MyModel" for a base-class decision, "" for an import
     line: int
     message: str = ""
 
@@ -29,8 +33,12 @@ class Finding:
             return f"{self.where} line {self.line}: returns nothing to convert"
         if self.kind == "leftover":
             return f"{self.where} line {self.line}: Lightning 1.x: {self.message}"
+        if self.kind == "switched-base":
+            return f"{self.where} line {self.line}: base class switched: {self.message}"
         if self.kind == "kept-base":
             return f"{self.where} line {self.line}: base class kept: {self.message}"
+        if self.kind in ("import-removed", "import-kept"):
+            return f"line {self.line}: {self.message}"
         if self.kind == "note":
             return f"{self.where} line {self.line}: note: {self.message}"
         return f"{self.where} line {self.line}: {self.message}"

@@ -13,14 +13,16 @@ from libcst.metadata import MetadataWrapper
 
 from lightning_step_types.migrate.analysis import Analyzer, resolve_run
 from lightning_step_types.migrate.conventions import PACKAGE, TYPED_BASE
-from lightning_step_types.migrate.facts import Options, Positions, RunFacts
+from lightning_step_types.migrate.facts import Options, RunFacts
 from lightning_step_types.migrate.imports import (
+    ImportChange,
     add_imports,
     bound_at_module_level,
     name_is_free,
     names_in,
     remove_unused_imports,
     remove_unused_lightning_imports,
+    statement_text,
 )
 from lightning_step_types.migrate.layout import (
     keyword_arg,
@@ -30,6 +32,7 @@ from lightning_step_types.migrate.layout import (
     remove_elements,
     standalone,
 )
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.report import Finding, Migration
 from lightning_step_types.migrate.steps import DictPlan, FileContext, Step, collect_classes, link_classes
 from lightning_step_types.migrate.syntax import ImportTable
@@ -277,15 +280,21 @@ def _migrate_file(analyzer: Analyzer, steps: list[Step], bound: dict[str, str], 
         edits.bases[arg] = TYPED_BASE
         edits.imports.setdefault(source, set()).add(TYPED_BASE)
     new_module = module
+    import_changes: list[ImportChange] = []
     if edits.return_values or edits.annotations or edits.bases:
         new_module = cst.ensure_type(module.visit(_Rewriter(edits)), cst.Module)
         new_module = add_imports(new_module, edits.imports)
         replaced = {n for f in edits.annotations if f.returns is not None for n in names_in(f.returns.annotation)}
-        new_module = remove_unused_imports(new_module, replaced)
+        new_module, import_changes = remove_unused_imports(new_module, replaced)
         if edits.bases:  # `pl` of `pl.LightningModule`, or `LightningModule` itself
             heads = {head for arg in edits.bases if (head := _head_name(arg.value)) is not None}
-            new_module = remove_unused_lightning_imports(new_module, heads)
+            new_module, lightning_changes = remove_unused_lightning_imports(new_module, heads)
+            import_changes += lightning_changes
     findings = list(analyzer.findings)
+    lines = _import_lines(analyzer)
+    for change in import_changes:
+        kind: Literal["import-removed", "import-kept"] = "import-removed" if change.removed else "import-kept"
+        findings.append(Finding(kind, "", lines.get(statement_text(change.statement), 0), change.describe()))
     verdicts: dict[str, Literal["rewritten", "typed", "nothing", "ignored"]] = {
         "rewritten": "rewritten",
         "typed": "typed",
@@ -302,6 +311,17 @@ def _migrate_file(analyzer: Analyzer, steps: list[Step], bound: dict[str, str], 
             findings += [Finding("note", step.qualname, note_line, text) for note_line, text in step.notes]
     findings.sort(key=lambda f: (f.line, f.where, f.kind))
     return Migration(module, new_module, tuple(findings), analyzer.file.path)
+
+
+def _import_lines(analyzer: Analyzer) -> dict[str, int]:
+    """Each module-level import line of the file as it was (on one line) -> its line number."""
+    lines: dict[str, int] = {}
+    for statement in analyzer.module.body:
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+        ):
+            lines.setdefault(statement_text(statement), analyzer.positions.line(statement))
+    return lines
 
 
 def _head_name(expr: cst.BaseExpression) -> str | None:

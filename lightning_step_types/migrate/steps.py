@@ -6,15 +6,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import libcst as cst
 
 from lightning_step_types.migrate.conventions import LIGHTNING_BASES, NON_LIGHTNING_BASES, RESULT_FOR_HOOK, STEP_HOOKS
+from lightning_step_types.migrate.positions import Positions
 from lightning_step_types.migrate.syntax import ImportTable, dotted_name
-
-if TYPE_CHECKING:
-    from lightning_step_types.migrate.facts import Positions
 
 
 @dataclasses.dataclass(eq=False)

@@ -5,6 +5,7 @@
 ``lightning.pytorch`` import them from ``lightning_step_types.lightning_pytorch``.
 """
 
+from lightning_step_types.compiling import compiled as compiled
 from lightning_step_types.errors import StepResultError as StepResultError
 from lightning_step_types.metrics import StepMetric as StepMetric
 from lightning_step_types.metrics import declared_metric as declared_metric
@@ -32,6 +33,7 @@ __all__ = [
     "TypedCallback",
     "TypedLightningModule",
     "ValStepResult",
+    "compiled",
     "declared_metric",
 ]
 __version__: str
