@@ -23,6 +23,7 @@ from lightning_step_types.results import FrozenMetadata, StepResult, TrainStepRe
 
 if TYPE_CHECKING:  # checkers see the lazily imported names (as the stubs declare them)
     from lightning_step_types.metrics import StepMetric, declared_metric
+    from lightning_step_types.resume_options import not_resumed
     from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedCallback, TypedLightningModule
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "ValStepResult",
     "compiled",
     "declared_metric",
+    "not_resumed",
 ]
 __version__ = "0.1.0"
 
@@ -48,8 +50,9 @@ _FLAVOURED = ("StepResultAdapter", "TypedCallback", "TypedLightningModule")
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that importing the results does not require a particular Lightning package (or torchmetrics).
-    if name in ("StepMetric", "declared_metric"):
-        value = getattr(importlib.import_module("lightning_step_types.metrics"), name)
+    if name in ("StepMetric", "declared_metric", "not_resumed"):
+        module = "lightning_step_types.resume_options" if name == "not_resumed" else "lightning_step_types.metrics"
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
     if name not in _FLAVOURED:

@@ -10,33 +10,21 @@ a ``TypedLightningModule``, or under ``StepResultAdapter()``, carries each metri
 - each ``Metric`` in a plain ``dict``, ``list`` or ``tuple`` attribute (``"metrics['train']"``);
 - the declared metrics' copies (``"declared train/acc"``).
 
-``not_resumed(metric)`` leaves one out (a large state, or one a run rebuilds on purpose).
+``not_resumed(metric)`` (``resume_options.py``) leaves one out.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from torchmetrics import Metric
 
 from lightning_step_types.metric_values import step_metric_objects
 
-__all__ = ["not_resumed", "resumed_metrics"]
+__all__ = ["NOT_RESUMED", "resumed_metrics"]
 
-M = TypeVar("M")
-
-_NOT_RESUMED = "_lightning_step_types_not_resumed"
-
-
-def not_resumed(metric: M) -> M:
-    """Keep ``metric`` (a ``Metric`` or ``MetricCollection``) out of checkpoints; returns it.
-
-    ``self.fid = not_resumed(FrechetInceptionDistance())``: a resumed run starts it from its
-    current state, as plain Lightning does.
-    """
-    object.__setattr__(metric, _NOT_RESUMED, True)  # a plain attribute: nn.Module's __setattr__ registers modules only
-    return metric
-
+# the attribute `resume_options.not_resumed` sets on a metric: `resumed_metrics` passes over it
+NOT_RESUMED = "_lightning_step_types_not_resumed"
 
 def resumed_metrics(module: Any) -> dict[str, Metric]:
     """The metrics a checkpoint of ``module`` carries, by the name they are saved under (once each)."""
@@ -52,7 +40,7 @@ def resumed_metrics(module: Any) -> dict[str, Metric]:
         add(f"declared {name}", metric)
     skipped: list[str] = []
     for path, sub in module.named_modules():
-        if getattr(sub, _NOT_RESUMED, False):
+        if getattr(sub, NOT_RESUMED, False):
             skipped.append(path + ".")
         elif isinstance(sub, Metric) and not any((path + ".").startswith(prefix) for prefix in skipped):
             add(path, sub)
@@ -65,6 +53,6 @@ def resumed_metrics(module: Any) -> dict[str, Metric]:
         else:
             continue
         for key, item in items:
-            if isinstance(item, Metric) and not getattr(item, _NOT_RESUMED, False):
+            if isinstance(item, Metric) and not getattr(item, NOT_RESUMED, False):
                 add(f"{attribute}[{key!r}]", item)
     return found

@@ -19,6 +19,7 @@ from lightning_step_types.results import FrozenMetadata as FrozenMetadata
 from lightning_step_types.results import StepResult as StepResult
 from lightning_step_types.results import TrainStepResult as TrainStepResult
 from lightning_step_types.results import ValStepResult as ValStepResult
+from lightning_step_types.resume_options import not_resumed as not_resumed
 
 __all__ = [
     "FrozenMetadata",
@@ -35,5 +36,6 @@ __all__ = [
     "ValStepResult",
     "compiled",
     "declared_metric",
+    "not_resumed",
 ]
 __version__: str
