@@ -76,6 +76,8 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
+    if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
+        resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
     follower.loaded_cycled = resume.encoded.cycled if resume.encoded is not None else None
 
 

@@ -70,7 +70,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},
-        "encoded": encoded._asdict(),
+        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in Lightning's own loop state
         "losses": _losses(point, follower, trainer, module, state),
         "stopped": interrupted(trainer),
         "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),

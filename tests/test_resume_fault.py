@@ -188,7 +188,8 @@ def test_an_exception_inside_a_batch_resumes_by_training_that_batch(how: str, fa
     # rewritten as saved just before batch 5 was fetched
     assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
-    assert checkpoint[CHECKPOINT_KEY]["epoch_state"]["next_batch"] == FAULT_BATCH
+    point = checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]
+    assert (point["kind"], point["epoch"], point["batch"]) == ("batch", 0, FAULT_BATCH)
     assert resumed.trainer.global_step == BATCHES
     assert_same_run(resumed, full)
     assert not resuming()
@@ -223,50 +224,51 @@ def test_save_checkpoint_from_inside_a_batch_resumes_exactly(how: str, fault: st
 
 @exact
 @pytest.mark.parametrize("how", HOWS)
-def test_a_checkpoint_saved_after_the_optimizer_step_goes_on_at_the_next_batch_with_one_warning(
-    how: str, tmp_path: Path
-) -> None:
+def test_a_checkpoint_saved_after_the_optimizer_step_goes_on_after_that_batch_exactly(how: str, tmp_path: Path) -> None:
     full = run(tmp_path / "full", how)
     run(tmp_path / "saving", how, "save_after_optimizer_step")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt")
-    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
-    name = model(how).__name__
-    assert messages == [
-        f"{name}: resuming epoch 0 at batch 6\n"
-        "  got:      a checkpoint saved inside batch 5 after its optimizer step: the weights hold batch 5's update,"
-        " so the resumed run goes on at batch 6; what batch 5 logged before the save is counted, anything it would"
-        " have logged after the save (in on_train_batch_end, for example) is not\n"
-        "  expected: a checkpoint saved before a batch's optimizer step (an exception or signal in training_step,"
-        " backward or the hooks before the step), which resumes by training that batch, or between batches\n"
-        "  fix:      save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
-        " optimizer.step() inside the batch"
-    ]
-    # everything this model logs, it logs before the save: the run is exact all the same
+    checkpoint = torch.load(tmp_path / "saving" / "in_step.ckpt", weights_only=False)
+    point = checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]
+    assert (point["kind"], point["batch"]) == ("batch_end", FAULT_BATCH)  # the weights hold batch 5: its end comes first
+    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt"))
     assert_same_run(resumed, full)
 
 
 @exact
 @pytest.mark.parametrize("how", HOWS)
-def test_a_fault_inside_an_accumulation_window_names_the_lost_gradients(how: str, tmp_path: Path) -> None:
-    # accumulate_grad_batches=2: batch 5 is the second of the window 4-5; batch 4's gradients were only in .grad
+def test_a_fault_inside_an_accumulation_window_carries_the_window_s_gradients(how: str, tmp_path: Path) -> None:
+    # accumulate_grad_batches=2: batch 5 is the second of the window 4-5; batch 4's gradients are only in .grad
     full = run(tmp_path / "full", how, accumulate_grad_batches=2)
     with pytest.raises(SimulatedFault):
         run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
             accumulate_grad_batches=2)
+    checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
+    assert sorted(checkpoint[CHECKPOINT_KEY]["epoch_state"]["ranks"][0]["gradients"]) == ["net.bias", "net.weight"]
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
+    )
+    assert_same_run(resumed, full)
+
+
+@exact
+@pytest.mark.parametrize("how", HOWS)
+def test_a_save_after_the_window_s_last_backward_names_the_lost_gradients(how: str, tmp_path: Path) -> None:
+    # saved in on_after_backward of batch 5, before the window 4-5's step: .grad holds batch 4 and 5 together
+    full = run(tmp_path / "full", how, accumulate_grad_batches=2)
+    run(tmp_path / "saving", how, "save_in_hook", accumulate_grad_batches=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
+        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt", accumulate_grad_batches=2)
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     assert messages == [
         f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
-        "  got:      a checkpoint saved inside batch 5, in a window of accumulate_grad_batches=2 that began at batch 4:"
-        " the gradients of batch 4 are in no checkpoint, so the window's optimizer step misses them and the weights"
-        " differ from the uninterrupted run's from then on\n"
-        "  expected: a checkpoint saved inside the first batch of an accumulation window, or accumulate_grad_batches=1\n"
-        "  fix:      nothing restores the lost gradients; for an exact resume save between windows"
-        " (ModelCheckpoint(every_n_train_steps=...) counts optimizer steps) or train without gradient accumulation"
+        "  got:      a checkpoint saved during batch 5's backward: .grad held the gradients of the earlier batches of"
+        " its window of accumulate_grad_batches=2 and part of batch 5's own, which no point can separate, so the"
+        " resumed run trains batch 5 again without the earlier ones and the weights differ from the uninterrupted"
+        " run's from the window's optimizer step on\n"
+        "  expected: a checkpoint saved before a batch's backward or after it, or between batches (each carries .grad)\n"
+        "  fix:      nothing restores those gradients; for an exact resume save between batches (ModelCheckpoint("
+        "every_n_train_steps=...)), or before or after a batch's backward"
     ]
     assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
     assert resumed.trainer.global_step == full.trainer.global_step == 6
@@ -554,28 +556,17 @@ def test_running_statistics_count_the_batch_in_flight_twice_with_one_warning(tmp
 
 @exact
 @pytest.mark.parametrize("how", HOWS)
-def test_a_fault_before_the_first_resumed_batch_is_noted_names_the_skipped_batch(how: str, tmp_path: Path) -> None:
-    # resumed from step=5.ckpt, the run fails at its first batch (5) before the library noted it
-    fit(tmp_path / "saving", model(how), every=5, adapter=how == "adapter")
+def test_a_fault_in_an_earlier_callback_at_a_resumed_run_s_first_batch_resumes_exactly(how: str, tmp_path: Path) -> None:
+    # resumed from step=5.ckpt, the run fails at its first batch (5), in a callback's on_train_batch_start
+    full = fit(tmp_path / "saving", model(how), every=5, adapter=how == "adapter")
     with pytest.raises(SimulatedFault):
         run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")],
             ckpt_path=tmp_path / "saving" / "ckpt" / "step=5.ckpt")
-    gc.collect()  # the failed fit's module, held by the exception's frames, still has a resume pending
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
-    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
-    assert messages == [
-        f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
-        "  got:      a checkpoint saved inside batch 5 before lightning_step_types noted that batch's start (an"
-        " exception or signal in an on_train_batch_start hook that runs before the library's, in the first batch of"
-        " a resumed run): it is Lightning's own, with the loaders' state already past batch 5, so the resumed run"
-        " does not train batch 5 and its epoch values are not exact\n"
-        "  expected: a checkpoint saved between batches, or inside a batch once its on_train_batch_start hooks have run\n"
-        "  fix:      resume from the checkpoint this run was resumed from, or from one saved with"
-        " ModelCheckpoint(every_n_train_steps=...)"
-    ]
-    assert resumed.trainer.global_step == BATCHES - 1
+    gc.collect()
+    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    assert resumed.trainer.global_step == BATCHES
+    assert_same_params(resumed.module, full.module)
+    assert_same_metrics(resumed.trainer.callback_metrics, full.trainer.callback_metrics)
 
 
 class ScheduledFaulty(FaultyTyped):
@@ -588,25 +579,14 @@ class ScheduledFaulty(FaultyTyped):
 
 
 @exact
-def test_a_save_after_the_optimizer_step_names_the_lost_scheduler_step(tmp_path: Path) -> None:
+def test_a_save_after_the_optimizer_step_makes_up_the_scheduler_step_that_follows_it(tmp_path: Path) -> None:
     full = fit(tmp_path / "full", ScheduledFaulty)
     fit(tmp_path / "saving", lambda: ScheduledFaulty("save_after_optimizer_step", tmp_path / "in_step.ckpt"))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        resumed = fit(tmp_path / "resumed", ScheduledFaulty, ckpt_path=tmp_path / "in_step.ckpt")
-    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
-    assert messages == [
-        "ScheduledFaulty: resuming epoch 0 at batch 6\n"
-        "  got:      a checkpoint saved inside batch 5 after its optimizer step: the weights hold batch 5's update,"
-        " so the resumed run goes on at batch 6; what batch 5 logged before the save is counted, anything it would"
-        " have logged after the save (in on_train_batch_end, for example) is not; the step-interval LR scheduler"
-        " step of batch 5 (StepLR) comes after the save, so the resumed run's learning rate is one scheduler step"
-        " behind the uninterrupted run's from then on\n"
-        "  expected: a checkpoint saved before a batch's optimizer step (an exception or signal in training_step,"
-        " backward or the hooks before the step), which resumes by training that batch, or between batches\n"
-        "  fix:      save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than after"
-        " optimizer.step() inside the batch"
-    ]
+    checkpoint = torch.load(tmp_path / "in_step.ckpt", weights_only=False)
+    assert checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]["update_schedulers"] is True
+    assert checkpoint["lr_schedulers"][0]["last_epoch"] == FAULT_BATCH  # saved before batch 5's scheduler step
+    resumed = no_step_result_warning(lambda: fit(tmp_path / "resumed", ScheduledFaulty, ckpt_path=tmp_path / "in_step.ckpt"))
     full_lr = full.trainer.optimizers[0].param_groups[0]["lr"]
     resumed_lr = resumed.trainer.optimizers[0].param_groups[0]["lr"]
-    assert (full_lr, resumed_lr) == (0.1 * 0.5**BATCHES, 0.1 * 0.5 ** (BATCHES - 1))
+    assert full_lr == resumed_lr == 0.1 * 0.5**BATCHES
+    assert_same_run(resumed, full)
