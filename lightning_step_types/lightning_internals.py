@@ -614,6 +614,14 @@ def optimizer_step_due(trainer: Any) -> bool:
     return not trainer.fit_loop.epoch_loop._should_accumulate()
 
 
+def data_exhausted(trainer: Any) -> bool:
+    """`_DataFetcher.done` (`FitLoop._data_fetcher`, private): the epoch's data has no batch left. With
+    ``training_step(self, dataloader_iter)`` Lightning copies it to ``batch_progress.is_last_batch``
+    only after the step's LR scheduler updates."""
+    fetcher = trainer.fit_loop._data_fetcher
+    return bool(fetcher is not None and fetcher.done)
+
+
 def take_over_restart(trainer: Any) -> None:
     """End Lightning's own restart handling at the resumed run's first batch.
 

@@ -93,12 +93,13 @@ def gradients_problem(batch: int, window: int, manual: bool) -> Problem:
         else f"the gradients of the earlier batches of its window of accumulate_grad_batches={window}"
     )
     return (
-        f"a checkpoint saved during batch {batch}'s backward: .grad held {held} and part of batch {batch}'s own,"
-        f" which no point can separate, so the resumed run trains batch {batch} again without the earlier ones"
-        " and the weights differ from the uninterrupted run's from the window's optimizer step on",
-        "a checkpoint saved before a batch's backward or after it, or between batches (each carries .grad)",
+        f"a checkpoint saved in batch {batch} after its backward added to .grad and before its optimizer step: .grad"
+        f" held {held} together with batch {batch}'s, which no point can separate, so the resumed run trains batch"
+        f" {batch} again without the earlier ones and the weights differ from the uninterrupted run's from that"
+        " optimizer step on",
+        "a checkpoint saved before a batch's backward, or between batches (each carries .grad)",
         "nothing restores those gradients; for an exact resume save between batches (ModelCheckpoint("
-        "every_n_train_steps=...)), or before or after a batch's backward",
+        "every_n_train_steps=...)), or before a batch's backward",
     )
 
 

@@ -17,6 +17,7 @@ from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.lightning_internals import (
     ResumePoint,
     batch_counters,
+    data_exhausted,
     epoch_end_done,
     epoch_results_mismatch,
     fetch_position,
@@ -127,11 +128,12 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
             loaders, cycled = follower.loader_states_before(first_fetch, trainer)
         return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled)
     # batch_end: the next batch is fetched after the one whose end runs
-    last = counters.is_last_batch or point.batch + 1 >= training_batches(trainer)
+    is_last_batch = counters.is_last_batch or data_exhausted(trainer)
+    last = is_last_batch or point.batch + 1 >= training_batches(trainer)
     loaders, cycled = (None, None)
     if follower.stateful and not last:
         loaders, cycled = follower.loader_states_before(fetched - prefetched, trainer)
-    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, counters.is_last_batch, cycled)
+    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled)
 
 
 def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:

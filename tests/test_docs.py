@@ -518,18 +518,16 @@ def _resume_warning(case: str) -> str:
 
     saved_by: Any = resume.PlainResume if case == "plain" else resume.TypedResume
     resumed_as = type("MyModel", (resume.ChangedLogging if case == "changed" else resume.TypedResume,), {})
-    every = resume.BATCHES if case == "last batch" else 5
     options: dict[str, Any] = {"max_epochs": 2, "loader": lambda: DataLoader(resume.dataset(), batch_size=2)}
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        resume.fit(root / "saved", saved_by, every=every, **options)
-        checkpoint = root / "saved" / "ckpt" / f"step={every}.ckpt"
+        resume.fit(root / "saved", saved_by, every=5, **options)
+        checkpoint = root / "saved" / "ckpt" / "step=5.ckpt"
         return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, **options))
 
 
 def _resume_inside_a_batch_warning(case: str) -> str:
-    """A checkpoint saved inside batch 5 (tests/test_resume_fault.py's model): after its optimizer step, or
-    by OnExceptionCheckpoint in the second batch of an accumulation window."""
+    """A checkpoint saved inside batch 5 that no point can fully hold (tests/test_resume_fault.py's models)."""
     import tempfile
 
     from pytorch_lightning.callbacks import OnExceptionCheckpoint
@@ -539,7 +537,7 @@ def _resume_inside_a_batch_warning(case: str) -> str:
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        resumed_as = type("MyModel", (fault.FaultyTyped,), {})
+        saved_to = root / "saving" / "in_step.ckpt"
         if case == "running statistics":
             named_as = type("MyModel", (fault.NormedFaulty,), {})
             with pytest.raises(fault.SimulatedFault):
@@ -547,26 +545,17 @@ def _resume_inside_a_batch_warning(case: str) -> str:
                            enable_checkpointing=True, callbacks=[OnExceptionCheckpoint(root / "faulty")])
             saved_to = root / "faulty" / "on_exception.ckpt"
             return warning_of(lambda: resume.fit(root / "resumed", named_as, loader=fault.batches_of_three, ckpt_path=saved_to))
-        if case == "not noted":
-            resume.fit(root / "saving", fault.FaultyTyped, every=5)
-            with pytest.raises(fault.SimulatedFault):
-                resume.fit(root / "faulty", fault.FaultyTyped, enable_checkpointing=True,
-                           callbacks=[fault.FailAtBatchStart(), OnExceptionCheckpoint(root / "faulty")],
-                           ckpt_path=root / "saving" / "ckpt" / "step=5.ckpt")
-            return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=root / "faulty" / "on_exception.ckpt"))
-        if case == "after update, scheduler":
-            saved_to = root / "saving" / "in_step.ckpt"
-            resume.fit(root / "saving", lambda: fault.ScheduledFaulty("save_after_optimizer_step", saved_to))
-            scheduled_as = type("MyModel", (fault.ScheduledFaulty,), {})
-            return warning_of(lambda: resume.fit(root / "resumed", scheduled_as, ckpt_path=saved_to))
-        if case == "after update":
-            saved_to = root / "saving" / "in_step.ckpt"
-            resume.fit(root / "saving", lambda: fault.FaultyTyped("save_after_optimizer_step", saved_to))
-            return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=saved_to))
-        with pytest.raises(fault.SimulatedFault):
-            resume.fit(root / "faulty", lambda: fault.FaultyTyped("after_log"), accumulate_grad_batches=2,
-                       enable_checkpointing=True, callbacks=[OnExceptionCheckpoint(root / "faulty")])
-        saved_to = root / "faulty" / "on_exception.ckpt"
+        if case == "batch-end hooks":
+            resume.fit(root / "saving", lambda: fault.BatchEndLogging("save_after_optimizer_step", saved_to))
+            logging_as = type("MyModel", (fault.BatchEndLogging,), {})
+            return warning_of(lambda: resume.fit(root / "resumed", logging_as, ckpt_path=saved_to))
+        if case == "manual":
+            resume.fit(root / "saving", lambda: fault.ManualSteps("save_after_step", saved_to))
+            manual_as = type("MyModel", (fault.ManualSteps,), {})
+            return warning_of(lambda: resume.fit(root / "resumed", manual_as, ckpt_path=saved_to))
+        # a save in on_after_backward of batch 5, the last of the accumulation window 4-5
+        resume.fit(root / "saving", lambda: fault.FaultyTyped("save_in_hook", saved_to), accumulate_grad_batches=2)
+        resumed_as = type("MyModel", (fault.FaultyTyped,), {})
         return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=saved_to, accumulate_grad_batches=2))
 
 
@@ -794,14 +783,12 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     # resuming a run
     "resume from a plain checkpoint": lambda: _resume_warning("plain"),
     "resume after the module changed": lambda: _resume_warning("changed"),
-    "resume from an epoch's last batch": lambda: _resume_warning("last batch"),
-    "resume after an optimizer step inside the batch": lambda: _resume_inside_a_batch_warning("after update"),
-    "resume after an optimizer step inside the batch, step scheduler": lambda: _resume_inside_a_batch_warning(
-        "after update, scheduler"
+    "resume after an optimizer step, before on_train_batch_end logs": lambda: _resume_inside_a_batch_warning(
+        "batch-end hooks"
     ),
-    "resume inside an accumulation window": lambda: _resume_inside_a_batch_warning("accumulation"),
+    "resume after a manual optimizer step inside training_step": lambda: _resume_inside_a_batch_warning("manual"),
+    "resume inside an accumulation window's backward": lambda: _resume_inside_a_batch_warning("accumulation"),
     "resume with running statistics inside the batch": lambda: _resume_inside_a_batch_warning("running statistics"),
-    "resume from a batch the library had not noted": lambda: _resume_inside_a_batch_warning("not noted"),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),

@@ -200,8 +200,36 @@ def cell_of(values: dict[str, Any]) -> Cell | None:
     return Cell(values["way"], loop, fault, second)
 
 
+def _value_of(cell: Cell, name: str) -> Any:
+    if name == "way":
+        return cell.way
+    if name in LOOP_VALUES:
+        return getattr(cell.loop, name)
+    if name in ("where", "how"):
+        return getattr(cell.fault, name)
+    if name == "when":
+        epoch, batch = cell.fault.epoch, cell.fault.batch
+        if (epoch, batch) == (1, 0):
+            return "epoch_start"
+        if batch == cell.loop.batches - 1:
+            return "last"
+        if cell.loop.validation == "half" and batch == 5:
+            return "after_validation"
+        return "mid"
+    if cell.second is None:
+        return "none"
+    return "same" if cell.second == cell.fault else "later"
+
+
+def _pairs_of(cell: Cell) -> set[tuple[tuple[str, Any], tuple[str, Any]]]:
+    """The pairs of dimension values ``cell`` holds (read off the cell, not the row that asked for it)."""
+    values = [(name, _value_of(cell, name)) for name in DIMENSIONS]
+    return set(itertools.combinations(values, 2))
+
+
 def design(seed: int, limit: int = 400) -> list[Cell]:
-    """A greedy pairwise design: each pick covers the most pairs of dimension values not yet covered."""
+    """A greedy pairwise design: each pick covers the most pairs of dimension values not yet covered;
+    then each pair still open gets up to 500 tries at a valid cell that holds it (none: no cell can)."""
     rng = random.Random(seed)
     names = list(DIMENSIONS)
     uncovered = {
@@ -212,28 +240,38 @@ def design(seed: int, limit: int = 400) -> list[Cell]:
     }
     cells: list[Cell] = []
     seen: set[str] = set()
+
+    def add(cell: Cell) -> None:
+        uncovered.difference_update(_pairs_of(cell))
+        seen.add(cell.id)
+        cells.append(replace(cell, expected=expected(cell)))
+
     misses = 0
-    while uncovered and len(cells) < limit and misses < 30:
-        best: tuple[int, dict[str, Any], Cell] | None = None
+    while uncovered and len(cells) < limit and misses < 20:
+        best: tuple[int, Cell] | None = None
         open_pairs = sorted(uncovered, key=repr)
-        for _ in range(300):
+        for _ in range(80):
             values = {name: rng.choice(DIMENSIONS[name]) for name in names}
             if rng.random() < 0.7:  # start from a pair not yet covered, so that rare pairs get their turn
-                (a, va), (b, vb) = rng.choice(open_pairs)
-                values[a], values[b] = va, vb
+                values.update(dict(rng.choice(open_pairs)))
             cell = cell_of(values)
             if cell is None or cell.id in seen:
                 continue
-            gain = sum(1 for pair in itertools.combinations(sorted(values.items(), key=lambda item: names.index(item[0])), 2) if pair in uncovered)
+            gain = len(_pairs_of(cell) & uncovered)
             if best is None or gain > best[0]:
-                best = (gain, values, cell)
+                best = (gain, cell)
         if best is None or best[0] == 0:
             misses += 1
             continue
-        gain, values, cell = best
-        uncovered -= set(itertools.combinations(sorted(values.items(), key=lambda item: names.index(item[0])), 2))
-        seen.add(cell.id)
-        cells.append(replace(cell, expected=expected(cell)))
+        add(best[1])
+    for pair in sorted(uncovered, key=repr):
+        for _ in range(500 if pair in uncovered else 0):
+            values = {name: rng.choice(DIMENSIONS[name]) for name in names}
+            values.update(dict(pair))
+            cell = cell_of(values)
+            if cell is not None and cell.id not in seen and pair in _pairs_of(cell):
+                add(cell)
+                break
     return cells
 
 
@@ -264,7 +302,7 @@ def expected(cell: Cell) -> str:
 
 # what each kind of warning says, and which differences it covers
 _WARNING_TEXT = {
-    "gradients": "during batch {batch}'s backward",
+    "gradients": "saved in batch {batch} after its backward added to .grad",
     "manual_rest": "after an optimizer step inside training_step (manual optimization)",
     "batch_end_hooks": "before its on_train_batch_end hooks ended",
 }
@@ -320,27 +358,6 @@ def test_the_design_covers_every_value_of_every_dimension() -> None:
     for name, values in DIMENSIONS.items():
         for value in values:
             assert any(_value_of(cell, name) == value for cell in _DESIGN), (name, value)
-
-
-def _value_of(cell: Cell, name: str) -> Any:
-    if name == "way":
-        return cell.way
-    if name in LOOP_VALUES:
-        return getattr(cell.loop, name)
-    if name in ("where", "how"):
-        return getattr(cell.fault, name)
-    if name == "when":
-        epoch, batch = cell.fault.epoch, cell.fault.batch
-        if (epoch, batch) == (1, 0):
-            return "epoch_start"
-        if batch == cell.loop.batches - 1:
-            return "last"
-        if cell.loop.validation == "half" and batch == 5:
-            return "after_validation"
-        return "mid"
-    if cell.second is None:
-        return "none"
-    return "same" if cell.second == cell.fault else "later"
 
 
 def table(cells: list[Cell]) -> str:

@@ -262,13 +262,13 @@ def test_a_save_after_the_window_s_last_backward_names_the_lost_gradients(how: s
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     assert messages == [
         f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
-        "  got:      a checkpoint saved during batch 5's backward: .grad held the gradients of the earlier batches of"
-        " its window of accumulate_grad_batches=2 and part of batch 5's own, which no point can separate, so the"
-        " resumed run trains batch 5 again without the earlier ones and the weights differ from the uninterrupted"
-        " run's from the window's optimizer step on\n"
-        "  expected: a checkpoint saved before a batch's backward or after it, or between batches (each carries .grad)\n"
+        "  got:      a checkpoint saved in batch 5 after its backward added to .grad and before its optimizer step:"
+        " .grad held the gradients of the earlier batches of its window of accumulate_grad_batches=2 together with"
+        " batch 5's, which no point can separate, so the resumed run trains batch 5 again without the earlier ones"
+        " and the weights differ from the uninterrupted run's from that optimizer step on\n"
+        "  expected: a checkpoint saved before a batch's backward, or between batches (each carries .grad)\n"
         "  fix:      nothing restores those gradients; for an exact resume save between batches (ModelCheckpoint("
-        "every_n_train_steps=...)), or before or after a batch's backward"
+        "every_n_train_steps=...)), or before a batch's backward"
     ]
     assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
     assert resumed.trainer.global_step == full.trainer.global_step == 6
@@ -590,3 +590,80 @@ def test_a_save_after_the_optimizer_step_makes_up_the_scheduler_step_that_follow
     resumed_lr = resumed.trainer.optimizers[0].param_groups[0]["lr"]
     assert full_lr == resumed_lr == 0.1 * 0.5**BATCHES
     assert_same_run(resumed, full)
+
+
+# --- what no point holds: named in one warning ---------------------------------------------------------
+
+
+class BatchEndLogging(FaultyTyped):
+    """Logs a value in its result hook: it runs in on_train_batch_end, after every callback's."""
+
+    def on_train_batch_result(self, result: Any, batch: Any, batch_idx: int) -> None:
+        self.log("ends", 1.0, on_step=False, on_epoch=True, reduce_fx="sum", batch_size=1)
+
+
+@exact
+def test_a_save_after_the_optimizer_step_names_what_on_train_batch_end_logs_after_it(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", BatchEndLogging)
+    fit(tmp_path / "saving", lambda: BatchEndLogging("save_after_optimizer_step", tmp_path / "in_step.ckpt"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = fit(tmp_path / "resumed", BatchEndLogging, ckpt_path=tmp_path / "in_step.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "BatchEndLogging: resuming epoch 0 at the end of batch 5\n"
+        "  got:      a checkpoint saved in batch 5 after its optimizer step and before its on_train_batch_end hooks"
+        " ended: what they log for batch 5 is not in it, and the resumed run goes on after batch 5, so these miss"
+        " batch 5: 'ends' (on_train_batch_end)\n"
+        "  expected: a checkpoint saved before a batch's optimizer step, or after its on_train_batch_end hooks"
+        " (ModelCheckpoint saves after every callback's, but before the LightningModule's own)\n"
+        "  fix:      log these values in training_step (or a hook before the optimizer step), or save the checkpoint"
+        " from the LightningModule's on_train_batch_end after they are logged"
+    ]
+    assert (float(full.trainer.callback_metrics["ends"]), float(resumed.trainer.callback_metrics["ends"])) == (11.0, 10.0)
+    assert_same_params(resumed.module, full.module)  # everything else is exact
+
+
+class ManualSteps(FaultyTyped):
+    """Manual optimization with a scheduler stepped after each optimizer step; saves right after opt.step()."""
+
+    def __init__(self, fault: str | None = None, save_to: Path | None = None) -> None:
+        super().__init__(fault, save_to)
+        self.automatic_optimization = False
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.lr)
+        return {"optimizer": optimizer, "lr_scheduler": torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)}
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer: Any = self.optimizers()
+        loss = self.log_training(batch)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        if self.fault == "save_after_step" and (self.trainer.current_epoch, batch_idx) == self.fault_at:
+            self.trainer.save_checkpoint(self.save_to)
+        scheduler: Any = self.lr_schedulers()
+        scheduler.step()
+
+
+@exact
+def test_a_save_after_a_manual_optimizer_step_names_what_training_step_does_after_it(tmp_path: Path) -> None:
+    full = fit(tmp_path / "full", ManualSteps)
+    fit(tmp_path / "saving", lambda: ManualSteps("save_after_step", tmp_path / "in_step.ckpt"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = fit(tmp_path / "resumed", ManualSteps, ckpt_path=tmp_path / "in_step.ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert messages == [
+        "ManualSteps: resuming epoch 0 at the end of batch 5\n"
+        "  got:      a checkpoint saved in batch 5 after an optimizer step inside training_step (manual optimization):"
+        " the weights hold that step, so the resumed run goes on after batch 5, and what training_step does after"
+        " the save (other optimizers' steps, LR scheduler steps, values it logs) is not in it\n"
+        "  expected: a checkpoint saved before a batch's first optimizer step, or between batches\n"
+        "  fix:      save from on_train_batch_end or with ModelCheckpoint(every_n_train_steps=...) rather than inside"
+        " training_step after opt.step()"
+    ]
+    full_lr = full.trainer.optimizers[0].param_groups[0]["lr"]
+    resumed_lr = resumed.trainer.optimizers[0].param_groups[0]["lr"]
+    assert (full_lr, resumed_lr) == (0.1 * 0.5**BATCHES, 0.1 * 0.5 ** (BATCHES - 1))  # batch 5's scheduler step is lost
