@@ -7,7 +7,9 @@ a ``TypedLightningModule``, or under ``StepResultAdapter()``, carries each metri
 
 - each ``Metric`` among the module's submodules (attributes, ``ModuleList`` / ``ModuleDict`` items,
   ``MetricCollection`` members), named by its path (``"val_acc_best"``, ``"scores.MulticlassAccuracy"``);
-- each ``Metric`` in a plain ``dict``, ``list`` or ``tuple`` attribute (``"metrics['train']"``);
+- each ``Metric`` in a plain ``dict``, ``list`` or ``tuple`` attribute, nested up to three deep
+  (``"metrics['train']"``, ``"metrics['train']['acc']"``), or an attribute of a plain object the
+  module holds (``"scores.best"``: a namespace of metrics);
 - the declared metrics' copies (``"declared train/acc"``).
 
 ``not_resumed(metric)`` (``resume_options.py``) leaves one out.
@@ -15,8 +17,10 @@ a ``TypedLightningModule``, or under ``StepResultAdapter()``, carries each metri
 
 from __future__ import annotations
 
+import types
 from typing import Any, cast
 
+import torch
 from torchmetrics import Metric
 
 from lightning_step_types.metric_values import step_metric_objects
@@ -25,6 +29,7 @@ __all__ = ["NOT_RESUMED", "resumed_metrics"]
 
 # the attribute `resume_options.not_resumed` sets on a metric: `resumed_metrics` passes over it
 NOT_RESUMED = "_lightning_step_types_not_resumed"
+
 
 def resumed_metrics(module: Any) -> dict[str, Metric]:
     """The metrics a checkpoint of ``module`` carries, by the name they are saved under (once each)."""
@@ -46,13 +51,40 @@ def resumed_metrics(module: Any) -> dict[str, Metric]:
             add(path, sub)
     attributes: dict[str, Any] = cast("dict[str, Any]", vars(module))
     for attribute, value in attributes.items():
-        if isinstance(value, dict):
-            items: list[tuple[Any, Any]] = list(value.items())  # pyright: ignore[reportUnknownArgumentType]
-        elif isinstance(value, (list, tuple)):
-            items = list(enumerate(value))  # pyright: ignore[reportUnknownArgumentType]
-        else:
-            continue
-        for key, item in items:
-            if isinstance(item, Metric) and not getattr(item, NOT_RESUMED, False):
-                add(f"{attribute}[{key!r}]", item)
+        if isinstance(value, (dict, list, tuple)):
+            for name, metric in _held_in(attribute, value, _CONTAINER_DEPTH):
+                add(name, metric)
+        elif not attribute.startswith("_") and _is_plain_object(value):
+            # a helper object's own attributes, one level (a namespace of metrics); not Lightning's
+            # private attributes (`_trainer`), which lead to other modules' objects
+            for name, item in cast("dict[str, Any]", vars(value)).items():
+                if isinstance(item, Metric) and not getattr(item, NOT_RESUMED, False):
+                    add(f"{attribute}.{name}", item)
     return found
+
+
+_CONTAINER_DEPTH = 3  # dicts and lists of metrics nest this deep at most ({"train": {"acc": ...}})
+
+
+def _held_in(path: str, value: Any, depth: int) -> list[tuple[str, Metric]]:
+    """The metrics in a plain ``dict`` / ``list`` / ``tuple`` (nested ``depth`` deep), by path."""
+    if isinstance(value, dict):
+        items: list[tuple[Any, Any]] = list(cast("dict[Any, Any]", value).items())
+    else:
+        items = list(enumerate(cast("list[Any]", value)))
+    found: list[tuple[str, Metric]] = []
+    for key, item in items:
+        if isinstance(item, Metric):
+            if not getattr(item, NOT_RESUMED, False):
+                found.append((f"{path}[{key!r}]", item))
+        elif depth > 1 and isinstance(item, (dict, list, tuple)):
+            found += _held_in(f"{path}[{key!r}]", item, depth - 1)
+    return found
+
+
+def _is_plain_object(value: Any) -> bool:
+    """An instance of a user's class with a ``__dict__``: not a module, tensor, class or function."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (torch.nn.Module, torch.Tensor, type, types.FunctionType, types.MethodType, types.ModuleType))
+    )

@@ -107,11 +107,23 @@ def restore_metrics(live: Mapping[str, Any], saved: Mapping[str, Any]) -> list[s
     missing: list[str] = []
     for name, state in saved.items():
         metric = live.get(name)
-        if metric is None or type_name(metric) != state["type"]:
+        if metric is None or type_name(metric) != state["type"] or not _same_states(metric, state["states"]):
             missing.append(f"metric {name!r} ({state['type']})")
             continue
         load_metric_states(metric, state)
     return missing
+
+
+def _same_states(metric: Any, saved: Mapping[str, Any]) -> bool:
+    """Whether the saved states fit the live metric: the same names, and each tensor state's shape
+    (a metric built with other arguments, ``num_classes`` say, has other shapes)."""
+    live = metric.metric_state
+    if set(live) != set(saved):
+        return False
+    return all(
+        not isinstance(value, torch.Tensor) or (isinstance(saved[name], torch.Tensor) and value.shape == saved[name].shape)
+        for name, value in live.items()
+    )
 
 
 def restore_views(trainer: Any, saved: Mapping[str, Mapping[str, Any]]) -> None:
