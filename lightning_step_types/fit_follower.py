@@ -27,9 +27,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from lightning_step_types.lightning_internals import (
-    BatchCounters,
     LoggedSnapshot,
-    batch_counters,
+    batch_start_counters,
     cycled_loaders,
     fetch_position,
     follow_fit_loop,
@@ -45,6 +44,7 @@ from lightning_step_types.lightning_internals import (
     scheduler_updates,
     stateful_loader_states,
     training_epoch_results,
+    unfollow_fetches,
     unfollow_fit_loop,
 )
 from lightning_step_types.resume_metrics import resumed_metrics
@@ -144,6 +144,8 @@ class FitFollower:
             self.metrics = resumed_metrics(self.module())
             # the training loaders exist from `FitLoop.setup_data`, before this; their states are read per fetch
             self.stateful = stateful_loader_states(trainer) is not None
+            if not self.stateful:  # nothing to read before each fetch: Lightning's own method again
+                unfollow_fetches(trainer)
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
             self.parameters = list(trainer.lightning_module.parameters())
@@ -201,6 +203,8 @@ class FitFollower:
         trainer = self.trainer()
         if self.stateful is None:
             self.stateful = stateful_loader_states(trainer) is not None
+            if not self.stateful:  # nothing to read before each fetch: Lightning's own method again
+                unfollow_fetches(trainer)
         if self.stateful:
             fetched, _ = fetch_position(trainer)
             if fetched < self.last_fetch:  # the fetcher was reset: a new epoch's iterator
@@ -211,11 +215,11 @@ class FitFollower:
     # --- the batch-start record ---------------------------------------------------------------------
 
     def note_batch_start(self, trainer: Any) -> None:
-        counters: BatchCounters = batch_counters(trainer)
-        epoch = int(trainer.current_epoch)
+        # runs on every batch: one read of Lightning's counters, and nothing that has nothing to record
+        epoch, completed, scheduler_updates_done = batch_start_counters(trainer)
         if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
             self.loaded_loaders = self.loaded_cycled = None
-        self.epoch, self.batch = epoch, counters.completed
+        self.epoch, self.batch = epoch, completed
         self.phase = Phase.BATCH
         # gradients may be held over into this batch: Lightning zeroes them only where this index is a
         # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
@@ -224,19 +228,23 @@ class FitFollower:
         elif self.gradient_marks is not None:
             self.gradient_marks = None
         record = self.record
-        record.epoch, record.batch = epoch, counters.completed
-        if self.results is not None:
-            record.logged, _ = logged_snapshot(self.results)
+        record.epoch, record.batch = epoch, completed
+        results = self.results
+        if results:
+            record.logged, _ = logged_snapshot(results)
+        elif record.logged:
+            record.logged = []
         resume: Any = self.resume
         if resume is not None or record.pending:
             record.pending = resume.pending_logged() if resume is not None else {}
-        for name, metric in self.metrics.items():
-            mark = metric_change_mark(metric)
-            if record.marks.get(name) != mark:
-                record.marks[name] = mark
-                record.metrics[name] = metric_states_on_device(metric)
+        if self.metrics:
+            for name, metric in self.metrics.items():
+                mark = metric_change_mark(metric)
+                if record.marks.get(name) != mark:
+                    record.marks[name] = mark
+                    record.metrics[name] = metric_states_on_device(metric)
         record.steps = self.steps[0]
-        record.scheduler_updates = scheduler_updates(trainer)[1]
+        record.scheduler_updates = scheduler_updates_done
         if self.stateful:
             record.fetched, record.prefetched = fetch_position(trainer)
             first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it

@@ -532,6 +532,24 @@ class BatchCounters(NamedTuple):
     is_last_batch: bool
 
 
+def batch_start_counters(trainer: Any) -> tuple[int, int, int]:
+    """``(current_epoch, batches completed in it, LR scheduler updates completed in it)``, read at every
+    batch's start in one go: `Trainer.current_epoch` is `FitLoop.epoch_progress.current.completed`;
+    `_TrainingEpochLoop.batch_progress` and `scheduler_progress` as in `batch_counters` and `scheduler_updates`."""
+    fit_loop = trainer.fit_loop
+    epoch_loop = fit_loop.epoch_loop
+    return (
+        int(fit_loop.epoch_progress.current.completed),
+        int(epoch_loop.batch_progress.current.completed),
+        int(epoch_loop.scheduler_progress.total.completed),
+    )
+
+
+def unfollow_fetches(trainer: Any) -> None:
+    """Give the epoch loop its own `_on_before_fetch` back (a fit without a stateful training loader)."""
+    trainer.fit_loop.epoch_loop.__dict__.pop("_on_before_fetch", None)
+
+
 def batch_counters(trainer: Any) -> BatchCounters:
     progress = trainer.fit_loop.epoch_loop.batch_progress
     current = progress.current
