@@ -23,6 +23,7 @@ __all__ = [
     "plain_checkpoint_problem",
     "ranks_problem",
     "running_stats_problem",
+    "sampler_order_problem",
     "warn",
     "warn_unavailable",
     "world_size_problem",
@@ -136,6 +137,20 @@ def running_stats_problem(batch: int, names: list[str]) -> Problem:
         " batch twice (num_batches_tracked is one higher); to avoid it save between batches (ModelCheckpoint("
         "every_n_train_steps=...)), or recompute the statistics after training with"
         " torch.optim.swa_utils.update_bn(loader, model)",
+    )
+
+
+def sampler_order_problem(samplers: list[str]) -> Problem:
+    return (
+        f"a training loader whose order no checkpoint holds: {', '.join(samplers)}, which Lightning puts around"
+        " a sampler that is not a DistributedSampler under DDP; that sampler has no torch.Generator and no"
+        " state_dict(), so its order comes from torch's global random state, and the resumed run's batches"
+        " are not the uninterrupted run's",
+        "a sampler whose order a checkpoint can hold: a DistributedSampler, torchdata's"
+        " StatefulDistributedSampler, or a sampler with a torch.Generator (generator=...) or"
+        " state_dict() / load_state_dict()",
+        "give the sampler generator=torch.Generator().manual_seed(seed), or the loader"
+        " sampler=StatefulDistributedSampler(dataset, shuffle=True) (torchdata.stateful_dataloader.sampler)",
     )
 
 
