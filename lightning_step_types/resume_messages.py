@@ -69,11 +69,12 @@ def world_size_problem(saved: int, now: int, names: list[str]) -> Problem:
 
 def ranks_problem(ranks: list[int], where: str, names: list[str]) -> Problem:
     shown = ", ".join(str(rank) for rank in ranks)
+    plural = "s" if len(ranks) > 1 else ""
     return (
-        f"a checkpoint whose processes were not at one point when it was saved: rank 0 at {where}, rank"
-        f"{'s' if len(ranks) > 1 else ''} {shown} elsewhere (a signal or an exception that reached the processes"
-        f" at different moments); the running state of rank{'s' if len(ranks) > 1 else ''} {shown} starts fresh:"
-        f" {', '.join(names) or 'none'}",
+        f"a checkpoint whose processes were not at one point when it was saved: rank 0 at {where.removeprefix('resuming ')},"
+        f" rank{plural} {shown} elsewhere or at no save (a signal, an exception or a save_checkpoint call that"
+        f" reached some processes only, or at different moments); the running state of rank{plural} {shown}"
+        f" starts fresh: {', '.join(names) or 'none'}",
         "every process saving at the same point (ModelCheckpoint, or a save every process reaches)",
         "nothing to do for this run; checkpoints that ModelCheckpoint saves resume exactly",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,25 +39,44 @@ class Job:
 def launch(folder: Path, runs: list[dict[str, Any]], *, limit: float, launcher: list[str] | None = None,
            env: dict[str, str] | None = None) -> Job:
     """Run the fits ``runs`` with ``launcher`` (default: ``python``, Lightning starts rank 1 itself)."""
+    return launch_together(folder, runs, limit=limit, launchers=[launcher or [sys.executable]], envs=[env or {}])
+
+
+def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, launchers: list[list[str]],
+                    envs: list[dict[str, str]]) -> Job:
+    """The same fits started by several commands at once (one per "node" or SLURM task); the job ends
+    when they all have, its return code the first non-zero one."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / f"runs-{len(list(folder.glob('runs-*.json')))}.json"
     config.write_text(json.dumps(runs))
-    command = [*(launcher or [sys.executable]), str(SCRIPT), str(config)]
     started = time.monotonic()
+    processes: list[subprocess.Popen[bytes]] = []
     with open(folder / "output.txt", "ab") as output:
-        process = subprocess.Popen(
-            command, cwd=folder, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
-                 **(env or {})},
-        )
+        for launcher, env in zip(launchers, envs):
+            processes.append(subprocess.Popen(
+                [*launcher, str(SCRIPT), str(config)], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+                     **env},
+            ))
+        codes: list[int | None] = []
         try:
-            returncode: int | None = process.wait(timeout=limit)
+            for process in processes:
+                codes.append(process.wait(timeout=max(0.1, limit - (time.monotonic() - started))))
         except subprocess.TimeoutExpired:
-            returncode = None
+            codes.append(None)
         finally:
-            _end_session(process)
+            for process in processes:
+                _end_session(process)
     seconds = time.monotonic() - started
+    returncode = None if None in codes else next((code for code in codes if code), 0)
     return Job(returncode, seconds, (folder / "output.txt").read_text(errors="replace"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _end_session(process: subprocess.Popen[bytes]) -> None:

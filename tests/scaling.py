@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_lightning.callbacks import ModelCheckpoint, OnExceptionCheckpoint
 from pytorch_lightning.loggers import CSVLogger
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset, WeightedRandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
@@ -55,6 +55,8 @@ def loader(sampler: str, workers: int = 0) -> Any:
         return StatefulDataLoader(data, sampler=DistributedSampler(data, shuffle=True), **options)
     if sampler == "stateful":
         return StatefulDataLoader(data, sampler=StatefulDistributedSampler(data, shuffle=True), **options)
+    if sampler == "weighted":  # a sampler without a generator: Lightning wraps it, and its order is not saved
+        return StatefulDataLoader(data, sampler=WeightedRandomSampler(torch.ones(ROWS), ROWS), **options)
     if sampler == "ordered":  # no shuffling: every launcher's runs draw the same batches
         return StatefulDataLoader(data, **options)
     if sampler == "plain-injected":  # a DataLoader without state: resumable between epochs only
@@ -65,6 +67,7 @@ def loader(sampler: str, workers: int = 0) -> Any:
 class Parts:
     """The model and its logging, shared by the typed module and the plain-Lightning one."""
 
+    run: dict[str, Any]
     fault: dict[str, Any] | None = None
     marker = Path()
 
@@ -72,7 +75,8 @@ class Parts:
         torch.manual_seed(0)
         self.net = torch.nn.Linear(8, 2)
         self.seen: list[tuple[int, int, list[int]]] = []
-        self.fault, self.marker, self.model_parallel = run.get("fault"), marker, run.get("strategy") == "model_parallel"
+        self.run, self.fault, self.marker = run, run.get("fault"), marker
+        self.model_parallel = run.get("strategy") == "model_parallel"
 
     def step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         trainer: Any = getattr(self, "trainer")
@@ -99,6 +103,10 @@ class Parts:
         if fault["kind"] == "save":  # trainer.save_checkpoint from this rank's hook alone
             trainer.save_checkpoint(self.marker.parent / "alone.ckpt")
 
+    def train_dataloader(self) -> Any:
+        """Made after the process group (a DistributedSampler of the user's own asks it for the ranks)."""
+        return loader(self.run.get("sampler", "ordered"), self.run.get("workers", 0))
+
     def configure_model(self) -> None:
         if self.model_parallel:
             from torch.distributed.fsdp import fully_shard
@@ -109,7 +117,9 @@ class Parts:
         return torch.optim.SGD(self.net.parameters(), lr=0.1)
 
 
-class Typed(Parts, TypedLightningModule):
+class MyModel(Parts, TypedLightningModule):
+    """The typed module (named as in docs/errors.md, whose catalogue quotes its warnings)."""
+
     def __init__(self, run: dict[str, Any], marker: Path) -> None:
         super().__init__()
         self.build(run, marker)
@@ -154,8 +164,8 @@ def _full(value: torch.Tensor) -> torch.Tensor:
 
 
 def attempt() -> int:
-    """torchrun's restart count (0 for the first attempt, and off torchrun)."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    """torchrun's restart count, or SLURM's requeue count (0 for the first attempt)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", os.environ.get("SLURM_RESTART_COUNT", "0")))
 
 
 def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Trainer:
@@ -201,10 +211,10 @@ def fit(run: dict[str, Any]) -> None:
 
     warnings.showwarning = show
     warnings.simplefilter("always", StepResultWarning)
-    make = Typed if run.get("module", "typed") == "typed" else Plain
+    make = MyModel if run.get("module", "typed") == "typed" else Plain
     trainer = trainer_for(run, root, caught)
     ckpt = run.get("ckpt")
-    trainer.fit(make(run, root / "faulted"), loader(run.get("sampler", "ordered"), run.get("workers", 0)), ckpt_path=ckpt)
+    trainer.fit(make(run, root / "faulted"), ckpt_path=ckpt)
 
 
 def main(argv: list[str]) -> None:
