@@ -37,13 +37,14 @@ class Job:
 
 
 def launch(folder: Path, runs: list[dict[str, Any]], *, limit: float, launcher: list[str] | None = None,
-           env: dict[str, str] | None = None) -> Job:
+           env: dict[str, str] | None = None, script: Path = SCRIPT) -> Job:
     """Run the fits ``runs`` with ``launcher`` (default: ``python``, Lightning starts rank 1 itself)."""
-    return launch_together(folder, runs, limit=limit, launchers=[launcher or [sys.executable]], envs=[env or {}])
+    return launch_together(folder, runs, limit=limit, launchers=[launcher or [sys.executable]], envs=[env or {}],
+                           script=script)
 
 
 def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, launchers: list[list[str]],
-                    envs: list[dict[str, str]]) -> Job:
+                    envs: list[dict[str, str]], script: Path = SCRIPT) -> Job:
     """The same fits started by several commands at once (one per "node" or SLURM task); the job ends
     when they all have, its return code the first non-zero one."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,7 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
     with open(folder / "output.txt", "ab") as output:
         for launcher, env in zip(launchers, envs):
             processes.append(subprocess.Popen(
-                [*launcher, str(SCRIPT), str(config)], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                [*launcher, str(script), str(config)], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
                      **env},

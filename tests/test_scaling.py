@@ -198,3 +198,11 @@ SAMPLER_WARNING = (
     "  fix:      give the sampler generator=torch.Generator().manual_seed(seed), or the loader"
     " sampler=StatefulDistributedSampler(dataset, shuffle=True) (torchdata.stateful_dataloader.sampler)"
 )
+
+
+def test_scaling_quotes_its_warnings_in_the_catalogue() -> None:
+    """The warnings the tests above assert are docs/errors.md's, word for word (test_docs checks the rest)."""
+    from test_docs import catalogue_blocks
+
+    blocks = catalogue_blocks()
+    assert RANKS_WARNING in blocks and SAMPLER_WARNING in blocks
