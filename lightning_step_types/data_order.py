@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -39,7 +39,7 @@ from lightning_step_types.lightning_internals import (
 )
 from lightning_step_types.resume_messages import CHECKPOINT_KEY, sampler_order_problem, warn
 
-__all__ = ["DATA_ORDER", "follow_data_order", "load_data_order", "save_data_order", "stop_data_order"]
+__all__ = ["DATA_ORDER", "follow_data_order", "load_data_order", "save_data_order", "saved_part", "stop_data_order"]
 
 DATA_ORDER = "data_order"
 
@@ -140,15 +140,22 @@ def save_data_order(trainer: Any, checkpoint: dict[str, Any], point: Mapping[str
 def load_data_order(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
     """Keep a checkpoint's sampler states for the resumed fit; warn (global rank 0) where one is missing."""
     order = _ORDERS.get(trainer)
-    ours: Any = checkpoint.get(CHECKPOINT_KEY)
-    entries: Any = ours.get(DATA_ORDER) if isinstance(ours, Mapping) else None
+    ours = saved_part(checkpoint, CHECKPOINT_KEY)
+    entries: Any = ours.get(DATA_ORDER)
     if order is None or not isinstance(entries, list):
         return
-    order.loaded = entries
-    point: Any = (ours.get("epoch_state") or {}).get("point") or {}
-    missing = [entry["sampler"] for entry in entries if entry["state"] is None]
+    saved = cast("list[Mapping[str, Any]]", entries)
+    order.loaded = saved
+    point = saved_part(saved_part(ours, "epoch_state"), "point")
+    missing: list[str] = [str(entry["sampler"]) for entry in saved if entry["state"] is None]
     if missing and int(getattr(trainer, "global_rank", 0)) == 0:
         warn(module, _where(point), sampler_order_problem(missing))
+
+
+def saved_part(saved: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``saved[key]``, a mapping in a loaded checkpoint, or an empty one where it is none."""
+    part: Any = saved.get(key)
+    return cast("Mapping[str, Any]", part) if isinstance(part, Mapping) else {}
 
 
 def _where(point: Mapping[str, Any]) -> str:

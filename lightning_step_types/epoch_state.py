@@ -22,8 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lightning_step_types import rank_exchange
-from lightning_step_types.data_order import follow_data_order, load_data_order, save_data_order, stop_data_order
+import lightning_step_types.rank_exchange as rank_exchange
+from lightning_step_types.data_order import (
+    follow_data_order,
+    load_data_order,
+    save_data_order,
+    saved_part,
+    stop_data_order,
+)
 from lightning_step_types.fit_follower import any_resuming, follower_of, start_following, stop_following
 from lightning_step_types.lightning_internals import saved_inside_epoch
 from lightning_step_types.resume_load import load_running_state
@@ -66,13 +72,11 @@ def fit_ends(trainer: Any, module: Any) -> None:
 def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
     """``on_save_checkpoint``, on every process; a save that other processes may not reach waits for
     them a bounded time only (``rank_exchange``)."""
-    ours = checkpoint.get(CHECKPOINT_KEY)
-    if isinstance(ours, dict) and STATE in ours:  # saved already by this dump (a hook that calls super())
+    already: Any = checkpoint.get(CHECKPOINT_KEY)
+    if isinstance(already, dict) and STATE in already:  # saved already by this dump (a hook that calls super())
         return
     save_running_state(trainer, module, checkpoint)
-    ours = checkpoint.get(CHECKPOINT_KEY)
-    saved = ours.get(STATE) if isinstance(ours, dict) else None
-    point = saved.get("point") if isinstance(saved, dict) else None
+    point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
     save_data_order(trainer, checkpoint, point)
     rank_exchange.settle_save(trainer, point)
 

@@ -1011,14 +1011,15 @@ def replace_save_barrier(strategy: Any, wait: Callable[[], None]) -> None:
     instance, so an instance attribute runs first. It removes itself at that call; any other barrier
     goes to the strategy's own.
     """
-    own = type(strategy).barrier
+    kind: Any = strategy.__class__
+    own: Callable[..., None] = kind.barrier
 
     def barrier(name: str | None = None, *args: Any, **kwargs: Any) -> None:
         if name != "Trainer.save_checkpoint":
-            return own(strategy, name, *args, **kwargs)
+            own(strategy, name, *args, **kwargs)
+            return
         strategy.__dict__.pop("barrier", None)
         wait()
-        return None
 
     strategy.__dict__["barrier"] = barrier
 
@@ -1042,14 +1043,7 @@ def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
     """Call ``call()`` in `FitLoop.setup_data` right before the training iterator is built (and the
     loaders' saved states loaded): `FitLoop._load_combined_loader_states` (private), looked up on the
     instance, runs there, after `_process_dataloader` put Lightning's distributed sampler in."""
-    fit_loop = trainer.fit_loop
-    own = type(fit_loop)._load_combined_loader_states
-
-    def load_combined_loader_states() -> None:
-        call()
-        own(fit_loop)
-
-    fit_loop.__dict__["_load_combined_loader_states"] = load_combined_loader_states
+    _call_first(trainer.fit_loop, "_load_combined_loader_states", call)
 
 
 def stop_before_train_iterator(trainer: Any) -> None:
@@ -1095,15 +1089,20 @@ def before_wrapped_draw(sampler: Any, call: Callable[[], None]) -> None:
     """Call ``call()`` before a `DistributedSamplerWrapper` draws its sampler's order for an epoch:
     `DistributedSamplerWrapper.__iter__` calls `_DatasetSamplerWrapper.reset()` (private), which runs
     ``list(self._sampler)``; looked up on the instance, so an instance attribute runs first."""
-    wrapper = sampler.dataset
-    own = type(wrapper).reset
-
-    def reset() -> None:
-        call()
-        own(wrapper)
-
-    wrapper.__dict__["reset"] = reset
+    _call_first(sampler.dataset, "reset", call)
 
 
 def stop_before_wrapped_draw(sampler: Any) -> None:
     getattr(sampler, "dataset", object()).__dict__.pop("reset", None)
+
+
+def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
+    """``instance.<method>()`` (no arguments) calls ``call()`` first: an instance attribute over the class's."""
+    kind: Any = instance.__class__
+    own: Callable[[Any], None] = getattr(kind, method)
+
+    def first() -> None:
+        call()
+        own(instance)
+
+    instance.__dict__[method] = first

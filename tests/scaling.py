@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -196,11 +197,8 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
     )
 
 
-def fit(run: dict[str, Any]) -> None:
-    root = Path(run["root"])
-    root.mkdir(parents=True, exist_ok=True)
-    import warnings
-
+def step_result_warnings() -> list[str]:
+    """From now on, every StepResultWarning this process shows is also kept in the list returned."""
     caught: list[str] = []
     original = warnings.showwarning
 
@@ -211,6 +209,13 @@ def fit(run: dict[str, Any]) -> None:
 
     warnings.showwarning = show
     warnings.simplefilter("always", StepResultWarning)
+    return caught
+
+
+def fit(run: dict[str, Any]) -> None:
+    root = Path(run["root"])
+    root.mkdir(parents=True, exist_ok=True)
+    caught = step_result_warnings()
     make = MyModel if run.get("module", "typed") == "typed" else Plain
     trainer = trainer_for(run, root, caught)
     ckpt = run.get("ckpt")

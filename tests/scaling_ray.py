@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment, prepare
 from ray.train.torch import TorchTrainer
 
 import scaling
-from lightning_step_types import StepResultWarning
 from lightning_step_types.lightning_pytorch import TypedLightningModule
 
 # Ray Train's Lightning support is built on the `lightning` package where it is installed (as here):
@@ -71,15 +69,7 @@ def train_loop(config: dict[str, Any]) -> None:
     root = Path(run["root"])
     restored = ray.train.get_checkpoint()
     attempt = 1 if restored else 0
-    caught: list[str] = []
-    original = warnings.showwarning
-
-    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
-        if issubclass(category, StepResultWarning):
-            caught.append(str(message))
-        original(message, category, *args, **kwargs)
-
-    warnings.showwarning = show
+    caught = scaling.step_result_warnings()
     trainer = prepare_trainer(pl.Trainer(
         accelerator="cpu", devices="auto", strategy=RayDDPStrategy(), plugins=[RayLightningEnvironment()],
         max_epochs=scaling.EPOCHS, log_every_n_steps=1, num_sanity_val_steps=0, enable_progress_bar=False,
@@ -100,7 +90,7 @@ def main(argv: list[str]) -> None:
         train_loop, train_loop_config={"run": run},
         scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
         run_config=RunConfig(name="train", storage_path=str(Path(run["root"]) / "ray"),
-                             failure_config=FailureConfig(max_failures=run.get("max_failures", 1)),
+                             failure_config=FailureConfig(max_failures=1),
                              checkpoint_config=CheckpointConfig(num_to_keep=1)),
     ).fit()
 
