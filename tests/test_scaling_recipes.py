@@ -149,11 +149,12 @@ def test_slurm_requeue_after_the_signal_on_both_nodes(module: str, tmp_path: Pat
 
 
 # Plain Lightning resumed from the checkpoint of a signal inside epoch 1's batch 5: its loader state is
-# past batch 5, which it never trains (docs/resume.md), so the weights differ too.
+# past batch 5, which it never trains (docs/resume.md), so the weights differ too, and one batch fewer
+# counts in epoch 1's values.
 SLURM_PLAIN = {
-    "largest weight difference": 0.0,
-    "train_loss_epoch (uninterrupted, resumed)": (0.7009, 0.6945),
-    "train_max_epoch (uninterrupted, resumed)": (1.33838, 1.33838),  # epoch 1's largest loss came after the resume
+    "largest weight difference": 0.0115,
+    "train_loss_epoch (uninterrupted, resumed)": (0.7009, 0.70699),
+    "train_max_epoch (uninterrupted, resumed)": (1.33838, 1.28859),
 }
 
 
