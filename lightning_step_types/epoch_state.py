@@ -58,6 +58,7 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
     if trainer is not None and str.__eq__(stage, "fit") is True:
         if start_following(trainer, module) is not None:
             rank_exchange.fit_starts(trainer)
+            rank_exchange.warn_if_restarts_cannot_connect(trainer, module)
             follow_data_order(trainer)
 
 

@@ -1003,6 +1003,13 @@ def process_group_store() -> Any:
         return None
 
 
+def process_group_backend() -> str | None:
+    """The default process group's backend (public: `torch.distributed.get_backend`), or None without one."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return None
+    return str(torch.distributed.get_backend())
+
+
 def replace_save_barrier(strategy: Any, wait: Callable[[], None]) -> None:
     """Run ``wait()`` in place of the next ``strategy.barrier("Trainer.save_checkpoint")``.
 

@@ -24,6 +24,7 @@ is a collective: the states travel through the process group's store (``set`` / 
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
 import uuid
@@ -33,12 +34,22 @@ from typing import Any
 
 from lightning_step_types.lightning_internals import (
     interrupted,
+    process_group_backend,
     process_group_store,
     replace_save_barrier,
     restore_save_barrier,
 )
+from lightning_step_types.resume_messages import gloo_restarts_problem, warn
 
-__all__ = ["BARRIER_WAIT_S", "SAVE_WAIT_S", "fit_ends", "fit_starts", "gathered_states", "settle_save"]
+__all__ = [
+    "BARRIER_WAIT_S",
+    "SAVE_WAIT_S",
+    "fit_ends",
+    "fit_starts",
+    "gathered_states",
+    "settle_save",
+    "warn_if_restarts_cannot_connect",
+]
 
 SAVE_WAIT_S = 10.0  # how long a save waits for the other processes to reach it
 BARRIER_WAIT_S = 1800.0  # after a save every process reached: torch's default process-group timeout
@@ -103,6 +114,24 @@ def fit_starts(trainer: Any) -> None:
         return
     token = str(trainer.strategy.broadcast(uuid.uuid4().hex))
     _FITS[trainer] = _Fit(token, int(trainer.global_rank), world_size)
+
+
+def warn_if_restarts_cannot_connect(trainer: Any, module: Any) -> None:
+    """On global rank 0 of a torchrun job's first attempt: name the setting gloo needs for its restarts.
+
+    torchrun's workers rendezvous through its agent's store by default; on gloo a restarted attempt's
+    ranks then fail to connect or hang (pytorch/pytorch issue 135712), so no resume happens at all.
+    torchrun tells its workers what it does in their environment (``TORCHELASTIC_*``).
+    """
+    if _FITS.get(trainer) is None or int(trainer.global_rank) != 0:
+        return
+    environ = os.environ
+    restarts = int(environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
+    if restarts <= 0 or environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+        return
+    if environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or process_group_backend() != "gloo":
+        return
+    warn(module, "torchrun's restarts", gloo_restarts_problem(restarts))
 
 
 def fit_ends(trainer: Any) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "batch_end_hooks_problem",
     "changed_module_problem",
     "format_problem_of",
+    "gloo_restarts_problem",
     "gradients_problem",
     "manual_rest_problem",
     "plain_checkpoint_problem",
@@ -138,6 +139,17 @@ def running_stats_problem(batch: int, names: list[str]) -> Problem:
         " batch twice (num_batches_tracked is one higher); to avoid it save between batches (ModelCheckpoint("
         "every_n_train_steps=...)), or recompute the statistics after training with"
         " torch.optim.swa_utils.update_bn(loader, model)",
+    )
+
+
+def gloo_restarts_problem(max_restarts: int) -> Problem:
+    return (
+        f"torchrun restarts (--max-restarts={max_restarts}) on the gloo backend, with the rendezvous store the"
+        " workers share with torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True): after a fault the restarted"
+        " ranks fail to connect (Gloo connectFullMesh failed ... Connection refused) or hang, so the run does"
+        " not resume",
+        "a rendezvous store of each attempt's own on gloo (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1), or the nccl backend",
+        "start the job as TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ... (see Scaling out in the documentation)",
     )
 
 

@@ -871,14 +871,17 @@ def test_catalogue_quotes_only_real_messages(messages: dict[str, str]) -> None:
     blocks = catalogue_blocks()
     assert len(blocks) == len(set(blocks)), "docs/errors.md quotes a message twice"
     unexplained = [b for b in blocks if b not in messages.values()]
-    # The distributed-only messages are checked by the slow tests below, and the two DDP resume
-    # warnings by tests/test_scaling.py (test_scaling_quotes_its_warnings_in_the_catalogue).
+    # The distributed-only messages are checked by the slow tests below, the two DDP resume warnings
+    # by tests/test_scaling.py and torchrun's by tests/test_scaling_recipes.py.
     distributed = [b for b in unexplained if any(marker in b for marker in DISTRIBUTED_MARKERS)]
-    assert len(distributed) == len(DISTRIBUTED_TRIGGERS) + 2, distributed
+    assert len(distributed) == len(DISTRIBUTED_TRIGGERS) + 3, distributed
     assert unexplained == distributed, f"docs/errors.md quotes messages nothing produces:\n\n" + "\n\n".join(unexplained)
 
 
-DISTRIBUTED_MARKERS = ("under distributed training", "whose processes were not at one point", "whose order no checkpoint holds")
+DISTRIBUTED_MARKERS = (
+    "under distributed training", "whose processes were not at one point", "whose order no checkpoint holds",
+    "torchrun's restarts",
+)
 
 
 def _distributed_fit(name: str) -> None:

@@ -46,12 +46,34 @@ def command_of(name: str) -> tuple[dict[str, str], list[str]]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The uninterrupted run on 2 DDP processes (Lightning's launcher): the same batches, whichever launcher."""
+    """The uninterrupted runs on 2 processes (the same batches, whichever launcher), started by torchrun
+    with restarts but without the gloo setting: no fault, so no restart, and the warning at the start."""
     root = tmp_path_factory.mktemp("reference")
     assert_ok(launch(root, [{**RUN, "root": str(root / "ddp"), "ckpt": None},
                             {**RUN, "root": str(root / "fsdp2"), "ckpt": None, "strategy": "model_parallel"}],
-                     limit=LIMIT))
+                     limit=LIMIT, launcher=torchrun("--nproc-per-node=2", "--max-restarts=1"),
+                     env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}))
     return root
+
+
+def test_torchrun_restarts_on_gloo_without_the_setting_are_named_at_the_fit_start(reference: Path) -> None:
+    from test_docs import catalogue_blocks
+
+    assert scaling.record(reference / "ddp", 0)["warnings"] == [GLOO_WARNING]
+    assert scaling.record(reference / "ddp", 1)["warnings"] == []  # global rank 0 only
+    assert GLOO_WARNING in catalogue_blocks()
+
+
+GLOO_WARNING = (
+    "MyModel: torchrun's restarts\n"
+    "  got:      torchrun restarts (--max-restarts=1) on the gloo backend, with the rendezvous store the workers"
+    " share with torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True): after a fault the restarted ranks fail to"
+    " connect (Gloo connectFullMesh failed ... Connection refused) or hang, so the run does not resume\n"
+    "  expected: a rendezvous store of each attempt's own on gloo (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1), or the"
+    " nccl backend\n"
+    "  fix:      start the job as TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ... (see Scaling out in the"
+    " documentation)"
+)
 
 
 def plain_figures(root: Path, reference: Path, attempt: int) -> dict[str, Any]:
