@@ -26,6 +26,9 @@ It measures, on a ResNet-18-like net built from ``torch.nn`` (224-pixel batches 
    uninterrupted run's, bit for bit, for the typed module, the adapter, plain Lightning (whose epoch
    values restart at the resume), and the typed module under bf16-mixed. Deterministic cuDNN and
    ``torch.use_deterministic_algorithms`` are on for this part only.
+5. **Exact resume under FSDP**: part 4's check with ``strategy="fsdp"`` (one device), for the typed
+   module and plain Lightning. Lightning's FSDP needs CUDA: the CPU smoke run reports it as skipped
+   (on CPU, FSDP2 runs under ``ModelParallelStrategy``, tested by tests/test_scaling_recipes.py).
 
 Figures go to ``--out`` as JSON and, beside it, as Markdown (same name, ``.md``). Nothing beyond
 the package's ``test`` extra is needed.
@@ -38,6 +41,7 @@ import os
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, before CUDA starts
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
@@ -45,7 +49,7 @@ import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from dataclasses import asdict, dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -354,24 +358,27 @@ def resume_loader(settings: Settings) -> StatefulDataLoader[Any]:
 
 
 def resume_fit(
-    settings: Settings, root: Path, make: Callable[[], pl.LightningModule], adapter: bool, precision: str, ckpt: Path | None
+    settings: Settings, root: Path, make: Callable[[], pl.LightningModule], adapter: bool, precision: str, ckpt: Path | None,
+    **overrides: Any,
 ) -> tuple[pl.Trainer, pl.LightningModule]:
     callbacks: list[pl.Callback] = [
         ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=settings.checkpoint_step, save_top_k=-1, filename="{step}")
     ]
     if adapter:
         callbacks.append(StepResultAdapter())
-    fit_trainer = trainer(settings, root, precision, callbacks, enable_checkpointing=True)
+    fit_trainer = trainer(settings, root, precision, callbacks, enable_checkpointing=True, **overrides)
     module = make()
     fit_trainer.fit(module, resume_loader(settings), ckpt_path=ckpt)
     return fit_trainer, module
 
 
-def exact_resume(settings: Settings, root: Path, base: type[NetParts], adapter: bool, precision: str) -> dict[str, Any]:
+def exact_resume(
+    settings: Settings, root: Path, base: type[NetParts], adapter: bool, precision: str, **overrides: Any
+) -> dict[str, Any]:
     make = module_class(base, settings.width, log_epoch_values=True)
-    full_trainer, full = resume_fit(settings, root / "full", make, adapter, precision, None)
+    full_trainer, full = resume_fit(settings, root / "full", make, adapter, precision, None, **overrides)
     ckpt = root / "full" / "ckpt" / f"step={settings.checkpoint_step}.ckpt"
-    resumed_trainer, resumed = resume_fit(settings, root / "resumed", make, adapter, precision, ckpt)
+    resumed_trainer, resumed = resume_fit(settings, root / "resumed", make, adapter, precision, ckpt, **overrides)
     full_state, resumed_state = full.state_dict(), resumed.state_dict()
     weights_equal = list(full_state) == list(resumed_state) and all(
         torch.equal(full_state[k], resumed_state[k]) for k in full_state
@@ -395,16 +402,36 @@ def exact_resume(settings: Settings, root: Path, base: type[NetParts], adapter: 
 
 
 def resume_checks(settings: Settings, root: Path) -> dict[str, Any]:
-    benchmark, deterministic = torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic
-    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, True
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
+    with deterministic_algorithms():
         return {
             "typed module": exact_resume(settings, root / "typed", TypedNet, False, "32-true"),
             "StepResultAdapter()": exact_resume(settings, root / "adapter", PlainNet, True, "32-true"),
             "plain Lightning": exact_resume(settings, root / "plain", PlainNet, False, "32-true"),
             "typed module, bf16-mixed": exact_resume(settings, root / "typed_bf16", TypedNet, False, "bf16-mixed"),
         }
+
+
+FSDP_SKIPPED = "Lightning's strategy='fsdp' needs CUDA"
+
+
+def fsdp_resume_checks(settings: Settings, root: Path) -> dict[str, Any]:
+    """Part 4 under ``strategy="fsdp"`` on one device (full state-dict checkpoints)."""
+    if settings.device != "cuda":
+        return {"skipped": FSDP_SKIPPED}
+    with deterministic_algorithms():
+        return {
+            "typed module": exact_resume(settings, root / "typed", TypedNet, False, "32-true", strategy="fsdp"),
+            "plain Lightning": exact_resume(settings, root / "plain", PlainNet, False, "32-true", strategy="fsdp"),
+        }
+
+
+@contextlib.contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    benchmark, deterministic = torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
     finally:
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, deterministic
@@ -454,12 +481,24 @@ def markdown(report: dict[str, Any]) -> str:
         "| run | weights and buffers equal | epoch values equal | uninterrupted | resumed |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, row in report["resume"].items():
-        full = ", ".join(f"{k} {v:.6g}" for k, v in row["uninterrupted"].items())
-        resumed = ", ".join(f"{k} {v:.6g}" for k, v in row["resumed"].items())
-        lines.append(f"| {name} | {row['weights_equal']} | {row['epoch_values_equal']} | {full} | {resumed} |")
+    lines += resume_rows(report["resume"])
+    lines += ["", '## Exact resume under strategy="fsdp"', ""]
+    if "skipped" in report["fsdp_resume"]:
+        lines.append(f"Skipped: {report['fsdp_resume']['skipped']}.")
+    else:
+        lines += ["| run | weights and buffers equal | epoch values equal | uninterrupted | resumed |",
+                  "| --- | --- | --- | --- | --- |", *resume_rows(report["fsdp_resume"])]
     lines.append("")
     return "\n".join(lines)
+
+
+def resume_rows(table: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, row in table.items():
+        full = ", ".join(f"{k} {v:.6g}" for k, v in row["uninterrupted"].items())
+        resumed = ", ".join(f"{k} {v:.6g}" for k, v in row["resumed"].items())
+        rows.append(f"| {name} | {row['weights_equal']} | {row['epoch_values_equal']} | {full} | {resumed} |")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -496,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         report["host_sync"] = timed("host_sync", lambda: host_sync(settings))
         report["bf16_mixed"] = timed("bf16_mixed", lambda: step_overhead(settings, root / "bf16", "bf16-mixed"))
         report["resume"] = timed("resume", lambda: resume_checks(settings, root / "resume"))
+        report["fsdp_resume"] = timed("fsdp_resume", lambda: fsdp_resume_checks(settings, root / "fsdp"))
     report["environment"]["seconds"] = {"total": time.perf_counter() - started, **seconds}
 
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,11 +22,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import lightning_step_types.rank_exchange as rank_exchange
+from lightning_step_types.data_order import (
+    follow_data_order,
+    load_data_order,
+    save_data_order,
+    saved_part,
+    stop_data_order,
+)
 from lightning_step_types.fit_follower import any_resuming, follower_of, start_following, stop_following
 from lightning_step_types.lightning_internals import saved_inside_epoch
 from lightning_step_types.resume_load import load_running_state
 from lightning_step_types.resume_messages import CHECKPOINT_KEY, lightning_version, warn_unavailable
-from lightning_step_types.resume_save import save_running_state
+from lightning_step_types.resume_save import STATE, save_running_state
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -48,17 +56,30 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
     """At ``setup``: follow a fit (validate, test and predict save nothing mid-epoch)."""
     # TrainerFn is a str enum in both flavours; str.__eq__ skips its case-folding __eq__.
     if trainer is not None and str.__eq__(stage, "fit") is True:
-        start_following(trainer, module)
+        if start_following(trainer, module) is not None:
+            rank_exchange.fit_starts(trainer)
+            rank_exchange.warn_if_restarts_cannot_connect(trainer, module)
+            follow_data_order(trainer)
 
 
 def fit_ends(trainer: Any, module: Any) -> None:
     """At ``teardown``: the loops are Lightning's own again."""
     stop_following(trainer, module)
+    if trainer is not None:
+        rank_exchange.fit_ends(trainer)
+        stop_data_order(trainer)
 
 
 def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
-    """``on_save_checkpoint``, on every process."""
+    """``on_save_checkpoint``, on every process; a save that other processes may not reach waits for
+    them a bounded time only (``rank_exchange``)."""
+    already: Any = checkpoint.get(CHECKPOINT_KEY)
+    if isinstance(already, dict) and STATE in already:  # saved already by this dump (a hook that calls super())
+        return
     save_running_state(trainer, module, checkpoint)
+    point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
+    save_data_order(trainer, checkpoint, point)
+    rank_exchange.settle_save(trainer, point)
 
 
 def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
@@ -71,6 +92,8 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
             )
         return
     load_running_state(trainer, module, checkpoint)
+    if trainer is not None:
+        load_data_order(trainer, module, checkpoint)
 
 
 def resuming(module: Any | None = None) -> bool:

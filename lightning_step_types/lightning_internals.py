@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -1007,3 +1008,142 @@ def log_clash_name(error: BaseException) -> str | None:
         return None
     match = _LOGGED_TWICE.match(str(error))
     return match["name"] if match else None
+
+
+# --- saves that some processes may not reach (rank_exchange.py) ---
+# A checkpoint can be saved on one process alone: `OnExceptionCheckpoint` after an exception on that
+# process, a signal (SLURM's requeue) delivered to it, `trainer.save_checkpoint` from one rank's hook.
+# A collective entered there waits for processes that never come: until the process group's timeout
+# (30 minutes by default). Every process's running state therefore travels through the process
+# group's store, with bounded waits, and `Trainer.save_checkpoint`'s closing barrier is replaced for
+# the save by a bounded wait on the same store.
+
+
+def process_group_store() -> Any:
+    """The default process group's c10d store, or None (no process group, or a torch without it).
+
+    `torch.distributed.distributed_c10d._get_default_store` (torch-private, since 1.x): the store the
+    default group was rendezvoused through (a `PrefixStore` over the `TCPStore` that global rank 0,
+    torchrun's agent or the launcher hosts); it supports `set`, `get`, `check`, `add`, `delete_key`.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return None
+    default_store: Any = getattr(torch.distributed.distributed_c10d, "_get_default_store", None)
+    if default_store is None:
+        return None
+    try:
+        return default_store()
+    except (RuntimeError, ValueError):
+        return None
+
+
+def process_group_backend() -> str | None:
+    """The default process group's backend (public: `torch.distributed.get_backend`), or None without one."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return None
+    return str(torch.distributed.get_backend())
+
+
+def replace_save_barrier(strategy: Any, wait: Callable[[], None]) -> None:
+    """Run ``wait()`` in place of the next ``strategy.barrier("Trainer.save_checkpoint")``.
+
+    `Trainer.save_checkpoint` ends with ``self.strategy.barrier("Trainer.save_checkpoint")`` after the
+    strategy wrote the checkpoint (pytorch-lightning 2.1 to 2.6); `barrier` is looked up on the
+    instance, so an instance attribute runs first. It removes itself at that call; any other barrier
+    goes to the strategy's own.
+    """
+    kind: Any = strategy.__class__
+    own: Callable[..., None] = kind.barrier
+
+    def barrier(name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        if name != "Trainer.save_checkpoint":
+            own(strategy, name, *args, **kwargs)
+            return
+        strategy.__dict__.pop("barrier", None)
+        wait()
+
+    strategy.__dict__["barrier"] = barrier
+
+
+def restore_save_barrier(strategy: Any) -> None:
+    strategy.__dict__.pop("barrier", None)
+
+
+# --- the training data's order under DDP (data_order.py) ---
+# `FitLoop.setup_data` builds the epoch's iterator (`iter(self._data_fetcher)`, right after
+# `self._load_combined_loader_states()` puts a stateful loader's saved state back) before
+# `FitLoop.on_advance_start` calls `_set_sampler_epoch` for the epoch; a resumed fit uses that
+# iterator (`_TrainingEpochLoop.on_run_start` makes no other while `fit_loop.is_resuming`). A
+# `DistributedSampler` draws its permutation from ``seed + epoch`` when its iterator is made, which a
+# `StatefulDataLoader` does at once (its `BatchSampler` iterator, and its fast-forward to the saved
+# batch), as do a loader's worker processes: the resumed epoch is drawn with epoch 0's permutation.
+# Lightning issue 21938 (PRs 21941 and 21960). Checked on pytorch-lightning 2.5.0 and 2.6.6.
+
+
+def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
+    """Call ``call()`` in `FitLoop.setup_data` right before the training iterator is built (and the
+    loaders' saved states loaded): `FitLoop._load_combined_loader_states` (private), looked up on the
+    instance, runs there, after `_process_dataloader` put Lightning's distributed sampler in."""
+    _call_first(trainer.fit_loop, "_load_combined_loader_states", call)
+
+
+def stop_before_train_iterator(trainer: Any) -> None:
+    trainer.fit_loop.__dict__.pop("_load_combined_loader_states", None)
+
+
+def train_loaders(trainer: Any) -> list[Any]:
+    """The training loaders as `FitLoop.setup_data` processed them (`FitLoop._combined_loader`, private)."""
+    combined = getattr(trainer.fit_loop, "_combined_loader", None)
+    return list(combined.flattened) if combined is not None else []
+
+
+def set_train_sampler_epochs(trainer: Any) -> None:
+    """What `FitLoop.on_advance_start` does next: `_set_sampler_epoch` (lightning_fabric, private;
+    imported into the fit loop's module) on each training loader, with the epoch it will use there
+    (`FitLoop.epoch_progress.current.processed`, restored from the checkpoint by now)."""
+    fit_loop = trainer.fit_loop
+    set_sampler_epoch: Any = getattr(sys.modules[type(fit_loop).__module__], "_set_sampler_epoch", None)
+    if set_sampler_epoch is None:
+        return
+    for loader in train_loaders(trainer):
+        set_sampler_epoch(loader, fit_loop.epoch_progress.current.processed)
+
+
+def loader_samplers(loader: Any) -> list[Any]:
+    """The samplers `_set_sampler_epoch` reaches: ``loader.sampler`` and ``loader.batch_sampler.sampler``."""
+    found: dict[int, Any] = {}
+    for sampler in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        if sampler is not None:
+            found[id(sampler)] = sampler
+    return list(found.values())
+
+
+def wrapped_sampler(sampler: Any) -> Any:
+    """The sampler inside Lightning's `DistributedSamplerWrapper` (`_DatasetSamplerWrapper._sampler`,
+    lightning_fabric, private), or None for any other sampler."""
+    if type(sampler).__name__ != "DistributedSamplerWrapper":
+        return None
+    return getattr(getattr(sampler, "dataset", None), "_sampler", None)
+
+
+def before_wrapped_draw(sampler: Any, call: Callable[[], None]) -> None:
+    """Call ``call()`` before a `DistributedSamplerWrapper` draws its sampler's order for an epoch:
+    `DistributedSamplerWrapper.__iter__` calls `_DatasetSamplerWrapper.reset()` (private), which runs
+    ``list(self._sampler)``; looked up on the instance, so an instance attribute runs first."""
+    _call_first(sampler.dataset, "reset", call)
+
+
+def stop_before_wrapped_draw(sampler: Any) -> None:
+    getattr(sampler, "dataset", object()).__dict__.pop("reset", None)
+
+
+def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
+    """``instance.<method>()`` (no arguments) calls ``call()`` first: an instance attribute over the class's."""
+    kind: Any = instance.__class__
+    own: Callable[[Any], None] = getattr(kind, method)
+
+    def first() -> None:
+        call()
+        own(instance)
+
+    instance.__dict__[method] = first

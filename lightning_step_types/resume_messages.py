@@ -18,11 +18,13 @@ __all__ = [
     "batch_end_hooks_problem",
     "changed_module_problem",
     "format_problem_of",
+    "gloo_restarts_problem",
     "gradients_problem",
     "manual_rest_problem",
     "plain_checkpoint_problem",
     "ranks_problem",
     "running_stats_problem",
+    "sampler_order_problem",
     "warn",
     "warn_unavailable",
     "world_size_problem",
@@ -68,11 +70,12 @@ def world_size_problem(saved: int, now: int, names: list[str]) -> Problem:
 
 def ranks_problem(ranks: list[int], where: str, names: list[str]) -> Problem:
     shown = ", ".join(str(rank) for rank in ranks)
+    plural = "s" if len(ranks) > 1 else ""
     return (
-        f"a checkpoint whose processes were not at one point when it was saved: rank 0 at {where}, rank"
-        f"{'s' if len(ranks) > 1 else ''} {shown} elsewhere (a signal or an exception that reached the processes"
-        f" at different moments); the running state of rank{'s' if len(ranks) > 1 else ''} {shown} starts fresh:"
-        f" {', '.join(names) or 'none'}",
+        f"a checkpoint whose processes were not at one point when it was saved: rank 0 at {where.removeprefix('resuming ')},"
+        f" rank{plural} {shown} elsewhere or at no save (a signal, an exception or a save_checkpoint call that"
+        f" reached some processes only, or at different moments); the running state of rank{plural} {shown}"
+        f" starts fresh: {', '.join(names) or 'none'}",
         "every process saving at the same point (ModelCheckpoint, or a save every process reaches)",
         "nothing to do for this run; checkpoints that ModelCheckpoint saves resume exactly",
     )
@@ -137,6 +140,31 @@ def running_stats_problem(batch: int, names: list[str]) -> Problem:
         " batch twice (num_batches_tracked is one higher); to avoid it save between batches (ModelCheckpoint("
         "every_n_train_steps=...)), or recompute the statistics after training with"
         " torch.optim.swa_utils.update_bn(loader, model)",
+    )
+
+
+def gloo_restarts_problem(max_restarts: int) -> Problem:
+    return (
+        f"torchrun restarts (--max-restarts={max_restarts}) on the gloo backend, with the rendezvous store the"
+        " workers share with torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True): after a fault the restarted"
+        " ranks fail to connect (Gloo connectFullMesh failed ... Connection refused) or hang, so the run does"
+        " not resume",
+        "a rendezvous store of each attempt's own on gloo (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1), or the nccl backend",
+        "start the job as TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ... (see Scaling out in the documentation)",
+    )
+
+
+def sampler_order_problem(samplers: list[str]) -> Problem:
+    return (
+        f"a training loader whose order no checkpoint holds: {', '.join(samplers)}, which Lightning puts around"
+        " a sampler that is not a DistributedSampler under DDP; that sampler has no torch.Generator and no"
+        " state_dict(), so its order comes from torch's global random state, and the resumed run's batches"
+        " are not the uninterrupted run's",
+        "a sampler whose order a checkpoint can hold: a DistributedSampler, torchdata's"
+        " StatefulDistributedSampler, or a sampler with a torch.Generator (generator=...) or"
+        " state_dict() / load_state_dict()",
+        "give the sampler generator=torch.Generator().manual_seed(seed), or the loader"
+        " sampler=StatefulDistributedSampler(dataset, shuffle=True) (torchdata.stateful_dataloader.sampler)",
     )
 
 

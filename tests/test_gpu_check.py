@@ -33,7 +33,9 @@ def test_gpu_check_cpu_smoke_reports_every_figure_and_resumes_exactly(tmp_path: 
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert list(report) == ["environment", "step_overhead", "host_sync", "bf16_mixed", "resume"]
+    assert list(report) == ["environment", "step_overhead", "host_sync", "bf16_mixed", "resume", "fsdp_resume"]
+    # strategy="fsdp" needs CUDA: on a lent GPU the same resume check runs under it
+    assert report["fsdp_resume"] == {"skipped": "Lightning's strategy='fsdp' needs CUDA"}
     assert report["environment"]["mode"] == "cpu-smoke"
     assert report["environment"]["device"] == "cpu"
     assert report["environment"]["settings"]["image_size"] == 32
@@ -66,7 +68,8 @@ def test_gpu_check_cpu_smoke_reports_every_figure_and_resumes_exactly(tmp_path: 
 
     md = out.with_suffix(".md").read_text()
     assert md.startswith("# gpu_check (cpu-smoke)\n")
-    for heading in ("## Step overhead, 32-true", "## Host synchronisation", "## Step overhead, bf16-mixed", "## Exact resume"):
+    for heading in ("## Step overhead, 32-true", "## Host synchronisation", "## Step overhead, bf16-mixed", "## Exact resume",
+                    '## Exact resume under strategy="fsdp"'):
         assert heading in md
     assert "| typed module | True | True |" in md
     assert "| plain Lightning | True | False |" in md

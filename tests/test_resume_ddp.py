@@ -71,7 +71,7 @@ def test_two_processes_resume_exactly_and_one_process_says_what_starts_fresh(tmp
     full, full_root = fit_on_two(tmp_path / "full", None)
     checkpoint = full_root / "ckpt" / "step=3.ckpt"  # batch 3 of 6 on each rank (11 samples each)
     saved = torch.load(checkpoint, weights_only=False)["lightning_step_types"]["epoch_state"]
-    assert saved["next_batch"] == 3 and len(saved["ranks"]) == 2
+    assert saved["encoded"]["batches_done"] == 3 and len(saved["ranks"]) == 2
     assert not torch.equal(  # each rank's own running sum, not rank 0's twice
         saved["ranks"][0]["logged"]["training_step.train_loss"]["tensors"]["value"],
         saved["ranks"][1]["logged"]["training_step.train_loss"]["tensors"]["value"],
@@ -89,10 +89,10 @@ def test_two_processes_resume_exactly_and_one_process_says_what_starts_fresh(tmp
         one.fit(DistributedResume(), stateful_loader(), ckpt_path=checkpoint)
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     assert messages == [
-        "DistributedResume: resuming epoch 0 at batch 3\n"
+        "DistributedResume: resuming epoch 0 at the end of batch 2\n"
         "  got:      epoch state saved by 2 processes, resumed on 1: each process's running state belongs to its own"
         " data, so these start fresh: 'train_loss' (training_step), 'train_sum' (training_step), 'train_max'"
-        " (training_step), 'train_min' (training_step), 'synced_loss' (training_step), 'synced_max'"
+        " (training_step), 'train_min' (training_step), 'train_mae' (training_step), 'synced_loss' (training_step), 'synced_max'"
         " (training_step), metric 'mae'\n"
         "  expected: the world size the checkpoint was saved with (2)\n"
         "  fix:      resume on 2 processes to continue the epoch exactly"

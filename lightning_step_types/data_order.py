@@ -1,0 +1,192 @@
+"""The training data's order under DDP, resumed as the uninterrupted run drew it.
+
+Lightning builds a fit's first training iterator in ``FitLoop.setup_data``, before
+``on_advance_start`` sets the samplers' epoch, and a resumed fit trains its first epoch from that
+iterator. A ``DistributedSampler`` (the one Lightning puts in, or the user's own) draws its
+permutation from ``seed + epoch`` when its iterator is made, which a ``StatefulDataLoader`` does at
+once and worker processes do ahead: the resumed epoch gets epoch 0's permutation (Lightning issue
+21938). Here the samplers' epoch is set right before that iterator is built, to the epoch
+Lightning is about to set (``lightning_internals.before_train_iterator``).
+
+Where Lightning wraps another sampler in its ``DistributedSamplerWrapper`` (a ``StatefulDataLoader``
+with ``shuffle=True`` gets one around torchdata's ``RandomSampler``), the wrapper draws that
+sampler's whole order at each epoch's start, and no checkpoint holds it. A checkpoint saved in a
+followed fit carries, under ``checkpoint["lightning_step_types"]["data_order"]``, the wrapped
+sampler's state from before its draw of the resume point's epoch (its ``state_dict()``, or its
+``torch.Generator``'s state); the resumed run puts it back before each draw of that epoch. A wrapped
+sampler with neither (one that draws from torch's global random state) cannot be resumed exactly:
+one ``StepResultWarning`` at resume names it.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import Mapping
+from typing import Any, cast
+
+import torch
+
+from lightning_step_types.lightning_internals import (
+    before_train_iterator,
+    before_wrapped_draw,
+    loader_samplers,
+    set_train_sampler_epochs,
+    stop_before_train_iterator,
+    stop_before_wrapped_draw,
+    train_loaders,
+    wrapped_sampler,
+)
+from lightning_step_types.resume_messages import CHECKPOINT_KEY, sampler_order_problem, warn
+
+__all__ = ["DATA_ORDER", "follow_data_order", "load_data_order", "save_data_order", "saved_part", "stop_data_order"]
+
+DATA_ORDER = "data_order"
+
+
+class _Wrapped:
+    """One ``DistributedSamplerWrapper`` of a training loader: its sampler's state before each draw."""
+
+    def __init__(self, wrapper: Any, inner: Any) -> None:
+        self.wrapper, self.inner = wrapper, inner
+        self.before: dict[int, Any] = {}  # epoch -> the sampler's state before that epoch's draw
+        self.restore: tuple[int, Any] | None = None  # a resumed fit: (epoch, the state its draws start from)
+
+    def drawing(self) -> None:
+        epoch = int(self.wrapper.epoch)
+        if self.restore is not None and self.restore[0] == epoch:
+            _load_state(self.inner, self.restore[1])
+        elif self.restore is not None:  # past the resumed epoch: the order goes on from its draw
+            self.restore = None
+        self.before = {e: state for e, state in self.before.items() if e >= epoch - 1}
+        self.before[epoch] = _state_of(self.inner)
+
+
+class _Order:
+    """A followed fit's training samplers, and what a resumed fit puts back."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = weakref.ref(trainer)
+        self.wrapped: list[_Wrapped | None] = []  # per training loader
+        self.loaded: list[Mapping[str, Any]] | None = None  # a resumed fit's saved entries
+
+    def before_iterator(self) -> None:
+        trainer = self.trainer()
+        if trainer is None:
+            return
+        set_train_sampler_epochs(trainer)
+        self.wrapped = [self._follow(loader) for loader in train_loaders(trainer)]
+        for entry in self.loaded or []:
+            index = int(entry["loader"])
+            wrapped = self.wrapped[index] if index < len(self.wrapped) else None
+            if wrapped is not None and entry["state"] is not None:
+                wrapped.restore = (int(entry["epoch"]), entry["state"])
+        self.loaded = None
+
+    def _follow(self, loader: Any) -> _Wrapped | None:
+        for sampler in loader_samplers(loader):
+            inner = wrapped_sampler(sampler)
+            if inner is not None:
+                wrapped = _Wrapped(sampler, inner)
+                before_wrapped_draw(sampler, wrapped.drawing)
+                return wrapped
+        return None
+
+    def saved(self, epoch: int) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        for index, wrapped in enumerate(self.wrapped):
+            if wrapped is None or isinstance(wrapped.inner, torch.utils.data.SequentialSampler):
+                continue  # nothing drawn at random
+            state = wrapped.before.get(epoch, None) if epoch in wrapped.before else _state_of(wrapped.inner)
+            entries.append({"loader": index, "sampler": _named(wrapped.inner), "epoch": epoch, "state": state})
+        return entries
+
+    def stop(self) -> None:
+        trainer = self.trainer()
+        if trainer is not None:
+            stop_before_train_iterator(trainer)
+        for wrapped in self.wrapped:
+            if wrapped is not None:
+                stop_before_wrapped_draw(wrapped.wrapper)
+        self.wrapped = []
+
+
+_ORDERS: weakref.WeakKeyDictionary[Any, _Order] = weakref.WeakKeyDictionary()
+
+
+def follow_data_order(trainer: Any) -> None:
+    """At a followed fit's setup: the samplers' epoch set before its first iterator is built."""
+    stop_data_order(trainer)
+    order = _ORDERS[trainer] = _Order(trainer)
+    before_train_iterator(trainer, order.before_iterator)
+
+
+def stop_data_order(trainer: Any) -> None:
+    order = _ORDERS.pop(trainer, None)
+    if order is not None:
+        order.stop()
+
+
+def save_data_order(trainer: Any, checkpoint: dict[str, Any], point: Mapping[str, Any] | None) -> None:
+    """Add the wrapped samplers' states for the epoch the checkpoint resumes in (``point``)."""
+    order = _ORDERS.get(trainer)
+    if order is None or point is None:
+        return
+    entries = order.saved(int(point["epoch"]))
+    if entries:
+        checkpoint.setdefault(CHECKPOINT_KEY, {})[DATA_ORDER] = entries
+
+
+def load_data_order(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
+    """Keep a checkpoint's sampler states for the resumed fit; warn (global rank 0) where one is missing."""
+    order = _ORDERS.get(trainer)
+    ours = saved_part(checkpoint, CHECKPOINT_KEY)
+    entries: Any = ours.get(DATA_ORDER)
+    if order is None or not isinstance(entries, list):
+        return
+    saved = cast("list[Mapping[str, Any]]", entries)
+    order.loaded = saved
+    point = saved_part(saved_part(ours, "epoch_state"), "point")
+    missing: list[str] = [str(entry["sampler"]) for entry in saved if entry["state"] is None]
+    if missing and int(getattr(trainer, "global_rank", 0)) == 0:
+        warn(module, _where(point), sampler_order_problem(missing))
+
+
+def saved_part(saved: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``saved[key]``, a mapping in a loaded checkpoint, or an empty one where it is none."""
+    part: Any = saved.get(key)
+    return cast("Mapping[str, Any]", part) if isinstance(part, Mapping) else {}
+
+
+def _where(point: Mapping[str, Any]) -> str:
+    """As the other resume warnings name the point (``resume_load``)."""
+    epoch, batch, kind = point.get("epoch", 0), point.get("batch", 0), point.get("kind")
+    if kind == "batch":
+        return f"resuming epoch {epoch} at batch {batch}"
+    if kind == "batch_end":
+        return f"resuming epoch {epoch} at the end of batch {batch}"
+    if kind == "epoch_end":
+        return f"resuming epoch {epoch} at its end"
+    return f"resuming epoch {epoch} at its start"
+
+
+def _state_of(sampler: Any) -> Any:
+    """What makes ``sampler`` draw its next order again: its ``state_dict()``, its generator's state, or None."""
+    state_dict = getattr(sampler, "state_dict", None)
+    if callable(state_dict) and callable(getattr(sampler, "load_state_dict", None)):
+        return {"state_dict": copy.deepcopy(state_dict())}
+    generator = getattr(sampler, "generator", None)
+    if isinstance(generator, torch.Generator):
+        return {"generator": generator.get_state()}
+    return None
+
+
+def _load_state(sampler: Any, state: Mapping[str, Any]) -> None:
+    if "state_dict" in state:
+        sampler.load_state_dict(copy.deepcopy(state["state_dict"]))
+    else:
+        sampler.generator.set_state(state["generator"])
+
+
+def _named(sampler: Any) -> str:
+    return f"DistributedSamplerWrapper around {type(sampler).__module__}.{type(sampler).__qualname__}"

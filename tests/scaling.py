@@ -1,0 +1,249 @@
+"""The fits behind the scaling-out tests (tests/test_scaling*.py): a script each launcher starts.
+
+``python tests/scaling.py RUNS.json`` runs each fit of the JSON list in turn, on the processes that
+the launcher gives it: Lightning's own (``devices=2``: the script is started again for rank 1),
+torchrun (``--nproc-per-node=2``), two "nodes" of one process each, or SLURM's variables. Every
+rank writes what it saw and ended with to ``<run dir>/rank<N>-<attempt>.pt``: the sample ids of each
+batch it trained, its weights, ``callback_metrics`` and ``logged_metrics``; rank 0 also writes its
+CSV rows. A run's fault happens once (a marker file in the run's folder), so a restarted attempt
+trains on from its checkpoint.
+
+The model is the one the issue measured: ``nn.Linear(8, 2)``, 120 rows in batches of 4 (15 batches
+per rank and epoch on 2 ranks), 3 epochs, ``ModelCheckpoint(every_n_train_steps=4, save_last=True)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from pytorch_lightning.callbacks import ModelCheckpoint, OnExceptionCheckpoint
+from pytorch_lightning.loggers import CSVLogger
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset, WeightedRandomSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+from lightning_step_types import StepResultWarning, TrainStepResult, TypedLightningModule
+
+ROWS, BATCH_SIZE, EPOCHS, EVERY = 120, 4, 3, 4
+
+
+def dataset() -> TensorDataset:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(ROWS, 8, generator=generator)
+    y = torch.randint(0, 2, (ROWS,), generator=generator)
+    return TensorDataset(x, y, torch.arange(ROWS))
+
+
+def loader(sampler: str, workers: int = 0) -> Any:
+    """The training loader; ``sampler`` names what Lightning finds in it under DDP."""
+    data = dataset()
+    options: dict[str, Any] = dict(batch_size=BATCH_SIZE, num_workers=workers, persistent_workers=workers > 0)
+    if sampler == "injected":  # torch's RandomSampler: Lightning puts a DistributedSampler(shuffle=True) in
+        return StatefulDataLoader(data, sampler=RandomSampler(data), **options)
+    if sampler == "wrapper":  # torchdata's RandomSampler: Lightning wraps it in DistributedSamplerWrapper
+        return StatefulDataLoader(data, shuffle=True, **options)
+    if sampler == "user":  # the user's own DistributedSampler, which Lightning keeps
+        return StatefulDataLoader(data, sampler=DistributedSampler(data, shuffle=True), **options)
+    if sampler == "stateful":
+        return StatefulDataLoader(data, sampler=StatefulDistributedSampler(data, shuffle=True), **options)
+    if sampler == "weighted":  # a sampler without a generator: Lightning wraps it, and its order is not saved
+        return StatefulDataLoader(data, sampler=WeightedRandomSampler(torch.ones(ROWS), ROWS), **options)
+    if sampler == "ordered":  # no shuffling: every launcher's runs draw the same batches
+        return StatefulDataLoader(data, **options)
+    if sampler == "plain-injected":  # a DataLoader without state: resumable between epochs only
+        return DataLoader(data, shuffle=True, **options)
+    raise ValueError(sampler)
+
+
+class Parts:
+    """The model and its logging, shared by the typed module and the plain-Lightning one."""
+
+    run: dict[str, Any]
+    fault: dict[str, Any] | None = None
+    marker = Path()
+
+    def build(self, run: dict[str, Any], marker: Path) -> None:
+        torch.manual_seed(0)
+        self.net = torch.nn.Linear(8, 2)
+        self.seen: list[tuple[int, int, list[int]]] = []
+        self.run, self.fault, self.marker = run, run.get("fault"), marker
+        self.model_parallel = run.get("strategy") == "model_parallel"
+
+    def step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        trainer: Any = getattr(self, "trainer")
+        x, y, ids = batch
+        self.seen.append((int(trainer.current_epoch), batch_idx, ids.tolist()))
+        self.inject_fault(trainer, batch_idx)
+        loss = F.cross_entropy(self.net(x), y)
+        log: Any = getattr(self, "log")
+        log("train_loss", loss, on_step=True, on_epoch=True)
+        log("train_max", loss, on_epoch=True, reduce_fx="max")
+        return loss
+
+    def inject_fault(self, trainer: Any, batch_idx: int) -> None:
+        fault = self.fault
+        if fault is None or (trainer.current_epoch, batch_idx) != (fault["epoch"], fault["batch"]):
+            return
+        if trainer.global_rank not in fault["ranks"] or (self.marker.parent / f"{self.marker.name}-{trainer.global_rank}").exists():
+            return
+        (self.marker.parent / f"{self.marker.name}-{trainer.global_rank}").touch()  # once: a restart trains on
+        if fault["kind"] == "raise":
+            raise RuntimeError(f"simulated fault on rank {trainer.global_rank}")
+        if fault["kind"] == "signal":  # SLURM's requeue signal, to this process only
+            os.kill(os.getpid(), signal.SIGUSR1)
+        if fault["kind"] == "save":  # trainer.save_checkpoint from this rank's hook alone
+            trainer.save_checkpoint(self.marker.parent / "alone.ckpt")
+
+    def train_dataloader(self) -> Any:
+        """Made after the process group (a DistributedSampler of the user's own asks it for the ranks)."""
+        return loader(self.run.get("sampler", "ordered"), self.run.get("workers", 0))
+
+    def configure_model(self) -> None:
+        if self.model_parallel:
+            from torch.distributed.fsdp import fully_shard
+
+            fully_shard(self.net, mesh=getattr(self, "device_mesh")["data_parallel"])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+
+class MyModel(Parts, TypedLightningModule):
+    """The typed module (named as in docs/errors.md, whose catalogue quotes its warnings)."""
+
+    def __init__(self, run: dict[str, Any], marker: Path) -> None:
+        super().__init__()
+        self.build(run, marker)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        return TrainStepResult(loss=self.step(batch, batch_idx))
+
+
+class Plain(Parts, pl.LightningModule):
+    def __init__(self, run: dict[str, Any], marker: Path) -> None:
+        super().__init__()
+        self.build(run, marker)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self.step(batch, batch_idx)
+
+
+class Record(pl.Callback):
+    """Each rank's record of its fit, written at its end (the only way a child's result reaches the test)."""
+
+    def __init__(self, root: Path, attempt: int, caught: list[str]) -> None:
+        self.root, self.attempt, self.caught = root, attempt, caught
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        params = {name: _full(value) for name, value in pl_module.net.state_dict().items()}
+        torch.save(
+            {
+                "seen": pl_module.seen,
+                "params": params,
+                "callback": {k: v.detach().clone() for k, v in trainer.callback_metrics.items()},
+                "logged": {k: v.detach().clone() for k, v in trainer.logged_metrics.items()},
+                "warnings": list(self.caught),
+            },
+            self.root / f"rank{trainer.global_rank}-{self.attempt}.pt",
+        )
+
+
+def _full(value: torch.Tensor) -> torch.Tensor:
+    """A parameter as one tensor: a sharded one (fully_shard's DTensor) gathered."""
+    full = getattr(value, "full_tensor", None)
+    return (full() if callable(full) else value).detach().clone()
+
+
+def attempt() -> int:
+    """torchrun's restart count, or SLURM's requeue count (0 for the first attempt)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", os.environ.get("SLURM_RESTART_COUNT", "0")))
+
+
+def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Trainer:
+    callbacks: list[pl.Callback] = [
+        ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=run.get("every", EVERY), save_last=True,
+                        save_top_k=-1, filename="{step}"),
+        Record(root, attempt(), caught),
+    ]
+    if run.get("epoch_checkpoints"):
+        callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", filename="end-{epoch}", save_top_k=-1))
+    if run.get("on_exception"):
+        callbacks.append(OnExceptionCheckpoint(root / "ckpt"))
+    plugins: list[Any] = []
+    if run.get("slurm"):
+        from pytorch_lightning.plugins.environments import SLURMEnvironment
+
+        plugins.append(SLURMEnvironment(auto_requeue=True))
+    strategy: Any = run.get("strategy", "ddp")
+    if strategy == "model_parallel":
+        from pytorch_lightning.strategies import ModelParallelStrategy
+
+        strategy = ModelParallelStrategy(data_parallel_size=2, tensor_parallel_size=1)
+    return pl.Trainer(
+        accelerator="cpu", devices=run.get("devices", 2), num_nodes=run.get("num_nodes", 1), strategy=strategy,
+        max_epochs=run.get("epochs", EPOCHS), callbacks=callbacks, plugins=plugins,
+        logger=CSVLogger(root, name="csv", version=attempt()), log_every_n_steps=1,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=root,
+    )
+
+
+def step_result_warnings() -> list[str]:
+    """From now on, every StepResultWarning this process shows is also kept in the list returned."""
+    caught: list[str] = []
+    original = warnings.showwarning
+
+    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, StepResultWarning):
+            caught.append(str(message))
+        original(message, category, *args, **kwargs)
+
+    warnings.showwarning = show
+    warnings.simplefilter("always", StepResultWarning)
+    return caught
+
+
+def fit(run: dict[str, Any]) -> None:
+    root = Path(run["root"])
+    root.mkdir(parents=True, exist_ok=True)
+    caught = step_result_warnings()
+    make = MyModel if run.get("module", "typed") == "typed" else Plain
+    trainer = trainer_for(run, root, caught)
+    ckpt = run.get("ckpt")
+    trainer.fit(make(run, root / "faulted"), ckpt_path=ckpt)
+
+
+def main(argv: list[str]) -> None:
+    for run in json.loads(Path(argv[0]).read_text()):
+        fit(run)
+
+
+# --- reading the records (in the test process) ----------------------------------------------------------
+
+
+def record(root: Path, rank: int, attempt: int = 0) -> dict[str, Any]:
+    return torch.load(root / f"rank{rank}-{attempt}.pt", weights_only=False)
+
+
+def rows(root: Path, attempt: int = 0) -> list[dict[str, str]]:
+    with open(root / "csv" / f"version_{attempt}" / "metrics.csv", newline="") as file:
+        return [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(file)]
+
+
+def epoch_value(table: list[dict[str, str]], name: str, epoch: int) -> float:
+    """Rank 0's logged epoch value ``name`` of ``epoch`` (its CSV rows)."""
+    (value,) = [float(row[name]) for row in table if name in row and int(row["epoch"]) == epoch]
+    return value
+
+
+if __name__ == "__main__":  # Lightning's launcher starts this file again for each other rank
+    main(sys.argv[1:])
