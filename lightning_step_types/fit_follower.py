@@ -41,7 +41,6 @@ from lightning_step_types.lightning_internals import (
     metric_states_on_device,
     running,
     next_zero_grad_index,
-    scheduler_updates,
     stateful_loader_states,
     training_epoch_results,
     unfollow_fetches,
@@ -88,50 +87,50 @@ class BatchRecord:
                  "prefetched")
 
     def __init__(self) -> None:
-        self.epoch = -1
-        self.batch = -1
+        self.epoch: int = -1
+        self.batch: int = -1
         self.logged: LoggedSnapshot = []
         self.pending: dict[str, Any] = {}  # a resumed run's saved values not yet back in Lightning's entries
         self.metrics: dict[str, Any] = {}  # name -> states copied by metric_states_on_device
         self.marks: dict[str, tuple[Any, ...]] = {}  # name -> metric_change_mark when copied
-        self.steps = 0  # optimizer steps done in this fit
-        self.scheduler_updates = 0  # LR scheduler updates completed in this fit
-        self.fetched = 0  # the fetcher's count of fetches at the batch's start
-        self.prefetched = 0  # of which not yet handed to a step: the batch's fetch is number fetched - prefetched
+        self.steps: int = 0  # optimizer steps done in this fit
+        self.scheduler_updates: int = 0  # LR scheduler updates completed in this fit
+        self.fetched: int = 0  # the fetcher's count of fetches at the batch's start
+        self.prefetched: int = 0  # of which not yet handed to a step: the batch's fetch is number fetched - prefetched
 
 
 class FitFollower:
     """One fit of one module, followed through the fit loop (see the module docstring)."""
 
     def __init__(self, trainer: Any, module: Any) -> None:
-        self.trainer = weakref.ref(trainer)
-        self.module = weakref.ref(module)
-        self.phase = Phase.OUTSIDE
-        self.epoch = -1
-        self.batch = -1  # the batch in flight, or whose end runs
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
+        self.module: weakref.ReferenceType[Any] = weakref.ref(module)
+        self.phase: str = Phase.OUTSIDE
+        self.epoch: int = -1
+        self.batch: int = -1  # the batch in flight, or whose end runs
         self.results: Any = training_epoch_results(trainer)
         self.metrics: dict[str, Any] = {}  # the metrics a checkpoint carries, found at the fit's start
-        self.record = BatchRecord()
-        self.steps = [0]  # optimizer.step() calls returned in this fit (a step post-hook per optimizer)
+        self.record: BatchRecord = BatchRecord()
+        self.steps: list[int] = [0]  # optimizer.step() calls returned in this fit (a step post-hook per optimizer)
         self._step_hooks: list[Any] = []
         self.stateful: bool | None = None  # whether a training loader has a state_dict (found at the first fetch)
         # fetch number -> the loaders' states before it, and which of them had cycled
         self.before_fetch: dict[int, tuple[list[dict[str, Any]], list[bool] | None]] = {}
-        self.last_fetch = -1
+        self.last_fetch: int = -1
         self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
         self.loaded_cycled: list[bool] | None = None
-        self.logger_step_at_end = 0  # `_batches_that_stepped` when the batch's end began
-        self.validated = False  # a validation ran in this batch's end
+        self.logger_step_at_end: int = 0  # `_batches_that_stepped` when the batch's end began
+        self.validated: bool = False  # a validation ran in this batch's end
         self.validation_views: dict[str, dict[str, Any]] | None = None  # logger views at validation's start
         self.validation_metrics: dict[str, Any] | None = None  # metric states at validation's start
-        self.manual = False  # manual optimization (found at the fit's start)
-        self.window = 1  # accumulate_grad_batches
+        self.manual: bool = False  # manual optimization (found at the fit's start)
+        self.window: int = 1  # accumulate_grad_batches
         self.parameters: list[Any] = []
         # where gradients of earlier batches were held over into the batch: each parameter's .grad
         # identity and in-place version at the batch's start (None: nothing held over)
         self.gradient_marks: list[tuple[int, int] | None] | None = None
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
-        self.first_batch_done = False
+        self.first_batch_done: bool = False
 
     # --- the wrappers (lightning_internals.follow_fit_loop) --------------------------------------------
 

@@ -85,18 +85,18 @@ class Resume:
     """What one resumed fit restores into one module (see the module docstring)."""
 
     def __init__(self, trainer: Any, module: Any, saved: Mapping[str, Any] | None) -> None:
-        self.module = weakref.ref(module)
+        self.module: weakref.ReferenceType[Any] = weakref.ref(module)
         self.saved = saved
         self.point: Point | None = None
         self.encoded: ResumePoint | None = None
         self.state: Mapping[str, Any] | None = None  # this process's running state
         self.problems: list[Problem] = []  # warned at the first batch, in one warning each
         self.pending: dict[str, Any] = {}  # collection key -> saved value, until Lightning creates its entry
-        self.armed = False
+        self.armed: bool = False
         self.not_restored: list[str] = []  # named in one warning at the first epoch's end
-        self.where = ""
+        self.where: str = ""
         self.results: Any = None
-        self.saved_stopped = False  # the run that saved stopped there (an exception)
+        self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
         if saved is None:
             return
         if saved.get("format") != FORMAT:

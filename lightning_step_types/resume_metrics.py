@@ -52,7 +52,7 @@ def resumed_metrics(module: Any) -> dict[str, Metric]:
     attributes: dict[str, Any] = cast("dict[str, Any]", vars(module))
     for attribute, value in attributes.items():
         if isinstance(value, (dict, list, tuple)):
-            for name, metric in _held_in(attribute, value, _CONTAINER_DEPTH):
+            for name, metric in _held_in(attribute, cast("dict[Any, Any] | list[Any]", value), _CONTAINER_DEPTH):
                 add(name, metric)
         elif not attribute.startswith("_") and _is_plain_object(value):
             # a helper object's own attributes, one level (a namespace of metrics); not Lightning's
@@ -66,19 +66,16 @@ def resumed_metrics(module: Any) -> dict[str, Metric]:
 _CONTAINER_DEPTH = 3  # dicts and lists of metrics nest this deep at most ({"train": {"acc": ...}})
 
 
-def _held_in(path: str, value: Any, depth: int) -> list[tuple[str, Metric]]:
+def _held_in(path: str, value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> list[tuple[str, Metric]]:
     """The metrics in a plain ``dict`` / ``list`` / ``tuple`` (nested ``depth`` deep), by path."""
-    if isinstance(value, dict):
-        items: list[tuple[Any, Any]] = list(cast("dict[Any, Any]", value).items())
-    else:
-        items = list(enumerate(cast("list[Any]", value)))
+    items: list[tuple[Any, Any]] = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
     found: list[tuple[str, Metric]] = []
     for key, item in items:
         if isinstance(item, Metric):
             if not getattr(item, NOT_RESUMED, False):
                 found.append((f"{path}[{key!r}]", item))
         elif depth > 1 and isinstance(item, (dict, list, tuple)):
-            found += _held_in(f"{path}[{key!r}]", item, depth - 1)
+            found += _held_in(f"{path}[{key!r}]", cast("dict[Any, Any] | list[Any]", item), depth - 1)
     return found
 
 

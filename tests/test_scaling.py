@@ -173,14 +173,16 @@ def test_the_data_order_resumes_exactly_where_plain_lightning_draws_other_batche
             assert_resumed_exactly(tmp_path / name, reference / name)
             assert scaling.record(tmp_path / name, 0)["warnings"] == []
         else:
+            difference = largest_weight_difference(tmp_path / name, reference / name, 0)
             plain[f"{sampler}-{workers}"] = (same_batches(tmp_path / name, reference / name, 0),
-                                             round(largest_weight_difference(tmp_path / name, reference / name, 0), 3))
-    # plain Lightning: (batches equal to the uninterrupted run's, of those trained; largest weight difference)
+                                             "equal" if difference == 0.0 else "off" if difference > 0.01 else difference)
+    # plain Lightning: (batches equal to the uninterrupted run's, of those trained; its final weights).
+    # "off": more than 0.01 from the uninterrupted run's (0.013-0.04 measured, by machine), no float noise.
     assert plain == {
-        "injected-0": ((15, 25), 0.04), "wrapper-0": ((0, 25), 0.032), "user-0": ((15, 25), 0.04),
-        "stateful-0": ((25, 25), 0.0),  # torchdata's StatefulDistributedSampler: the one exact data order
-        "injected-2": ((15, 30), 0.016), "wrapper-2": ((0, 30), 0.015), "user-2": ((15, 30), 0.016),
-        "stateful-2": ((15, 30), 0.016), "plain-injected-2": ((15, 30), 0.016),
+        "injected-0": ((15, 25), "off"), "wrapper-0": ((0, 25), "off"), "user-0": ((15, 25), "off"),
+        "stateful-0": ((25, 25), "equal"),  # torchdata's StatefulDistributedSampler: the one exact data order
+        "injected-2": ((15, 30), "off"), "wrapper-2": ((0, 30), "off"), "user-2": ((15, 30), "off"),
+        "stateful-2": ((15, 30), "off"), "plain-injected-2": ((15, 30), "off"),
     }
     (warning,) = scaling.record(tmp_path / "weighted", 0)["warnings"]
     assert warning == SAMPLER_WARNING
