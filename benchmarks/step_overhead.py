@@ -8,7 +8,10 @@ Three measurements, all in one process on one CPU thread:
    module, and an empty ``Callback()`` on it. The fits run side by side, one thread each, taking
    turns of a few steps (in a new random order each round), so every variant trains under the
    same machine load; each ratio is the median over rounds of a variant's turn against its plain
-   baseline's turn in the same round. Targets: the typed steps, with and without metadata, at
+   baseline's turn in the same round. The typed step with ``exact_resume = False`` separates the
+   batch-start record that exact resume takes; the last three rows train plain and typed from a
+   torchdata ``StatefulDataLoader``, whose state that record reads before each fetch. Targets:
+   the typed steps, with and without metadata, at
    most 1.02; the adapter's ratio at most 0.02 above the empty ``Callback()``'s (the last row:
    the median over rounds of the difference of the two ratios). An A/A row (plain against
    itself) shows the method's noise floor. Progress bar, logger, checkpointing and model summary
@@ -24,7 +27,7 @@ Three measurements, all in one process on one CPU thread:
 
 Run from the repository root after ``pip install torch==2.13.0 && pip install -e .``::
 
-    python benchmarks/step_overhead.py          # about 1.5 minutes on 2 idle cores
+    python benchmarks/step_overhead.py          # about 3 minutes on 2 idle cores
     python benchmarks/step_overhead.py --quick  # about 25 seconds, noisier
 """
 
@@ -102,6 +105,10 @@ class TypedMetadata(_LinearBody, TypedLightningModule):
         return TrainStepResult(loss=F.cross_entropy(logits, y), metadata={"logits": logits})
 
 
+class TypedLossNoExactResume(TypedLoss):
+    exact_resume = False  # no batch-start record: the difference to TypedLoss is the record's cost
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -109,6 +116,7 @@ class Variant:
     callbacks: Callable[[], list[pl.Callback]] = list
     baseline: str | None = None  # the plain variant this one is compared with
     target: float | None = None  # the most its CPU ratio to the baseline may be
+    stateful: bool = False  # trained from a torchdata StatefulDataLoader (its state read per batch)
 
 
 VARIANTS = (
@@ -126,6 +134,14 @@ VARIANTS = (
     # Any callback costs Lightning's per-step hook dispatch; this row separates that from the adapter's work.
     Variant("empty Callback() on the dict module", PlainDict, lambda: [pl.Callback()], "plain: return {'loss', 'logits'}"),
     Variant("StepResultAdapter() on the dict module", PlainDict, lambda: [StepResultAdapter()], "plain: return {'loss', 'logits'}"),
+    # The batch-start record for exact resume, off; then all three again from a StatefulDataLoader,
+    # whose state the record reads before each fetch.
+    Variant("typed: TrainStepResult(loss), exact_resume=False", TypedLossNoExactResume, baseline="plain: return loss"),
+    Variant("stateful loader, plain: return loss", PlainLoss, stateful=True),
+    Variant("stateful loader, typed: TrainStepResult(loss)", TypedLoss, baseline="stateful loader, plain: return loss",
+            stateful=True),
+    Variant("stateful loader, typed: exact_resume=False", TypedLossNoExactResume,
+            baseline="stateful loader, plain: return loss", stateful=True),
 )
 EMPTY_CALLBACK, ADAPTER = "empty Callback() on the dict module", "StepResultAdapter() on the dict module"
 # The adapter's target: its ratio to plain Lightning at most this much above the empty Callback()'s.
@@ -148,10 +164,14 @@ def _trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
     )
 
 
-def _loader(steps: int) -> DataLoader[Any]:
+def _loader(steps: int, stateful: bool = False) -> DataLoader[Any]:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(steps * BATCH_SIZE, IN_FEATURES, generator=generator)
     y = torch.randint(0, OUT_FEATURES, (steps * BATCH_SIZE,), generator=generator)
+    if stateful:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        return StatefulDataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE)
     return DataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE)
 
 
@@ -244,7 +264,7 @@ def end_to_end(steps: int, warmup: int, segment: int) -> dict[str, SegmentClock]
         torch.set_num_threads(1)  # per thread: OpenMP's setting is thread-local
         try:
             trainer = _trainer(steps, [*variant.callbacks(), clocks[variant.name]])
-            trainer.fit(variant.make(), train_dataloaders=_loader(steps))
+            trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful))
         except BaseException as error:  # re-raised below; the baton must not wait for a dead thread
             errors.append(error)
             baton.pass_turn(finished=variant.name)
@@ -407,14 +427,14 @@ def step_call_ns(variant: Variant, steps: int, skip: int) -> float:
         return output
 
     strategy.training_step = timed_training_step  # type: ignore[method-assign]
-    trainer.fit(variant.make(), train_dataloaders=_loader(steps))
+    trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful))
     return statistics.median(times[skip:])
 
 
 def step_call_cost(steps: int, rounds: int) -> dict[str, float]:
     """Median over ``rounds`` of each variant's median step call (µs); one fit per variant per round,
     in a new random order each round, so machine load falls on every variant alike."""
-    variants = [v for v in VARIANTS if "A/A" not in v.name]
+    variants = [v for v in VARIANTS if "A/A" not in v.name and not v.stateful]  # the record is outside the step call
     medians: dict[str, list[float]] = {v.name: [] for v in variants}
     order = random.Random(1)
     for _ in range(rounds):

@@ -41,7 +41,9 @@ def test_the_recipe_is_the_one_tested() -> None:
         assert line in block and line in source, line
 
 
-@pytest.mark.parametrize("module", ["typed", "plain"])
+# Plain Lightning on Ray ends as under torchrun (test_scaling_recipes.PLAIN: the weights right, epoch 1's
+# values not); ["typed", "plain"] runs it too, 90 s more, left out of CI's time.
+@pytest.mark.parametrize("module", ["typed"])
 def test_ray_train_restarts_from_a_mid_epoch_checkpoint(module: str, tmp_path: Path, reference: Path) -> None:
     run = {"root": str(tmp_path), "module": module, "sampler": "stateful", "fault": FAULT}
     job = launch(tmp_path / "driver", [run], limit=LIMIT, script=TESTS / "scaling_ray.py")
