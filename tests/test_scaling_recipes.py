@@ -49,10 +49,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The uninterrupted runs on 2 processes (the same batches, whichever launcher), started by torchrun
     with restarts but without the gloo setting: no fault, so no restart, and the warning at the start."""
     root = tmp_path_factory.mktemp("reference")
-    assert_ok(launch(root, [{**RUN, "root": str(root / "ddp"), "ckpt": None},
-                            {**RUN, "root": str(root / "fsdp2"), "ckpt": None, "strategy": "model_parallel"}],
-                     limit=LIMIT, launcher=torchrun("--nproc-per-node=2", "--max-restarts=1"),
+    launcher = torchrun("--nproc-per-node=2", "--max-restarts=1")
+    assert_ok(launch(root, [{**RUN, "root": str(root / "ddp"), "ckpt": None}], limit=LIMIT, launcher=launcher,
                      env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}))
+    # With the shared store, the process groups a second fit's device mesh makes can fail to connect
+    # too (Gloo connectFullMesh ... Connection refused, 1 of 22 runs): the setting, as the recipe says.
+    assert_ok(launch(root, [{**RUN, "root": str(root / "fsdp2"), "ckpt": None, "strategy": "model_parallel"}],
+                     limit=LIMIT, launcher=launcher, env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}))
     return root
 
 
