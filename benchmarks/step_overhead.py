@@ -1,6 +1,6 @@
 """What typed step results cost per training step, against plain Lightning.
 
-Three measurements, all in one process on one CPU thread:
+Four measurements, all in one process on one CPU thread:
 
 1. End to end: the same ``Linear(32, 2)`` model, batch size 2, trained as a plain
    ``LightningModule`` (returning the loss tensor, or a dict) and as a ``TypedLightningModule``

@@ -164,16 +164,30 @@ def _full(value: torch.Tensor) -> torch.Tensor:
     return (full() if callable(full) else value).detach().clone()
 
 
-def attempt() -> int:
-    """torchrun's restart count, or SLURM's requeue count (0 for the first attempt)."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", os.environ.get("SLURM_RESTART_COUNT", "0")))
+def attempt(root: Path) -> int:
+    """Which attempt of the job this process belongs to: 0 for the first, then torchrun's restarts or
+    SLURM's requeues.
+
+    Not ``TORCHELASTIC_RESTART_COUNT``: each torchrun agent counts only the restarts its own workers
+    failed. With two nodes, when rank 1's fault breaks rank 0's collective only after rank 0's agent
+    saw the other node wait for a new rendezvous, rank 0's agent restarts its worker without counting,
+    and the nodes may swap ranks in the new rendezvous (3 of 14 runs here). A torchrun worker counts its
+    agent's starts of it instead: a marker per start, by the agent's process id and the local rank.
+    """
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+    starts = root / "starts"
+    starts.mkdir(parents=True, exist_ok=True)
+    agent = f"{os.getppid()}-{os.environ.get('LOCAL_RANK', '0')}"
+    (starts / f"{agent}-{os.getpid()}").touch()  # the same marker however often this process asks
+    return len(list(starts.glob(f"{agent}-*"))) - 1
 
 
 def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Trainer:
     callbacks: list[pl.Callback] = [
         ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=run.get("every", EVERY), save_last=True,
                         save_top_k=-1, filename="{step}"),
-        Record(root, attempt(), caught),
+        Record(root, attempt(root), caught),
     ]
     if run.get("epoch_checkpoints"):
         callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", filename="end-{epoch}", save_top_k=-1))
@@ -192,7 +206,7 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
     return pl.Trainer(
         accelerator="cpu", devices=run.get("devices", 2), num_nodes=run.get("num_nodes", 1), strategy=strategy,
         max_epochs=run.get("epochs", EPOCHS), callbacks=callbacks, plugins=plugins,
-        logger=CSVLogger(root, name="csv", version=attempt()), log_every_n_steps=1,
+        logger=CSVLogger(root, name="csv", version=attempt(root)), log_every_n_steps=1,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=root,
     )
 
@@ -226,12 +240,13 @@ def main(argv: list[str]) -> None:
     for run in json.loads(Path(argv[0]).read_text()):
         fit(run)
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        # This rank's records are written. torch 2.13 on gloo sometimes aborts a torchrun worker in the
-        # interpreter's teardown after a ModelParallelStrategy fit ("terminate called without an active
-        # exception": 4 of 26 resumed runs; 1 of 58 with the process group destroyed first), and torchrun
-        # counts the abort as the job's failure: destroy the group, then leave without that teardown, so
-        # that the exit status says how the fits went. (torchrun's agent waits for every worker.)
+        # torch 2.13 on gloo sometimes aborts a torchrun worker in the interpreter's teardown after a
+        # ModelParallelStrategy fit ("terminate called without an active exception": 4 of 26 resumed
+        # runs; 1 of 58 with the process group destroyed first), and torchrun counts the abort as the
+        # job's failure. So: wait until every rank is done, destroy the group, and leave without that
+        # teardown (every record is written): the exit status says how the fits went.
         if torch.distributed.is_initialized():
+            torch.distributed.barrier()
             torch.distributed.destroy_process_group()
         sys.stdout.flush()
         sys.stderr.flush()
