@@ -174,20 +174,25 @@ def attempt(root: Path) -> int:
     and the nodes may swap ranks in the new rendezvous (3 of 14 runs here). A torchrun worker counts its
     agent's starts of it instead: a marker per start, by the agent's process id and the local rank.
     """
-    if "TORCHELASTIC_RUN_ID" not in os.environ:
+    if not under_torchrun():
         return int(os.environ.get("SLURM_RESTART_COUNT", "0"))
     starts = root / "starts"
     starts.mkdir(parents=True, exist_ok=True)
     agent = f"{os.getppid()}-{os.environ.get('LOCAL_RANK', '0')}"
-    (starts / f"{agent}-{os.getpid()}").touch()  # the same marker however often this process asks
+    (starts / f"{agent}-{os.getpid()}").touch()
     return len(list(starts.glob(f"{agent}-*"))) - 1
 
 
+def under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ  # torchrun's agent sets it for its workers
+
+
 def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Trainer:
+    this_attempt = attempt(root)
     callbacks: list[pl.Callback] = [
         ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=run.get("every", EVERY), save_last=True,
                         save_top_k=-1, filename="{step}"),
-        Record(root, attempt(root), caught),
+        Record(root, this_attempt, caught),
     ]
     if run.get("epoch_checkpoints"):
         callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", filename="end-{epoch}", save_top_k=-1))
@@ -206,7 +211,7 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
     return pl.Trainer(
         accelerator="cpu", devices=run.get("devices", 2), num_nodes=run.get("num_nodes", 1), strategy=strategy,
         max_epochs=run.get("epochs", EPOCHS), callbacks=callbacks, plugins=plugins,
-        logger=CSVLogger(root, name="csv", version=attempt(root)), log_every_n_steps=1,
+        logger=CSVLogger(root, name="csv", version=this_attempt), log_every_n_steps=1,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=root,
     )
 
@@ -239,7 +244,7 @@ def fit(run: dict[str, Any]) -> None:
 def main(argv: list[str]) -> None:
     for run in json.loads(Path(argv[0]).read_text()):
         fit(run)
-    if "TORCHELASTIC_RUN_ID" in os.environ:
+    if under_torchrun():
         # torch 2.13 on gloo sometimes aborts a torchrun worker in the interpreter's teardown after a
         # ModelParallelStrategy fit ("terminate called without an active exception": 4 of 26 resumed
         # runs; 1 of 58 with the process group destroyed first), and torchrun counts the abort as the

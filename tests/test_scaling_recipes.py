@@ -47,7 +47,8 @@ def command_of(name: str) -> tuple[dict[str, str], list[str]]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The uninterrupted runs on 2 processes (the same batches, whichever launcher), started by torchrun
-    with restarts but without the gloo setting: no fault, so no restart, and the warning at the start."""
+    with restarts: no fault, so no restart. The DDP one without the gloo setting, so that it warns at the
+    start; the FSDP2 one with it, as its recipe runs."""
     root = tmp_path_factory.mktemp("reference")
     launcher = torchrun("--nproc-per-node=2", "--max-restarts=1")
     assert_ok(launch(root, [{**RUN, "root": str(root / "ddp"), "ckpt": None}], limit=LIMIT, launcher=launcher,
