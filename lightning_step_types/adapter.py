@@ -112,7 +112,8 @@ def run_step(
     and in nested calls such as ``super().training_step(...)``, the step's own return value
     passes through untouched.
     """
-    state = module_state(module)
+    last = _last  # module_state's fast path, inline: this runs on every step
+    state = last[1] if last is not None and last[0]() is module else module_state(module)
     if state.active or not trainer_is_running(module):
         return step(*args, **kwargs)
     policy = settings if isinstance(settings, StepPolicy) else settings(module)
@@ -138,7 +139,8 @@ def run_step(
     training = hook_name == "training_step"
     lightning_output, result = (check_training_return if training else check_evaluation_return)(output, call)
     if result is None:
-        state.latest.pop(hook_name, None)
+        if state.latest:
+            state.latest.pop(hook_name, None)
     else:
         state.latest[hook_name] = result
     if policy.log_loss is not None:

@@ -27,6 +27,7 @@ from lightning_step_types.errors import (
 from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 from lightning_step_types.results import (
+    LOSS_DTYPES,
     FrozenMetadata,
     StepResult,
     TrainStepResult,
@@ -107,8 +108,18 @@ class StepCall:
 
 def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
     """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None)."""
-    if type(output) is TrainStepResult:  # the path of every typed step, kept short: it runs per batch
-        return _accept_training_result(output, call)
+    kind = type(output)
+    if kind is TrainStepResult:  # the path of every typed step, kept short: it runs per batch
+        return _accept_training_result(cast("TrainStepResult[Any]", output), call)
+    if kind is dict and not call.strict:  # a legacy step's usual return, checked inline: it runs per batch too
+        loss = cast("dict[object, Any]", output).get("loss")
+        if type(loss) is torch.Tensor and loss.grad_fn is not None and loss.dtype in LOSS_DTYPES and loss.numel() == 1:
+            for key in cast("dict[object, Any]", output):
+                if type(key) is not str or key in LEGACY_KEYS:  # a warning to give: the full check
+                    break
+            else:
+                if call.nonfinite_loss is None or math.isfinite(loss.item()):  # see _accept_training_result
+                    return output, None
     try:  # only StepResultError leaves a check, whatever the returned object does when inspected
         return _check_training_return(output, call)
     except StepResultError:

@@ -56,10 +56,11 @@ class Phase:
 
     OUTSIDE = "outside"  # before the first epoch, after the last, between epochs (or in on_train_epoch_start)
     BATCH = "batch"  # inside `_TrainingEpochLoop.advance`: fetch, hooks, step, on_train_batch_end
-    BATCH_DONE = "batch_done"  # the batch's advance returned: its end (validation, logger step) comes next
+    # the batch's advance returned: its end (`_TrainingEpochLoop.on_advance_end`: validation, plateau LR
+    # schedulers, the logger's step), and once that is done, until the next batch or the epoch's end
+    TAIL = "tail"
     VALIDATION = "validation"  # a validation run inside the batch's end
     VALIDATION_END = "validation_end"  # its on_validation_end hooks (ModelCheckpoint(monitor=...) saves here)
-    TAIL = "tail"  # after the validation: plateau LR schedulers, the logger's step
     EPOCH_END = "epoch_end"  # `FitLoop.on_advance_end`: on_train_epoch_end hooks and the epoch's logging
 
 
@@ -119,7 +120,7 @@ class FitFollower:
         self.last_fetch: int = -1
         self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
         self.loaded_cycled: list[bool] | None = None
-        self.logger_step_at_end: int = 0  # `_batches_that_stepped` when the batch's end began
+        self.logger_step_at_end: int = 0  # `_batches_that_stepped` when the batch's end began (its start's)
         self.validated: bool = False  # a validation ran in this batch's end
         self.validation_views: dict[str, dict[str, Any]] | None = None  # logger views at validation's start
         self.validation_metrics: dict[str, Any] | None = None  # metric states at validation's start
@@ -156,18 +157,14 @@ class FitFollower:
         if self.resume is not None and not self.first_batch_done:
             self.first_batch_done = True
             if not self.resume.first_batch(self):  # the point is a batch's end: it runs before any batch
+                self.phase, self.validated, self.logger_step_at_end = Phase.TAIL, False, logger_step(trainer)
                 return
         self.note_batch_start(trainer)
         original(data_fetcher)
-        self.phase = Phase.BATCH_DONE
-
-    def run_batch_end(self, original: Callable[[Any], None], data_fetcher: Any) -> None:
-        trainer = self.trainer()
-        self.phase = Phase.TAIL
-        self.validated = False
-        self.logger_step_at_end = logger_step(trainer)
-        original(data_fetcher)
-        self.phase = Phase.OUTSIDE
+        # `_TrainingEpochLoop.run` calls `on_advance_end` right after: the batch's end. Not wrapped (it
+        # would cost a call per batch): the phase stays TAIL after it too, and the logger step tells the
+        # two apart (`logger_step_at_end`, read at the batch's start).
+        self.phase, self.validated = Phase.TAIL, False
 
     def run_validation(self, original: Callable[[], Any]) -> Any:
         trainer = self.trainer()
@@ -215,7 +212,7 @@ class FitFollower:
 
     def note_batch_start(self, trainer: Any) -> None:
         # runs on every batch: one read of Lightning's counters, and nothing that has nothing to record
-        epoch, completed, scheduler_updates_done = batch_start_counters(trainer)
+        epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
         if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
             self.loaded_loaders = self.loaded_cycled = None
         self.epoch, self.batch = epoch, completed

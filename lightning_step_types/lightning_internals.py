@@ -476,7 +476,8 @@ def _dict(value: object) -> dict[str, Any]:
 # `on_advance_end()` (on_train_epoch_end, the epoch's logging). `_TrainingEpochLoop.run` calls
 # `self.advance(data_fetcher)` (fetch, transfer hooks, on_train_batch_start, the step, its hooks,
 # on_train_batch_end) then `self.on_advance_end(data_fetcher)` (validation, the logger's step) per
-# batch; `_EvaluationLoop.run` runs a validation and its `on_run_end` calls `self._on_evaluation_end()`
+# batch, with nothing between the two: the end of one is the start of the other, so the follower
+# wraps `advance` only; `_EvaluationLoop.run` runs a validation and its `on_run_end` calls `self._on_evaluation_end()`
 # (on_validation_end). `_DataFetcher.__next__` calls `self._start_profiler()` right before each
 # fetch, and `_TrainingEpochLoop.on_run_start` sets that to `self._on_before_fetch`. Each is looked
 # up on the instance, so an instance attribute wraps it; `unfollow_fit_loop` removes them. Checked
@@ -487,7 +488,6 @@ _FOLLOWED = (
     ("fit", "on_run_start", "run_fit_start"),
     ("fit", "on_advance_end", "run_epoch_end"),
     ("epoch", "advance", "run_batch"),
-    ("epoch", "on_advance_end", "run_batch_end"),
     ("epoch", "_on_before_fetch", "run_fetch"),
     ("val", "run", "run_validation"),
     ("val", "_on_evaluation_end", "run_validation_end"),
@@ -533,16 +533,19 @@ class BatchCounters(NamedTuple):
     is_last_batch: bool
 
 
-def batch_start_counters(trainer: Any) -> tuple[int, int, int]:
-    """``(current_epoch, batches completed in it, LR scheduler updates completed in it)``, read at every
-    batch's start in one go: `Trainer.current_epoch` is `FitLoop.epoch_progress.current.completed`;
-    `_TrainingEpochLoop.batch_progress` and `scheduler_progress` as in `batch_counters` and `scheduler_updates`."""
+def batch_start_counters(trainer: Any) -> tuple[int, int, int, int]:
+    """``(current_epoch, batches completed in it, LR scheduler updates completed in it, logger step)``,
+    read at every batch's start in one go: `Trainer.current_epoch` is `FitLoop.epoch_progress.current.completed`;
+    `_TrainingEpochLoop.batch_progress` and `scheduler_progress` as in `batch_counters` and `scheduler_updates`;
+    the logger step as in `logger_step` (only `on_advance_end` and a restart's `reset` move it, so a
+    batch's end begins with the value its start had)."""
     fit_loop = trainer.fit_loop
     epoch_loop = fit_loop.epoch_loop
     return (
         int(fit_loop.epoch_progress.current.completed),
         int(epoch_loop.batch_progress.current.completed),
         int(epoch_loop.scheduler_progress.total.completed),
+        int(epoch_loop._batches_that_stepped),
     )
 
 

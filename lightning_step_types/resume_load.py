@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
-from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
+from lightning_step_types.fit_follower import FitFollower, follower_of
 from lightning_step_types.lightning_internals import (
     ResumePoint,
     batch_counters,
@@ -166,7 +166,7 @@ class Resume:
                 update_schedulers_after_step(trainer)
             if point.skip_validation:
                 skip_next_validation(trainer)
-            follower.epoch, follower.batch, follower.phase = epoch, point.batch, Phase.BATCH_DONE
+            follower.epoch, follower.batch = epoch, point.batch  # the follower goes on at its end
             return False
         if point.kind == "epoch_end":
             follower.epoch = epoch

@@ -30,6 +30,7 @@ import math
 import os
 import signal
 import stat
+import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -579,6 +580,29 @@ class BatchHooks(Callback):
             self.faults.at("callback_batch_end", self.faults.training_batch())
 
 
+class AfterBatchEnd(Callback):
+    """Faults after a batch's end is done, before the next batch starts (or the epoch ends): no hook
+    runs there, but SLURM's signal may land there. `_TrainingEpochLoop.run` calls `on_iteration_done()`
+    right after `on_advance_end`; the fault comes first in it (the instance attribute wraps it)."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        epoch_loop = trainer.fit_loop.epoch_loop
+        original = type(epoch_loop).on_iteration_done.__get__(epoch_loop)
+
+        def on_iteration_done() -> None:
+            if sys.exc_info()[0] is None:  # not on the way out of an exception (it runs in a `finally`)
+                self.faults.at("after_batch_end", self.faults.training_batch())
+            original()
+
+        epoch_loop.on_iteration_done = on_iteration_done
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        trainer.fit_loop.epoch_loop.__dict__.pop("on_iteration_done", None)
+
+
 class BetweenBatches(Callback):
     """Saves where ModelCheckpoint does, after every other callback's on_train_batch_end."""
 
@@ -679,7 +703,7 @@ def fit_segment(way: str, loop: Loop, root: Path, fault: Fault | None, ckpt_path
     callbacks: list[Callback] = [BatchHooks(faults, before=True)]
     if way == "adapter":
         callbacks.append(StepResultAdapter())
-    callbacks += [BatchHooks(faults, before=False), BetweenBatches(faults)]
+    callbacks += [BatchHooks(faults, before=False), BetweenBatches(faults), AfterBatchEnd(faults)]
     if how in ("exception", "sigterm"):
         callbacks.append(OnExceptionCheckpoint(root))
     if how == "checkpoint_kill" and fault is not None:

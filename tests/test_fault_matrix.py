@@ -56,6 +56,18 @@ ISSUE_CELLS = [
     for way in ("typed", "adapter")
 ]
 
+# A save after a batch's end is done and before the next batch (or the epoch's end) begins: no hook
+# runs there, but SLURM's signal may land there. Not a value of the design's `where` (the design and
+# the table in docs/resume.md stay as they are): its own cells, each way in, every way to stop.
+_AFTER_BATCH_END_LOOPS = (Loop(), Loop(accumulate=3), Loop(validation="half"), Loop(data="iterable"))
+AFTER_BATCH_END_CELLS = [
+    Cell(way, loop, Fault("after_batch_end", how, 0, batch), None)
+    for way in ("typed", "adapter")
+    for loop in _AFTER_BATCH_END_LOOPS
+    for how in ("exception", "save", "sigusr1", "sigterm")
+    for batch in (4, 10)  # inside the epoch; its last batch (the epoch's end comes next)
+]
+
 # --- the dimensions -------------------------------------------------------------------------------
 
 LOOP_VALUES: dict[str, tuple[Any, ...]] = {
@@ -348,6 +360,12 @@ def test_issue_cell(name: str, cell: Cell, tmp_path: Path) -> None:
     check(replace(cell, expected=expected(cell)), run_cell(cell, tmp_path))
 
 
+@pytest.mark.parametrize("cell", AFTER_BATCH_END_CELLS, ids=[_id(cell) for cell in AFTER_BATCH_END_CELLS])
+def test_after_a_batch_end(cell: Cell, tmp_path: Path) -> None:
+    assert expected(cell) == "exact"
+    check(replace(cell, expected="exact"), run_cell(cell, tmp_path))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cell", _DESIGN, ids=[_id(cell) for cell in _DESIGN])
 def test_cell(cell: Cell, tmp_path: Path) -> None:
@@ -403,6 +421,9 @@ def test_docs_hold_the_matrix_and_its_counts() -> None:
     issue_outcomes = [expected(cell) for _, cell in ISSUE_CELLS]
     assert f"With the default seed ({DOCS_SEED}): {_counts(design_outcomes).replace(' cells:', ' cells,')}" in prose
     assert f"are {_counts(issue_outcomes).replace(' cells:', ' more:')}" in prose
+    after_batch_end = [expected(cell) for cell in AFTER_BATCH_END_CELLS]
+    assert after_batch_end == ["exact"] * len(after_batch_end)
+    assert f"has {len(after_batch_end)} cells of its own" in prose and f"all {len(after_batch_end)} exact" in prose
 
 
 if __name__ == "__main__":  # python tests/test_fault_matrix.py --table: rewrites the table in docs/resume.md

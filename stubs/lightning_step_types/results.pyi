@@ -118,5 +118,7 @@ class ValStepResult(StepResult[MetaT]):
 # Internal helpers that lightning_step_types.checks imports from this module. They are declared here
 # only because pyright reads the runtime's own modules through these stubs (stubPath); they are not
 # part of the API (not in __all__).
+LOSS_DTYPES: frozenset[torch.dtype]
+
 def is_loss_tensor(value: object) -> TypeGuard[torch.Tensor]: ...
 def loss_error(where: str, loss: object) -> StepResultError: ...
