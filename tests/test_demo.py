@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from limits import hang_limit
 
 from lightning_step_types import demo
 from lightning_step_types.demo import MoonsClassifier
@@ -196,7 +197,7 @@ def test_command_line_run_from_another_directory(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=hang_limit(idle_s=30),  # about 15 s on an idle machine, imports included
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     # Not a terminal: one line per epoch in place of the progress bar's redraws (about 11 KB an epoch).

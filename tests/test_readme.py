@@ -177,8 +177,8 @@ def test_ci_runs_each_readme_command_as_written_in_a_fresh_venv_and_builds_the_d
     assert 'python3 -m venv "$work/$name"' in script
     assert '(. "$work/$name/bin/activate" && bash -euo pipefail -c "$command")' in script
     runs = re.findall(r"^in_fresh_venv (\w+) (.+)$", script, re.M)
-    assert runs == [("demo", '"${commands[0]}"'), ("docs", '"$docs_command"'), ("ray", '"$ray_command"'),
-                    ("tests", '"${commands[1]}"')]
+    assert runs == [("demo", '"${commands[0]}"'), ("lint", '"$lint_command"'), ("docs", '"$docs_command"'),
+                    ("ray", '"$ray_command"'), ("tests", '"${commands[1]}"')]
     assert f"docs_command='{DOCS_COMMAND}'" in script
     # Ray Train's tests (docs/scaling.md), in a venv with the `ray` extra; the suite's summary stays last.
     assert """ray_command='pip install torch==2.13.0 && pip install -e ".[test,ray]" &&""" in script

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import pytest
 from environments import make_venv
+from limits import hang_limit
 from test_readme import readme_commands
 from test_static_typing import CASES_DIR, ROOT, expected_diagnostics, parse_mypy, parse_pyright
 
@@ -65,7 +66,7 @@ INSTALLS = ["wheel", "editable"]
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=hang_limit(idle_s=190))
 
 
 @pytest.fixture(scope="module")
