@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import signal
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-
 import scaling
+import torch
 from launching import Job, launch
 from limits import hang_limit
 from test_resume import EXACT
