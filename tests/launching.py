@@ -38,20 +38,22 @@ class Job:
 
 def launch(folder: Path, runs: list[dict[str, Any]], *, limit: float, launcher: list[str] | None = None,
            env: dict[str, str] | None = None, script: Path = SCRIPT, hung_after: tuple[Path, float] | None = None,
-           signals: Sequence[tuple[Path, int]] = ()) -> Job:
+           signals: Sequence[tuple[Path, int]] = (), arguments: Sequence[str] | None = None) -> Job:
     """Run the fits ``runs`` with ``launcher`` (default: ``python``, Lightning starts rank 1 itself)."""
     return launch_together(folder, runs, limit=limit, launchers=[launcher or [sys.executable]], envs=[env or {}],
-                           script=script, hung_after=hung_after, signals=signals)
+                           script=script, hung_after=hung_after, signals=signals, arguments=arguments)
 
 
 def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, launchers: list[list[str]],
                     envs: list[dict[str, str]], script: Path = SCRIPT,
-                    hung_after: tuple[Path, float] | None = None, signals: Sequence[tuple[Path, int]] = ()) -> Job:
+                    hung_after: tuple[Path, float] | None = None, signals: Sequence[tuple[Path, int]] = (),
+                    arguments: Sequence[str] | None = None) -> Job:
     """The same fits started by several commands at once (one per "node" or SLURM task); the job ends
     when they all have, its return code the first non-zero one. ``hung_after=(marker, seconds)``: a job
     still running ``seconds`` after ``marker`` appeared is killed as hung (a test that expects a hang
     waits that long, not ``limit``). ``signals=[(marker, signal), ...]``: each signal is sent to the
-    launched processes once its marker exists, in turn (a scheduler's SIGTERM, SIGUSR1 or SIGKILL)."""
+    launched processes once its marker exists, in turn (a scheduler's SIGTERM, SIGUSR1 or SIGKILL).
+    ``arguments``: the script's own command line (an example script), in place of the fits' file."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / f"runs-{len(list(folder.glob('runs-*.json')))}.json"
     config.write_text(json.dumps(runs))
@@ -60,7 +62,7 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
     with open(folder / "output.txt", "ab") as output:
         for launcher, env in zip(launchers, envs):
             processes.append(subprocess.Popen(
-                [*launcher, str(script), str(config)], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                [*launcher, str(script), *(arguments if arguments is not None else [str(config)])], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
                      **env},
