@@ -317,8 +317,8 @@ class DictRules:
             same = isinstance(log[0], cst.Name) and isinstance(bar[0], cst.Name) and log[0].value == bar[0].value
             if same:  # `"log": logs, "progress_bar": logs`: logged once, with prog_bar=True
                 return [(bar[0], True)], [], None
-            for key, (expr, inner) in (("log", log), ("progress_bar", bar)):
-                if inner is None:  # `"log": loss_dict`, a dict a call returned: its keys are not in the code
+            for key, (expr, keys) in (("log", log), ("progress_bar", bar)):
+                if keys is None:  # `"log": loss_dict`, a dict a call returned: its keys are not in the code
                     other = "progress_bar" if key == "log" else "log"
                     prog_bar = ", prog_bar=True" if key == "progress_bar" else ""
                     return [], [], (

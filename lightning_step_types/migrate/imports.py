@@ -154,7 +154,7 @@ _THIRD_PARTY_NEIGHBOURS = frozenset({"lightning", "lightning_fabric", "pytorch_l
 
 
 def _with_import_line(
-    body: list[cst.BaseStatement], line: cst.SimpleStatementLine, source: str
+    body: Sequence[cst.BaseStatement], line: cst.SimpleStatementLine, source: str
 ) -> list[cst.BaseStatement]:
     """``body`` with ``line`` (``from <source> import ...``) where isort would put it: in the section of
     the third-party imports (the one that imports Lightning or torch), after its plain ``import`` lines,
@@ -174,8 +174,8 @@ def _with_import_line(
         later = next((section for section in sections if any(_is_relative(body[i]) for i in section)), None)
         blank = [cst.EmptyLine()]
         if later is not None:
-            first = later[0]
-            return [*body[:first], line.with_changes(leading_lines=blank), *body[first:]]
+            start = later[0]
+            return [*body[:start], line.with_changes(leading_lines=blank), *body[start:]]
         position = leading[-1] + 1
         return [*body[:position], line.with_changes(leading_lines=blank), *body[position:]]
     position = third_party[-1] + 1
@@ -222,11 +222,11 @@ def _top_module(statement: cst.BaseStatement) -> str | None:
     assert isinstance(statement, cst.SimpleStatementLine)
     first = statement.body[0]
     if isinstance(first, cst.Import):
-        return dotted_name(first.names[0].name).split(".")[0]
-    assert isinstance(first, cst.ImportFrom)
-    if first.relative or first.module is None:
-        return None
-    return dotted_name(first.module).split(".")[0]
+        module = dotted_name(first.names[0].name)
+    else:
+        assert isinstance(first, cst.ImportFrom)
+        module = None if first.relative or first.module is None else dotted_name(first.module)
+    return None if module is None else module.split(".")[0]
 
 
 def _from_module(statement: cst.BaseStatement) -> str | None:
