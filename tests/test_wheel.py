@@ -91,6 +91,8 @@ def test_wheel_ships_runtime_with_inline_stubs(wheel: Path) -> None:
         assert sorted({name.split("/")[0] for name in names if not name.startswith("lightning_step_types-0")}) == [
             "lightning_step_types"
         ]
+    # The license pyproject.toml declares travels with the package.
+    assert any(name.endswith((".dist-info/LICENSE", ".dist-info/licenses/LICENSE")) for name in names), sorted(names)
     # Every runtime module (the migrate subpackage too) is in the wheel.
     for module in (ROOT / "lightning_step_types").rglob("*.py"):
         assert module.relative_to(ROOT).as_posix() in names
