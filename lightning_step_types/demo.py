@@ -3,7 +3,7 @@
 It trains a small classifier on a synthetic "two moons" problem (made with a seeded
 ``torch.Generator``: nothing is downloaded) as a ``TypedLightningModule`` whose steps return
 ``TrainStepResult`` / ``ValStepResult``, with the usual Lightning parts around it: the default
-progress bar, a ``CSVLogger``, a ``ModelCheckpoint`` on ``val_loss``, validation every epoch,
+progress bar (on a terminal; elsewhere, in a CI log or a file, one line per epoch), a ``CSVLogger``, a ``ModelCheckpoint`` on ``val_loss``, validation every epoch,
 and a final ``trainer.test`` on the best checkpoint. A ``TypedCallback`` reads the test
 predictions from each ``ValStepResult``'s metadata (its ``on_test_batch_result`` hook) to build
 a confusion matrix.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -159,6 +160,16 @@ class DemoResult(TypedDict):
     seconds: float
 
 
+class EpochLines(pl.Callback):
+    """One line per epoch, in place of the progress bar's redraws where stdout is not a terminal."""
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        metrics = trainer.callback_metrics
+        shown = {"train_loss": "train_loss_epoch", "val_loss": "val_loss", "val_acc": "val_acc"}
+        values = "  ".join(f"{name}={float(metrics[key]):.4f}" for name, key in shown.items() if key in metrics)
+        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {values}", flush=True)
+
+
 def _dataloaders(seed: int) -> tuple[DataLoader[Any], DataLoader[Any], DataLoader[Any]]:
     generator = torch.Generator().manual_seed(seed)
     train = TensorDataset(*make_moons(TRAIN_SIZE, generator))
@@ -235,12 +246,17 @@ def train_and_test(output_dir: Path, max_epochs: int) -> DemoResult:
         save_top_k=1,
     )
     confusion = ConfusionMatrix()
+    # The progress bar redraws itself in place: on a terminal one line, in a CI log or a file
+    # hundreds of kilobytes.
+    on_terminal = sys.stdout.isatty()
+    progress: pl.Callback = TQDMProgressBar() if on_terminal else EpochLines()
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=1,
         max_epochs=max_epochs,
         logger=logger,
-        callbacks=[TQDMProgressBar(), checkpoint, confusion],
+        callbacks=[progress, checkpoint, confusion],
+        enable_progress_bar=on_terminal,
         log_every_n_steps=LOG_EVERY_N_STEPS,
         default_root_dir=output_dir,
     )

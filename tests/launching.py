@@ -13,13 +13,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import scaling
+import torch
 
 SCRIPT = Path(scaling.__file__).resolve()
 TESTS = SCRIPT.parent
@@ -37,16 +37,23 @@ class Job:
 
 
 def launch(folder: Path, runs: list[dict[str, Any]], *, limit: float, launcher: list[str] | None = None,
-           env: dict[str, str] | None = None, script: Path = SCRIPT) -> Job:
+           env: dict[str, str] | None = None, script: Path = SCRIPT, hung_after: tuple[Path, float] | None = None,
+           signals: Sequence[tuple[Path, int]] = (), arguments: Sequence[str] | None = None) -> Job:
     """Run the fits ``runs`` with ``launcher`` (default: ``python``, Lightning starts rank 1 itself)."""
     return launch_together(folder, runs, limit=limit, launchers=[launcher or [sys.executable]], envs=[env or {}],
-                           script=script)
+                           script=script, hung_after=hung_after, signals=signals, arguments=arguments)
 
 
 def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, launchers: list[list[str]],
-                    envs: list[dict[str, str]], script: Path = SCRIPT) -> Job:
+                    envs: list[dict[str, str]], script: Path = SCRIPT,
+                    hung_after: tuple[Path, float] | None = None, signals: Sequence[tuple[Path, int]] = (),
+                    arguments: Sequence[str] | None = None) -> Job:
     """The same fits started by several commands at once (one per "node" or SLURM task); the job ends
-    when they all have, its return code the first non-zero one."""
+    when they all have, its return code the first non-zero one. ``hung_after=(marker, seconds)``: a job
+    still running ``seconds`` after ``marker`` appeared is killed as hung (a test that expects a hang
+    waits that long, not ``limit``). ``signals=[(marker, signal), ...]``: each signal is sent to the
+    launched processes once its marker exists, in turn (a scheduler's SIGTERM, SIGUSR1 or SIGKILL).
+    ``arguments``: the script's own command line (an example script), in place of the fits' file."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / f"runs-{len(list(folder.glob('runs-*.json')))}.json"
     config.write_text(json.dumps(runs))
@@ -55,7 +62,7 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
     with open(folder / "output.txt", "ab") as output:
         for launcher, env in zip(launchers, envs):
             processes.append(subprocess.Popen(
-                [*launcher, str(script), str(config)], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                [*launcher, str(script), *(arguments if arguments is not None else [str(config)])], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
                      **env},
@@ -63,7 +70,7 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
         codes: list[int | None] = []
         try:
             for process in processes:
-                codes.append(process.wait(timeout=max(0.1, limit - (time.monotonic() - started))))
+                codes.append(_wait(process, started + limit, hung_after, signals))
         except subprocess.TimeoutExpired:
             codes.append(None)
         finally:
@@ -72,6 +79,24 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
     seconds = time.monotonic() - started
     returncode = None if None in codes else next((code for code in codes if code), 0)
     return Job(returncode, seconds, (folder / "output.txt").read_text(errors="replace"))
+
+
+def _wait(process: subprocess.Popen[bytes], deadline: float, hung_after: tuple[Path, float] | None,
+          signals: Sequence[tuple[Path, int]]) -> int:
+    """The process's exit code; TimeoutExpired past ``deadline`` or, with ``hung_after``, once it says the job hangs."""
+    marked: float | None = None
+    pending = list(signals)
+    while True:
+        try:
+            return process.wait(timeout=max(0.1, min(0.2, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            while pending and pending[0][0].exists():
+                os.kill(process.pid, pending.pop(0)[1])
+            now = time.monotonic()
+            if hung_after is not None and marked is None and hung_after[0].exists():
+                marked = now
+            if now >= deadline or (hung_after is not None and marked is not None and now - marked >= hung_after[1]):
+                raise
 
 
 def free_port() -> int:

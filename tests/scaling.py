@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,27 @@ def attempt(root: Path) -> int:
     return len(list(starts.glob(f"{agent}-*"))) - 1
 
 
+class PauseAt(pl.Callback):
+    """Stops at the start of one training batch and waits there for a signal from outside, once per run
+    folder: ``<root>/paused`` tells the test to send it. SIGTERM ends the wait (Lightning then finishes
+    the batch and stops); SIGUSR1's save happens inside the wait; SIGKILL ends the process in it."""
+
+    def __init__(self, root: Path, epoch: int, batch: int) -> None:
+        self.marker, self.at = root / "paused", (epoch, batch)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if (trainer.current_epoch, batch_idx) != self.at or self.marker.exists():
+            return
+        self.marker.touch()
+        waited = 0.0
+        while not trainer.received_sigterm and waited < WAIT_FOR_SIGNAL_S:
+            time.sleep(0.05)
+            waited += 0.05
+
+
+WAIT_FOR_SIGNAL_S = 600.0  # a test that never sends it is killed at its own limit first
+
+
 def under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ  # torchrun's agent sets it for its workers
 
@@ -198,6 +220,8 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
         callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", filename="end-{epoch}", save_top_k=-1))
     if run.get("on_exception"):
         callbacks.append(OnExceptionCheckpoint(root / "ckpt"))
+    if run.get("pause"):
+        callbacks.append(PauseAt(root, run["pause"]["epoch"], run["pause"]["batch"]))
     plugins: list[Any] = []
     if run.get("slurm"):
         from pytorch_lightning.plugins.environments import SLURMEnvironment
@@ -211,7 +235,8 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
     return pl.Trainer(
         accelerator="cpu", devices=run.get("devices", 2), num_nodes=run.get("num_nodes", 1), strategy=strategy,
         max_epochs=run.get("epochs", EPOCHS), callbacks=callbacks, plugins=plugins,
-        logger=CSVLogger(root, name="csv", version=this_attempt), log_every_n_steps=1,
+        logger=CSVLogger(root, name="csv", version=None if run.get("new_versions") else this_attempt),
+        log_every_n_steps=1,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=root,
     )
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from limits import hang_limit
 
 from lightning_step_types import demo
 from lightning_step_types.demo import MoonsClassifier
@@ -196,9 +197,13 @@ def test_command_line_run_from_another_directory(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=hang_limit(idle_s=30),  # about 15 s on an idle machine, imports included
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+    # Not a terminal: one line per epoch in place of the progress bar's redraws (about 11 KB an epoch).
+    (epoch_line,) = [line for line in completed.stdout.splitlines() if line.startswith("epoch ")]
+    assert re.fullmatch(r"epoch 1/1  train_loss=0\.\d{4}  val_loss=0\.\d{4}  val_acc=0\.\d{4}", epoch_line), epoch_line
+    assert len(completed.stdout) + len(completed.stderr) < 4000, completed.stdout + completed.stderr
     csv_match = re.search(r"^  metrics \(CSV\): +(\S.*)$", completed.stdout, re.MULTILINE)
     ckpt_match = re.search(r"^  best checkpoint: +(\S.*?\.ckpt)  \(val_loss=", completed.stdout, re.MULTILINE)
     assert csv_match is not None and ckpt_match is not None, completed.stdout[-3000:]

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from limits import hang_limit
 from models import IN_FEATURES, RegressorParts, make_loader, params_of
 from pytorch_lightning.strategies import DDPStrategy
 from torch import nn
@@ -35,8 +36,8 @@ pytestmark = pytest.mark.slow
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO = TESTS_DIR.parent
-RUN_TIMEOUT = 600  # seconds: far above a healthy run (~10-40 s on 2 busy cores); only a hang reaches it
-NONE_TIMEOUT = 120
+RUN_TIMEOUT = hang_limit(idle_s=60)  # an equivalence script: 10 to 40 s on 2 busy cores
+NONE_TIMEOUT = hang_limit(idle_s=15)  # a 2-process fit that fails at its first step
 EPOCHS = 2
 
 

@@ -26,6 +26,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from limits import hang_limit
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -43,8 +44,8 @@ from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLight
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-BUILD_TIMEOUT = 300  # seconds; the build takes about 10 s on 2 cores
-QUICKSTART_TIMEOUT = 300  # seconds; the quick start's examples take about 10 s
+BUILD_TIMEOUT = hang_limit(idle_s=30)  # the build takes about 10 s on 2 cores
+QUICKSTART_TIMEOUT = hang_limit(idle_s=30)  # the quick start's examples take about 10 s
 
 
 def repo_env() -> dict[str, str]:
@@ -280,7 +281,7 @@ def run_codemod(folder: Path) -> subprocess.CompletedProcess[str]:
         env=repo_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=hang_limit(idle_s=15),
     )
 
 
@@ -473,7 +474,7 @@ except ImportError as error:
 
 def _lightning_missing() -> str:
     completed = subprocess.run(
-        [sys.executable, "-c", NO_LIGHTNING], env=repo_env(), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", NO_LIGHTNING], env=repo_env(), capture_output=True, text=True, timeout=hang_limit(idle_s=15)
     )
     assert completed.returncode == 0, completed.stderr
     kind, _, message = completed.stdout.strip().partition(": ")

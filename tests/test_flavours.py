@@ -21,6 +21,7 @@ import lightning.pytorch as lightning_pytorch
 import pytest
 import pytorch_lightning
 import torch
+from limits import hang_limit
 from models import RegressorParts, assert_same_metrics, assert_same_params, make_loader, params_of, trainer_kwargs
 
 import lightning_step_types
@@ -406,7 +407,7 @@ def probe(hidden: tuple[str, ...], how: str) -> dict[str, Any]:
         text=True,
         cwd=REPO_ROOT,
         env={**_clean_env(), "PYTHONPATH": str(REPO_ROOT), "PYTHONWARNINGS": "ignore"},
-        timeout=300,
+        timeout=hang_limit(idle_s=40),
     )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout.strip().splitlines()[-1])

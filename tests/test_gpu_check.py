@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from limits import hang_limit
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = [
     "plain: return loss",
@@ -29,7 +31,7 @@ def test_gpu_check_cpu_smoke_reports_every_figure_and_resumes_exactly(tmp_path: 
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=hang_limit(idle_s=75),
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(out.read_text())

@@ -247,7 +247,7 @@ class Run:
 def assert_same_logging(typed: Run, plain: Run) -> None:
     """Bit-for-bit the same metrics everywhere Lightning keeps or writes them."""
     assert [hook for hook, _ in typed.timeline] == [hook for hook, _ in plain.timeline]
-    for (hook, typed_dicts), (_, plain_dicts) in zip(typed.timeline, plain.timeline, strict=True):
+    for (_, typed_dicts), (_, plain_dicts) in zip(typed.timeline, plain.timeline, strict=True):
         for typed_metrics, plain_metrics in zip(typed_dicts, plain_dicts, strict=True):
             assert_same_metrics(typed_metrics, plain_metrics)
     for typed_dicts, plain_dicts in [

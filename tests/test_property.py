@@ -34,6 +34,7 @@ import pytorch_lightning as pl
 import torch
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from limits import hang_limit
 from pytorch_lightning.loops.optimization.automatic import ClosureResult
 from pytorch_lightning.loops.optimization.manual import ManualResult
 from torch import nn
@@ -53,13 +54,13 @@ from lightning_step_types.results import StepResult
 settings.register_profile(
     "step-returns",
     max_examples=300,
-    deadline=timedelta(seconds=5),  # a hang, not timing noise: a check takes microseconds
+    deadline=timedelta(seconds=hang_limit(idle_s=0.75)),  # a hang, not timing noise: a check takes microseconds
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,  # the same examples on every run: a failure reproduces
     database=None,  # nothing written into the checkout
 )
 PROFILE = settings.get_profile("step-returns")
-WATCHDOG_SECONDS = 30
+WATCHDOG_SECONDS = math.ceil(hang_limit(idle_s=4))  # signal.alarm takes whole seconds
 
 HOOKS = ("training_step", "validation_step", "test_step")
 POLICIES = ("raise", "warn", "skip", None)

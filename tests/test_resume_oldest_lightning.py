@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from environments import make_venv
+from limits import hang_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 OLDEST = "2.1.4"  # the last release of the 2.1 series: pyproject allows pytorch-lightning>=2.1
@@ -45,7 +46,7 @@ def test_resume_tests_pass_on_the_oldest_lightning(tmp_path: Path) -> None:
     assert versions == [torch.__version__, OLDEST]
     run = subprocess.run(
         [python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_resume.py"],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=hang_limit(idle_s=75),
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "test_before_lightning_2_5_exact_resume_warns_once_and_restores_nothing PASSED" in run.stdout

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import torch
+from limits import hang_limit
 from metric_models import CLASSES, CLASSES_BY_FLAVOUR, Parts, declared, loader
 from models import trainer_kwargs
 from test_flavours import FLAVOUR_IDS, FLAVOURS
@@ -314,7 +315,7 @@ def test_under_ddp_the_warning_is_given_on_rank_0_only(way: str, tmp_path: Path)
     # In a fresh interpreter: forking the test process, whose threads earlier tests started, could hang.
     code = f"import test_stage_isolation as t; t.fit_on_two_ranks({way!r}, {str(tmp_path)!r})"
     run = subprocess.run(
-        [sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=hang_limit(idle_s=40),
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])},
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

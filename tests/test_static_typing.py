@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from limits import hang_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES_DIR = ROOT / "tests" / "typing_cases"
@@ -90,7 +91,7 @@ class Diagnostic:
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=hang_limit(idle_s=110), env=env)
 
 
 def _mypy(files: list[Path]) -> subprocess.CompletedProcess[str]:

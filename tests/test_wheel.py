@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import pytest
 from environments import make_venv
+from limits import hang_limit
 from test_readme import readme_commands
 from test_static_typing import CASES_DIR, ROOT, expected_diagnostics, parse_mypy, parse_pyright
 
@@ -65,7 +66,7 @@ INSTALLS = ["wheel", "editable"]
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=hang_limit(idle_s=190))
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,8 @@ def test_wheel_ships_runtime_with_inline_stubs(wheel: Path) -> None:
         assert sorted({name.split("/")[0] for name in names if not name.startswith("lightning_step_types-0")}) == [
             "lightning_step_types"
         ]
+    # The license pyproject.toml declares travels with the package.
+    assert any(name.endswith((".dist-info/LICENSE", ".dist-info/licenses/LICENSE")) for name in names), sorted(names)
     # Every runtime module (the migrate subpackage too) is in the wheel.
     for module in (ROOT / "lightning_step_types").rglob("*.py"):
         assert module.relative_to(ROOT).as_posix() in names

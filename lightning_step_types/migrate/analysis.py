@@ -378,9 +378,9 @@ class Analyzer:
                 if not any(s.status in ("rewritten", "typed") for s in steps):
                     continue  # nothing typed to adapt: leave the class as it is
 
-                def keep(reason: str) -> None:
-                    line = self.positions.line(info.node.name)
-                    self.findings.append(Finding("kept-base", info.qualname, line, reason))
+                def keep(reason: str) -> None:  # called in this iteration only, with its `info`
+                    line = self.positions.line(info.node.name)  # noqa: B023
+                    self.findings.append(Finding("kept-base", info.qualname, line, reason))  # noqa: B023
 
                 skipped = [s for s in steps if s.status == "skipped"]
                 if flavour not in TYPED_BASE_MODULES:

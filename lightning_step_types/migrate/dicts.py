@@ -303,10 +303,10 @@ class DictRules:
                 if found is None:
                     why = f"the {key!r} value `{entry.value}` is not a dict literal assigned once in the method"
                     return [], [], why
-                _, trouble = self._flat_dict_keys(found[1], key, scope)
+                inner, trouble = self._flat_dict_keys(found[1], key, scope)
                 if trouble is not None:
                     return [], [], trouble
-                contents[key] = (cst.Name(found[0]), None)
+                contents[key] = (cst.Name(found[0]), inner)
             else:
                 return [], [], f"the {key!r} value `{short(entry)}` is not a dict literal"
         calls: list[tuple[cst.BaseExpression, bool]] = []
@@ -317,12 +317,30 @@ class DictRules:
             same = isinstance(log[0], cst.Name) and isinstance(bar[0], cst.Name) and log[0].value == bar[0].value
             if same:  # `"log": logs, "progress_bar": logs`: logged once, with prog_bar=True
                 return [(bar[0], True)], [], None
-            if log[1] is None or bar[1] is None:
-                return [], [], "'log' and 'progress_bar' are variables; cannot tell whether they share keys"
+            for key, (expr, keys) in (("log", log), ("progress_bar", bar)):
+                if keys is None:  # `"log": loss_dict`, a dict a call returned: its keys are not in the code
+                    other = "progress_bar" if key == "log" else "log"
+                    prog_bar = ", prog_bar=True" if key == "progress_bar" else ""
+                    return [], [], (
+                        f"the {key!r} value `{short(expr)}` is a dict a call returns, whose keys the code does not"
+                        f" show, so they cannot be compared with the {other!r} dict's; log it in the step with"
+                        f" self.log_dict({short(expr)}{prog_bar}) and drop the {key!r} key"
+                    )
+            assert log[1] is not None and bar[1] is not None
             shared = set(log[1]) & set(bar[1])
             for key in sorted(shared):
                 if log[1][key] != bar[1][key]:
-                    return [], [], f"'log' and 'progress_bar' both have {key!r}, with different values"
+                    return [], [], (
+                        f"'log' and 'progress_bar' both have {key!r}, with different values; give one of them"
+                        " another name (self.log_dict logs each name once per step)"
+                    )
+            if shared and not isinstance(log[0], cst.Dict):
+                names = ", ".join(repr(key) for key in sorted(shared))
+                return [], [], (
+                    f"'log' (the dict `{short(log[0])}`) and 'progress_bar' both have {names}, which self.log_dict"
+                    f" would log twice; remove {'it' if len(shared) == 1 else 'them'} from `{short(log[0])}`"
+                    " (the progress bar's values are logged to the logger as well)"
+                )
             if shared:  # logged once, with prog_bar=True (logger=True is self.log's default)
                 log_dict = log[0]
                 assert isinstance(log_dict, cst.Dict)

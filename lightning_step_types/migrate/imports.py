@@ -1,5 +1,5 @@
 """The imports a rewrite changes: ``from lightning_step_types import ...`` added (merged into an existing
-import from the same module, or as a new line after the module's leading imports), and the imports
+import from the same module, or as a new line where isort would put it), and the imports
 it made unused removed (an old annotation's names, the Lightning import of a switched base class).
 """
 
@@ -14,7 +14,6 @@ import libcst as cst
 
 from lightning_step_types.migrate.conventions import sources_of
 from lightning_step_types.migrate.syntax import dotted_name
-
 
 # Why an import goes or stays, as the report says it.
 ONLY_THE_ANNOTATIONS = "only the replaced return annotations used it"
@@ -81,7 +80,7 @@ def name_is_free(bound: dict[str, str], name: str, module: str) -> bool:
 
 def add_imports(module: cst.Module, wanted: dict[str, set[str]]) -> cst.Module:
     """``from M import names`` for each module M: merged into an existing top-level import of M, else a new
-    line after the module's leading imports. Names already imported from an equivalent module are skipped."""
+    line where isort would put it. Names already imported from an equivalent module are skipped."""
     for source in sorted(wanted):
         bound = bound_at_module_level(module)
         missing = sorted(n for n in wanted[source] if bound.get(n) not in sources_of(n, source))
@@ -111,8 +110,7 @@ def _add_import(module: cst.Module, source: str, missing: list[str]) -> cst.Modu
     names = [cst.ImportAlias(cst.Name(n), comma=space) for n in missing]
     names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     line = cst.SimpleStatementLine([cst.ImportFrom(module=_dotted(source), names=names)])
-    body.insert(_import_position(body), line)
-    return module.with_changes(body=body)
+    return module.with_changes(body=_with_import_line(body, line, source))
 
 
 def _dotted(source: str) -> cst.Attribute | cst.Name:
@@ -151,17 +149,98 @@ def _is_import_line(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _import_position(body: Sequence[cst.BaseStatement]) -> int:
-    """After the last import of the module's leading block (after the docstring if there is none)."""
-    position = 0
-    for index, statement in enumerate(body):
-        if _is_import_line(statement):
-            position = index + 1
-        elif index == 0 and _is_docstring(statement):
-            position = 1
-        elif isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+# Imported by the module a rewrite reads (a LightningModule): the section isort would put the library in.
+_THIRD_PARTY_NEIGHBOURS = frozenset({"lightning", "lightning_fabric", "pytorch_lightning", "torch", "torchmetrics"})
+
+
+def _with_import_line(
+    body: Sequence[cst.BaseStatement], line: cst.SimpleStatementLine, source: str
+) -> list[cst.BaseStatement]:
+    """``body`` with ``line`` (``from <source> import ...``) where isort would put it: in the section of
+    the third-party imports (the one that imports Lightning or torch), after its plain ``import`` lines,
+    among its ``from`` lines by module name; a section of its own (a blank line on each side) before
+    the relative imports, or after the standard library's, where there is no such section."""
+    leading = _leading_imports(body)
+    if not leading:
+        position = 1 if body and _is_docstring(body[0]) else 0
+        return [*body[:position], line, *body[position:]]
+    sections = _sections(body, leading)
+    third_party = next(
+        (section for section in sections if any(_top_module(body[i]) in _THIRD_PARTY_NEIGHBOURS for i in section)),
+        None,
+    )
+    if third_party is None:
+        # no such section: a new one, after the standard library's and before the package's own imports
+        later = next((section for section in sections if any(_is_relative(body[i]) for i in section)), None)
+        blank = [cst.EmptyLine()]
+        if later is not None:
+            start = later[0]
+            return [*body[:start], line.with_changes(leading_lines=blank), *body[start:]]
+        position = leading[-1] + 1
+        return [*body[:position], line.with_changes(leading_lines=blank), *body[position:]]
+    position = third_party[-1] + 1
+    for index in third_party:
+        module = _from_module(body[index])
+        if module is not None and module.lower() > source.lower():
+            position = index
             break
-    return position
+    if position == third_party[0]:  # first in its section: it takes the blank lines above the section
+        first = body[position]
+        assert isinstance(first, cst.SimpleStatementLine)
+        moved = [line.with_changes(leading_lines=first.leading_lines), first.with_changes(leading_lines=[])]
+        return [*body[:position], *moved, *body[position + 1 :]]
+    return [*body[:position], line, *body[position:]]
+
+
+def _leading_imports(body: Sequence[cst.BaseStatement]) -> list[int]:
+    """The indices of the import lines before the module's first class or function."""
+    found: list[int] = []
+    for index, statement in enumerate(body):
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            break
+        if _is_import_line(statement):
+            found.append(index)
+    return found
+
+
+def _sections(body: Sequence[cst.BaseStatement], leading: list[int]) -> list[list[int]]:
+    """The import lines in sections, as isort separates them: by a blank line or other code."""
+    sections: list[list[int]] = []
+    for index in leading:
+        statement = body[index]
+        assert isinstance(statement, cst.SimpleStatementLine)
+        blank_above = any(empty.comment is None for empty in statement.leading_lines)
+        if sections and sections[-1][-1] == index - 1 and not blank_above:
+            sections[-1].append(index)
+        else:
+            sections.append([index])
+    return sections
+
+
+def _top_module(statement: cst.BaseStatement) -> str | None:
+    """The top-level package the line's first import reads (None for a relative import)."""
+    assert isinstance(statement, cst.SimpleStatementLine)
+    first = statement.body[0]
+    if isinstance(first, cst.Import):
+        module = dotted_name(first.names[0].name)
+    else:
+        assert isinstance(first, cst.ImportFrom)
+        module = None if first.relative or first.module is None else dotted_name(first.module)
+    return None if module is None else module.split(".")[0]
+
+
+def _from_module(statement: cst.BaseStatement) -> str | None:
+    """``M`` of a line ``from M import ...`` (absolute); None for any other import line."""
+    assert isinstance(statement, cst.SimpleStatementLine)
+    first = statement.body[0]
+    if isinstance(first, cst.ImportFrom) and not first.relative and first.module is not None:
+        return dotted_name(first.module)
+    return None
+
+
+def _is_relative(statement: cst.BaseStatement) -> bool:
+    assert isinstance(statement, cst.SimpleStatementLine)
+    return any(isinstance(small, cst.ImportFrom) and bool(small.relative) for small in statement.body)
 
 
 def _is_docstring(statement: cst.BaseStatement) -> bool:

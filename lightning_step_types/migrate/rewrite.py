@@ -46,7 +46,7 @@ def build_result_from_dict(result_name: str, plan: DictPlan) -> tuple[cst.Call, 
     assert isinstance(loss_element, cst.DictElement)
     rest, owned = remove_elements(node, plan.removed)
     legacy_owned = [owned[i] for i in plan.removed if i != plan.loss_index]
-    displaced = standalone((l for o in legacy_owned for l in o.above), (o.trailing for o in legacy_owned))
+    displaced = standalone((line for o in legacy_owned for line in o.above), (o.trailing for o in legacy_owned))
     displaced += plan.log_comments
     loss_owned = owned[plan.loss_index]
     unit = multiline_indent(node)

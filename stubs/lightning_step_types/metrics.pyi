@@ -91,9 +91,13 @@ def step_metric_objects(module: Any) -> dict[str, Metric]:
 
 def declared_metric(
     module: Any, name: str, stage: Literal["train", "val", "test"] = "val", dataloader_idx: int = 0
-) -> Metric | MetricCollection:
+) -> Any:
     """The live copy of the declared metric ``name`` for ``stage`` and ``dataloader_idx``: the
-    object Lightning computes and resets at each epoch's end (read it in ``on_validation_epoch_end``)."""
+    object Lightning computes and resets at each epoch's end (read it in ``on_validation_epoch_end``).
+
+    The ``Metric`` or the ``MetricCollection`` declared under ``name``. Only the declaration says
+    which, and torchmetrics types ``Metric.compute`` as an untyped callable, so the result is
+    ``Any``: ``self.log(name, declared_metric(self, name).compute())`` type-checks as it runs."""
 
 # Internal: what the package's other modules import from this one. Declared here only because
 # pyright reads the runtime's own modules through these stubs (stubPath); not part of the API.

@@ -15,6 +15,11 @@ from pathlib import Path
 
 from .sources import Fixture, Release
 
+try:
+    from limits import hang_limit
+except ImportError:  # run as tests.migrate_corpus.record, from the repository's root
+    from tests.limits import hang_limit
+
 
 class RegistryUnreachable(RuntimeError):
     """pip could not reach the package index (no network): the corpus tests skip with this reason."""
@@ -53,7 +58,7 @@ def wheel(release: Release) -> Path:
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
         "--no-input", "--timeout", "30", "--dest", str(folder), release.requirement,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=hang_limit(idle_s=75))
     found = sorted(folder.glob(_wheel_prefix(release) + "*.whl"))
     if done.returncode == 0 and found:
         return found[0]

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .fetching import released_files, write_tree
+from .fetching import hang_limit, released_files, write_tree
 from .sources import Fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def run_codemod(root: Path, files: tuple[str, ...], *args: str) -> tuple[int, st
     env["PYTHONPATH"] = os.pathsep.join([codemod_root, *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-m", "lightning_step_types.migrate", *args, *files],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        cwd=root, env=env, capture_output=True, text=True, timeout=hang_limit(idle_s=40),
     )
     return done.returncode, done.stdout, done.stderr
 

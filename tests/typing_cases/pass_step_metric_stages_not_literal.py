@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import Tensor
-from torchmetrics import MeanMetric, Metric, MetricCollection
+from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 from typing_extensions import assert_type
 
@@ -46,4 +46,4 @@ class Classifier(TypedLightningModule):
         return {"acc": from_a_list, "step_acc": step_only}
 
     def on_validation_epoch_end(self) -> None:
-        assert_type(declared_metric(self, "acc", "val"), Metric | MetricCollection)
+        assert_type(declared_metric(self, "acc", "val"), Any)  # a Metric or a MetricCollection, as declared

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, TypedLightningModule
 from pytorch_lightning import seed_everything
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, TypedLightningModule
 
 
 def circles(n: int, seed: int) -> TensorDataset:

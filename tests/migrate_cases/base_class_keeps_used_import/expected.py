@@ -11,10 +11,10 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, TypedLightningModule
 from pytorch_lightning import LightningModule
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, TypedLightningModule
 
 
 def lines(n: int, seed: int) -> TensorDataset:

@@ -7,9 +7,9 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, TypedLightningModule, ValStepResult
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, TypedLightningModule, ValStepResult
 
 
 def clusters(n: int, seed: int) -> TensorDataset:

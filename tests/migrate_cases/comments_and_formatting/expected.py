@@ -6,9 +6,9 @@ Nothing here but the step returns and their annotations may change.
 from __future__ import annotations
 import pytorch_lightning as pl ; import torch    # two imports, one line
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, ValStepResult
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, ValStepResult
 
 
 #   ----  model  ----

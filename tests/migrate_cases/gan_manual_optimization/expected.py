@@ -7,9 +7,9 @@ import math
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult
 
 LATENT_DIM = 4
 

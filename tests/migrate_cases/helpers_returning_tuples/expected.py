@@ -5,9 +5,9 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult
 
 
 def digits(n: int, seed: int) -> TensorDataset:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult
 from pytorch_lightning import LightningModule
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult
 
 
 def steps(n: int, seed: int) -> TensorDataset:

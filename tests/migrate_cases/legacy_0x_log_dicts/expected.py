@@ -4,9 +4,9 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from lightning_step_types import TrainStepResult, ValStepResult
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, ValStepResult
 
 
 def random_digits(n: int, seed: int) -> TensorDataset:

@@ -3,9 +3,9 @@
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, ValStepResult
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, ValStepResult
 
 
 def sequences(n: int, seed: int) -> TensorDataset:

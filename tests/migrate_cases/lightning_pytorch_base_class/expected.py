@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 from lightning_step_types import TrainStepResult, ValStepResult
 from lightning_step_types.lightning_pytorch import TypedLightningModule
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 def two_moons(n: int, seed: int) -> TensorDataset:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, ValStepResult
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, ValStepResult
 
 FEATURES = 5
 

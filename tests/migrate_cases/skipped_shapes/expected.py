@@ -10,10 +10,10 @@ from typing import Any, ParamSpec, TypeVar
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult
 from pytorch_lightning.utilities.types import STEP_OUTPUT
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_step_types import TrainStepResult, ValStepResult
 from pytorch_lightning.utilities.types import STEP_OUTPUT
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from lightning_step_types import TrainStepResult, ValStepResult
 
 VOCAB_SIZE = 100
 

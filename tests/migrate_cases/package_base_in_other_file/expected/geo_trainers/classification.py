@@ -1,10 +1,10 @@
 """Patch classification."""
 
 import torch
+from lightning_step_types import TrainStepResult
 from torch import Tensor, nn
 
 from .base import BaseTask
-from lightning_step_types import TrainStepResult
 
 
 class ClassificationTask(BaseTask):

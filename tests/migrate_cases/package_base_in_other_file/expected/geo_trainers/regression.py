@@ -1,10 +1,10 @@
 """Patch regression: the validation step returns its loss under "val_loss", which a callback reads."""
 
 from lightning.pytorch.utilities.types import STEP_OUTPUT
+from lightning_step_types import TrainStepResult
 from torch import Tensor, nn
 
 from .base import BaseTask
-from lightning_step_types import TrainStepResult
 
 
 class RegressionTask(BaseTask):
