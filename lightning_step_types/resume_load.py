@@ -32,6 +32,7 @@ from lightning_step_types.lightning_internals import (
     logged_entries,
     loaded_loader_states,
     log_step_row,
+    resume_from_fit_loop,
     plateau_epoch_schedulers,
     skip_next_validation,
     stop_calling_before_updates,
@@ -56,7 +57,7 @@ from lightning_step_types.resume_messages import (
     world_size_problem,
 )
 from lightning_step_types.resume_points import Point
-from lightning_step_types.resume_save import FORMAT, STATE
+from lightning_step_types.resume_save import FORMAT, READ_FORMATS, STATE
 from lightning_step_types.resume_state import restore_gradients, restore_metrics, restore_views
 
 __all__ = ["Resume", "load_running_state"]
@@ -75,6 +76,9 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
+    fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
+    if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
+        resume_from_fit_loop(cast("dict[str, Any]", checkpoint), cast("Mapping[str, Any]", fit_loop))
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -99,7 +103,7 @@ class Resume:
         self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
         if saved is None:
             return
-        if saved.get("format") != FORMAT:
+        if saved.get("format") not in READ_FORMATS:
             self.problems.append(format_problem_of(saved.get("format"), FORMAT))
             self.saved = None
             return
