@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import re
 import sys
 import types
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -47,6 +49,45 @@ __all__ = [
     "update_bookkeeping",
     "write_logged_tensors",
 ]
+
+
+def lightning_checks_nonfinite(trainer: Any) -> str | None:
+    """What of Lightning's own handles a non-finite training loss in this Trainer, or None.
+
+    A ``SpikeDetection`` callback (``callbacks/spike.py``: it reads the loss in
+    ``on_train_batch_end``, matched by class name so that both flavours and subclasses count), or
+    ``Trainer(detect_anomaly=True)`` (`Trainer._detect_anomaly`, private: the fit runs inside
+    ``torch.autograd.set_detect_anomaly``, whose backward raises on a NaN).
+    """
+    if trainer is None:
+        return None
+    for callback in getattr(trainer, "callbacks", []):
+        if any(kind.__name__ == "SpikeDetection" for kind in type(callback).__mro__):
+            return f"{type(callback).__name__} callback"
+    if bool(getattr(trainer, "_detect_anomaly", False)):
+        return "Trainer(detect_anomaly=True)"
+    return None
+
+
+def fetched_batch_size(trainer: Any) -> int | None:
+    """The size of the batch a ``training_step(self, dataloader_iter)`` fetched last, or None.
+
+    `_DataLoaderIterDataFetcher._batch` (private; `FitLoop._data_fetcher`) holds the last batch the
+    step's iterator yielded; its size is read as Lightning reads a batch's (`extract_batch_size`, public,
+    in the Trainer's own flavour: ``utilities/data.py``), which raises where it finds no tensor.
+    """
+    fetcher = trainer.fit_loop._data_fetcher
+    batch = getattr(fetcher, "_batch", None) if type(fetcher).__name__ == "_DataLoaderIterDataFetcher" else None
+    if batch is None:
+        return None
+    package = type(trainer).__module__.split(".trainer")[0]  # "pytorch_lightning" or "lightning.pytorch"
+    extract_batch_size: Any = importlib.import_module(f"{package}.utilities.data").extract_batch_size
+    try:
+        with warnings.catch_warnings():  # several sizes: Lightning's "ambiguous collection" warning, and its first size
+            warnings.simplefilter("ignore")
+            return int(extract_batch_size(batch))
+    except Exception:  # MisconfigurationException where no tensor is found; a batch may hold anything
+        return None
 
 
 def trainer_of(module: Any) -> Any:
