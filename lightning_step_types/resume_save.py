@@ -45,13 +45,13 @@ __all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
 
 STATE = "epoch_state"
 FORMAT = 3
-# Format 2 (lightning_step_types 0.1.0) rewrote Lightning's loop state in the checkpoint itself and
-# carries no fit loop of its own: it resumes from the checkpoint's loops as they are.
+# Format 2 (earlier versions of this library) rewrote Lightning's loop state in the checkpoint itself
+# and carries no fit loop of its own: it resumes from the checkpoint's loops as they are.
 READ_FORMATS = (2, FORMAT)
 
 
 def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
-    """Add this fit's running state to ``checkpoint``, rewritten to its resume point (every process calls this)."""
+    """Add this fit's resume point and running state to ``checkpoint`` under the library's key (every process calls this)."""
     ours = checkpoint.setdefault(CHECKPOINT_KEY, {})
     if STATE in ours:  # saved already by this dump: a user's hook that calls super() reaches ours twice
         return
