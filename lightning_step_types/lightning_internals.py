@@ -519,21 +519,27 @@ _PREVIOUS = "_lightning_step_types_previous"  # on the library's callable: what 
 
 
 def put_on_instance(instance: Any, name: str, value: Callable[..., Any]) -> None:
-    """``instance.<name> = value`` (in its ``__dict__``), remembering what was there."""
-    vars(value)[_PREVIOUS] = instance.__dict__.get(name, _ABSENT)
+    """``instance.<name> = value`` (in its ``__dict__``), remembering what was there before the
+    library's (one of the library's own still there is replaced, never remembered)."""
+    current: Any = instance.__dict__.get(name, _ABSENT)
+    vars(value)[_PREVIOUS] = vars(current)[_PREVIOUS] if _is_ours(current) else current
     instance.__dict__[name] = value
 
 
 def take_off_instance(instance: Any, name: str) -> None:
     """Undo `put_on_instance`: what the instance had before it goes back. Anything else is left alone."""
-    current: Any = instance.__dict__.get(name)
-    if not isinstance(current, (functools.partial, types.FunctionType)) or _PREVIOUS not in vars(current):
+    current: Any = instance.__dict__.get(name, _ABSENT)
+    if not _is_ours(current):
         return
     previous: Any = vars(current)[_PREVIOUS]
     if previous is _ABSENT:
         del instance.__dict__[name]
     else:
         instance.__dict__[name] = previous
+
+
+def _is_ours(value: object) -> bool:
+    return isinstance(value, (functools.partial, types.FunctionType)) and _PREVIOUS in vars(value)
 
 
 def _dict(value: object) -> dict[str, Any]:
