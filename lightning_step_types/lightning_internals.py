@@ -876,6 +876,7 @@ class ResumePoint(NamedTuple):
     optimizer_step_done: bool  # an optimizer step in flight at the save landed
     is_last_batch: bool  # whether the batch before the point was its epoch's last
     cycled: list[bool] | None = None  # `cycled_loaders` at the point (the resumed run goes on with them)
+    validation_again: bool = False  # the point's batch end runs the validation the save interrupted, from its start
 
 
 def fit_loop_at_point(checkpoint: Mapping[str, Any], point: ResumePoint) -> dict[str, Any] | None:
@@ -917,6 +918,13 @@ def fit_loop_at_point(checkpoint: Mapping[str, Any], point: ResumePoint) -> dict
             if "completed" in part:  # a step in flight either landed (all its counters done) or is undone
                 done = max(part.values()) if point.optimizer_step_done and "ready" in part else part["completed"]
                 part.update(dict.fromkeys(part, done))
+    if point.validation_again:  # its counters as at that validation's start (`_EvaluationLoop.reset`)
+        validation = _dict(fit_loop.get("epoch_loop.val_loop.batch_progress"))
+        current, total = _dict(validation.get("current")), _dict(validation.get("total"))
+        if all(name in part for part in (current, total) for name in _COUNTERS):
+            total.update(dict.fromkeys(_COUNTERS, total["completed"] - current["completed"]))
+            current.update(dict.fromkeys(_COUNTERS, 0))
+            validation["is_last_batch"] = False
     loop_state = fit_loop.setdefault("state_dict", {})
     if point.loader_states is None:
         loop_state.pop("combined_loader", None)

@@ -142,7 +142,7 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
     loaders, cycled = (None, None)
     if follower.stateful and not last:
         loaders, cycled = follower.loader_states_before(fetched - prefetched, trainer)
-    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled)
+    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled, point.from_validation)
 
 
 def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:

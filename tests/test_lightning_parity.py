@@ -469,3 +469,38 @@ def test_without_lightning_s_own_handling_the_default_still_raises(tmp_path: Pat
     for module in (NanAtBatch2(), TypedNanAtBatch2()):
         raised = raised_by(module, [StepResultAdapter()], tmp_path)
         assert isinstance(raised, StepResultError) and "nonfinite_loss='raise'" in raised.expected
+
+
+# --- a resume inside a validation --------------------------------------------------------------------------
+
+
+class FailsInValidation(Plain):
+    def __init__(self, fail: bool) -> None:
+        super().__init__()
+        self.fail = fail
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        if self.fail and self.trainer.global_step == 6 and batch_idx == 1:
+            raise Fault
+        super().validation_step(batch, batch_idx)
+
+
+def test_a_validation_run_again_from_its_start_counts_its_batches_once(tmp_path: Path) -> None:
+    """Lightning's ``loops/test_loops.py::test_fit_can_fail_during_validation``: the library resumes by running
+    the interrupted validation again, and its counters end as the uninterrupted run's (plain Lightning's
+    resume counts the failed batch as well: ``total.ready`` one higher)."""
+    from pytorch_lightning.callbacks import OnExceptionCheckpoint
+
+    def validation_progress(run: pl.Trainer) -> dict[str, Any]:
+        return run.fit_loop.state_dict()["epoch_loop.val_loop.batch_progress"]
+
+    full = trainer(tmp_path / "full", [StepResultAdapter()], max_epochs=1)
+    full.fit(FailsInValidation(fail=False))
+    with pytest.raises(Fault):
+        trainer(tmp_path, [OnExceptionCheckpoint(tmp_path), StepResultAdapter()], max_epochs=1).fit(FailsInValidation(fail=True))
+    saved = torch.load(tmp_path / "on_exception.ckpt", weights_only=False)
+    assert saved["loops"]["fit_loop"]["epoch_loop.val_loop.batch_progress"]["current"]["ready"] == 2  # Lightning's own
+    resumed = trainer(tmp_path / "resumed", [StepResultAdapter()], max_epochs=1)
+    resumed.fit(FailsInValidation(fail=False), ckpt_path=tmp_path / "on_exception.ckpt")
+    assert validation_progress(resumed) == validation_progress(full)
+    assert validation_progress(full)["total"] == dict.fromkeys(("ready", "completed", "started", "processed"), 6)
