@@ -531,7 +531,8 @@ def take_off_instance(instance: Any, name: str) -> None:
     current: Any = instance.__dict__.get(name, _ABSENT)
     if not _is_ours(current):
         return
-    previous: Any = vars(current)[_PREVIOUS]
+    attributes = cast("dict[str, Any]", vars(current))
+    previous = attributes[_PREVIOUS]
     if previous is _ABSENT:
         del instance.__dict__[name]
     else:
