@@ -23,10 +23,16 @@ from lightning_step_types.checks import (
     StepCall,
     check_evaluation_return,
     check_training_return,
+    no_batch_size_for_log_loss,
     warn_loss_logged_by_the_step,
 )
 from lightning_step_types.errors import StepResultError
-from lightning_step_types.lightning_internals import logged_in_current_hook, trainer_is_running
+from lightning_step_types.lightning_internals import (
+    fetched_batch_size,
+    lightning_checks_nonfinite,
+    logged_in_current_hook,
+    trainer_is_running,
+)
 from lightning_step_types.policy import LossLogging, StepPolicy
 from lightning_step_types.results import StepResult
 
@@ -34,6 +40,7 @@ __all__ = [
     "BATCH_END_HOOKS",
     "STEP_HOOKS",
     "module_state",
+    "set_nonfinite_deferral",
     "source_of",
     "run_step",
     "typed_outputs",
@@ -61,7 +68,7 @@ class MetricUpdates(Protocol):
 class _ModuleState:
     """Per-module runtime state, kept off the module so that it pickles and copies as it was."""
 
-    __slots__ = ("calls", "active", "latest", "metric_sets", "in_setup", "__weakref__")
+    __slots__ = ("calls", "active", "latest", "metric_sets", "in_setup", "nonfinite_deferred", "__weakref__")
 
     def __init__(self) -> None:
         self.calls: dict[str, StepCall] = {}  # per hook, rebuilt when the module's policy changes
@@ -71,6 +78,8 @@ class _ModuleState:
         # Declared metrics for the current run, by who declared them (the module, a StepResultAdapter).
         self.metric_sets: dict[object, MetricUpdates] = {}
         self.in_setup: bool = False  # inside the typed module's wrapped `setup` (super().setup() calls nest)
+        # the default non-finite check steps aside for Lightning's own in this run (set_nonfinite_deferral)
+        self.nonfinite_deferred: bool = False
 
 
 _STATES: weakref.WeakKeyDictionary[torch.nn.Module, _ModuleState] = weakref.WeakKeyDictionary()
@@ -117,6 +126,8 @@ def run_step(
     if state.active or not trainer_is_running(module):
         return step(*args, **kwargs)
     policy = settings if isinstance(settings, StepPolicy) else settings(module)
+    if state.nonfinite_deferred and policy.nonfinite_loss is not None:
+        policy = StepPolicy.of(policy.strict, None, policy.log_loss or False)
     call = state.calls.get(hook_name)
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
         call = state.calls[hook_name] = StepCall(module, hook_name, policy, source_of(step))
@@ -155,6 +166,12 @@ def run_step(
             for metric_set in state.metric_sets.values():
                 metric_set.skipped(call, output)
     return lightning_output
+
+
+def set_nonfinite_deferral(trainer: Any, module: torch.nn.Module, default_setting: bool) -> None:
+    """At a run's setup: whether the module's steps skip the non-finite check in this run, because its
+    setting is the default and Lightning's own handling is on (``SpikeDetection``, ``detect_anomaly``)."""
+    module_state(module).nonfinite_deferred = default_setting and lightning_checks_nonfinite(trainer) is not None
 
 
 def _legacy_view(output: object) -> object:
@@ -203,6 +220,13 @@ def _log_loss(
             warn_loss_logged_by_the_step(call, name, logging)
             return
         call.loss_logged_by_adapter = True
+    if training and batch_size is None:
+        if call.fetches_its_batches is None:
+            call.fetches_its_batches = "dataloader_iter" in _parameters(module.training_step)
+        if call.fetches_its_batches:  # Lightning cannot infer it there: the size of the batch the step fetched
+            batch_size = fetched_batch_size(module.trainer)
+            if batch_size is None:
+                raise no_batch_size_for_log_loss(call, name)
     module.log(
         name,
         loss,
@@ -212,6 +236,14 @@ def _log_loss(
         batch_size=batch_size,
         sync_dist=logging.sync_dist,
     )
+
+
+def _parameters(step: Callable[..., Any]) -> list[str]:
+    """The step's parameter names, as Lightning reads them (``is_param_in_hook_signature`` follows ``__wrapped__``)."""
+    try:
+        return list(inspect.signature(step).parameters)
+    except (TypeError, ValueError):
+        return []
 
 
 def source_of(step: Callable[..., Any]) -> tuple[str, int] | None:

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import lightning_step_types.epoch_state as epoch_state
 import lightning_step_types.stage_isolation as stage_isolation
-from lightning_step_types.adapter import STEP_HOOKS
+from lightning_step_types.adapter import STEP_HOOKS, set_nonfinite_deferral
 from lightning_step_types.metrics import (
     MetricSet,
     StepMetric,
@@ -25,7 +25,13 @@ from lightning_step_types.metric_updates import end_of_stage
 from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
-from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
+from lightning_step_types.policy import (
+    DEFAULT_NONFINITE_LOSS,
+    LossLogging,
+    NonFiniteLoss,
+    StepPolicy,
+    is_default_nonfinite_loss,
+)
 
 __all__ = ["StepResultAdapterMixin"]
 
@@ -55,7 +61,7 @@ class StepResultAdapterMixin:
     def __init__(
         self,
         strict: bool = False,
-        nonfinite_loss: NonFiniteLoss = "raise",
+        nonfinite_loss: NonFiniteLoss = DEFAULT_NONFINITE_LOSS,
         log_loss: bool | LossLogging = False,
         exact_resume: bool = True,
         metrics: Mapping[str, StepMetric[Any]] | None = None,
@@ -67,6 +73,8 @@ class StepResultAdapterMixin:
         settings = f"{{'strict': {self.policy.strict}, 'nonfinite_loss': {self.policy.nonfinite_loss!r}}}"
         self._state_key = type(self).__qualname__ + settings
         self.exact_resume = exact_resume
+        # left at its default, the non-finite check steps aside for Lightning's own (set_nonfinite_deferral)
+        self._default_nonfinite_loss = is_default_nonfinite_loss(nonfinite_loss)
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
         self.metrics = metrics
@@ -94,6 +102,7 @@ class StepResultAdapterMixin:
             return
         if id(pl_module) in self._replaced:
             return
+        set_nonfinite_deferral(trainer, pl_module, self._default_nonfinite_loss)
         replaced: dict[str, Any] = {}
         for hook_name in STEP_HOOKS:
             if _user_defines(pl_module, hook_name):
@@ -172,6 +181,8 @@ class StepResultAdapterMixin:
 
     def _restore(self, pl_module: Any) -> None:
         detach_metric_set(pl_module, self)
+        if id(pl_module) in self._replaced:
+            set_nonfinite_deferral(None, pl_module, False)
         for hook_name, previous in self._replaced.pop(id(pl_module), {}).items():
             if previous is _MISSING:
                 del pl_module.__dict__[hook_name]

@@ -69,6 +69,7 @@ class StepCall:
         "nonfinite_loss",
         "source",
         "loss_logged_by_adapter",
+        "fetches_its_batches",
         "_warned",
     )
 
@@ -84,6 +85,8 @@ class StepCall:
         self.source: tuple[str, int] | None = source  # (file, line) of the user's step, where warnings point
         # log_loss has logged this hook's loss name itself (so the name's key in Lightning's results is its own)
         self.loss_logged_by_adapter: bool = False
+        # `training_step(self, dataloader_iter)`: Lightning needs `self.log(..., batch_size=...)` (found at the first log_loss)
+        self.fetches_its_batches: bool | None = None
         self._warned: set[str] = set()
 
     @property
@@ -239,6 +242,20 @@ def warn_loss_logged_by_the_step(call: StepCall, name: str, logging: LossLogging
         f"the step's own `self.log({name!r}, ...)` is kept and log_loss skips {name!r}; to silence this,"
         f" remove that call from the step, or turn this stage of log_loss off:"
         f" `log_loss=LossLogging({stage}=None{_other_settings(logging, stage)})`",
+    )
+
+
+def no_batch_size_for_log_loss(call: StepCall, name: str) -> StepResultError:
+    """log_loss under ``training_step(self, dataloader_iter)``, where no batch size can be found."""
+    return StepResultError(
+        "log_loss",
+        f"no batch size for `self.log({name!r}, ...)`: {call.hook} takes `dataloader_iter` and fetches its own"
+        " batches, the result states no `batch_size`, and the batch it fetched last has no size Lightning can read",
+        "a batch size: with `dataloader_iter`, Lightning requires `self.log(..., batch_size=...)`",
+        "return `TrainStepResult(loss, batch_size=n)` with the number of samples the loss averages over,"
+        f" or turn this stage of log_loss off (`log_loss=LossLogging(train=None)`) and call"
+        f" `self.log({name!r}, loss, batch_size=n)` in the step",
+        call.hook,
     )
 
 

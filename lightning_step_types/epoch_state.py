@@ -9,9 +9,11 @@ the last point whose every effect it holds, with each process's running state at
 
 - ``fit_follower.py`` follows the fit through Lightning's loops;
 - ``resume_points.py`` is the rule that picks the point;
-- ``resume_save.py`` rewrites the checkpoint to it and adds the running state (``resume_state.py``,
-  for the metrics ``resume_metrics.py`` finds; across processes, ``rank_exchange.py``);
-- ``resume_load.py`` puts the state back and starts the resumed run at the point;
+- ``resume_save.py`` adds, under the library's key, Lightning's fit loop state set for the point and
+  the running state (``resume_state.py``, for the metrics ``resume_metrics.py`` finds; across
+  processes, ``rank_exchange.py``), leaving Lightning's own entries as Lightning wrote them;
+- ``resume_load.py`` hands Lightning that fit loop state when the checkpoint loads, puts the state
+  back and starts the resumed run at the point;
 - ``resume_messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 
 One code path for both ways in; every private Lightning name is read in ``lightning_internals.py``.

@@ -7,9 +7,13 @@ share these internals.
 
 from __future__ import annotations
 
+import copy
 import functools
+import importlib
 import re
 import sys
+import types
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -45,6 +49,45 @@ __all__ = [
     "update_bookkeeping",
     "write_logged_tensors",
 ]
+
+
+def lightning_checks_nonfinite(trainer: Any) -> str | None:
+    """What of Lightning's own handles a non-finite training loss in this Trainer, or None.
+
+    A ``SpikeDetection`` callback (``callbacks/spike.py``: it reads the loss in
+    ``on_train_batch_end``, matched by class name so that both flavours and subclasses count), or
+    ``Trainer(detect_anomaly=True)`` (`Trainer._detect_anomaly`, private: the fit runs inside
+    ``torch.autograd.set_detect_anomaly``, whose backward raises on a NaN).
+    """
+    if trainer is None:
+        return None
+    for callback in getattr(trainer, "callbacks", []):
+        if any(kind.__name__ == "SpikeDetection" for kind in type(callback).__mro__):
+            return f"{type(callback).__name__} callback"
+    if bool(getattr(trainer, "_detect_anomaly", False)):
+        return "Trainer(detect_anomaly=True)"
+    return None
+
+
+def fetched_batch_size(trainer: Any) -> int | None:
+    """The size of the batch a ``training_step(self, dataloader_iter)`` fetched last, or None.
+
+    `_DataLoaderIterDataFetcher._batch` (private; `FitLoop._data_fetcher`) holds the last batch the
+    step's iterator yielded; its size is read as Lightning reads a batch's (`extract_batch_size`, public,
+    in the Trainer's own flavour: ``utilities/data.py``), which raises where it finds no tensor.
+    """
+    fetcher = trainer.fit_loop._data_fetcher
+    batch = getattr(fetcher, "_batch", None) if type(fetcher).__name__ == "_DataLoaderIterDataFetcher" else None
+    if batch is None:
+        return None
+    package = type(trainer).__module__.split(".trainer")[0]  # "pytorch_lightning" or "lightning.pytorch"
+    extract_batch_size: Any = importlib.import_module(f"{package}.utilities.data").extract_batch_size
+    try:
+        with warnings.catch_warnings():  # several sizes: Lightning's "ambiguous collection" warning, and its first size
+            warnings.simplefilter("ignore")
+            return int(extract_batch_size(batch))
+    except Exception:  # MisconfigurationException where no tensor is found; a batch may hold anything
+        return None
 
 
 def trainer_of(module: Any) -> Any:
@@ -328,11 +371,11 @@ def call_before_updates(results: Any, before_update: Callable[[str, Any], None])
         before_update(key, results[key])
         update_metrics(results, key, value, batch_size)
 
-    results.__dict__["update_metrics"] = restoring_update_metrics
+    put_on_instance(results, "update_metrics", restoring_update_metrics)
 
 
 def stop_calling_before_updates(results: Any) -> None:
-    results.__dict__.pop("update_metrics", None)
+    take_off_instance(results, "update_metrics")
 
 
 _LOG_DEFAULTS = {  # `_ResultCollection.log`'s defaults, as `_logged_with` reads them back
@@ -363,15 +406,15 @@ def guard_logged_keys(results: Any, created: dict[str, Mapping[str, Any]], on_ch
                 del results[key]
                 on_change(key)
         if not created:
-            results.__dict__.pop("log", None)
+            take_off_instance(results, "log")
         log(results, fx, name, value, *args, **kwargs)
 
     if created:
-        results.__dict__["log"] = guarded_log
+        put_on_instance(results, "log", guarded_log)
 
 
 def unguard_logged_keys(results: Any) -> None:
-    results.__dict__.pop("log", None)
+    take_off_instance(results, "log")
 
 
 def before_batch_logging(trainer: Any, call: Callable[[], None]) -> None:
@@ -384,11 +427,11 @@ def before_batch_logging(trainer: Any, call: Callable[[], None]) -> None:
 
     def on_batch_end() -> None:
         if trainer.training:
-            connector.__dict__.pop("on_batch_end", None)
+            take_off_instance(connector, "on_batch_end")
             call()
         original()
 
-    connector.__dict__["on_batch_end"] = on_batch_end
+    put_on_instance(connector, "on_batch_end", on_batch_end)
 
 
 def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
@@ -465,6 +508,41 @@ def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] 
 _COUNTERS = ("ready", "started", "processed", "completed")
 
 
+# --- methods replaced on an instance ---
+# Lightning looks each method below up on the instance, so an instance attribute runs first. The
+# library puts its own there for a fit and takes it off again, putting back what the instance had
+# before (a user's own replacement, such as ``trainer.fit_loop.epoch_loop.val_loop.run = ...``), and
+# leaves alone anything set after it.
+
+_ABSENT: Any = object()
+_PREVIOUS = "_lightning_step_types_previous"  # on the library's callable: what the instance had before it
+
+
+def put_on_instance(instance: Any, name: str, value: Callable[..., Any]) -> None:
+    """``instance.<name> = value`` (in its ``__dict__``), remembering what was there before the
+    library's (one of the library's own still there is replaced, never remembered)."""
+    current: Any = instance.__dict__.get(name, _ABSENT)
+    vars(value)[_PREVIOUS] = vars(current)[_PREVIOUS] if _is_ours(current) else current
+    instance.__dict__[name] = value
+
+
+def take_off_instance(instance: Any, name: str) -> None:
+    """Undo `put_on_instance`: what the instance had before it goes back. Anything else is left alone."""
+    current: Any = instance.__dict__.get(name, _ABSENT)
+    if not _is_ours(current):
+        return
+    attributes = cast("dict[str, Any]", vars(current))
+    previous = attributes[_PREVIOUS]
+    if previous is _ABSENT:
+        del instance.__dict__[name]
+    else:
+        instance.__dict__[name] = previous
+
+
+def _is_ours(value: object) -> bool:
+    return isinstance(value, (functools.partial, types.FunctionType)) and _PREVIOUS in vars(value)
+
+
 def _dict(value: object) -> dict[str, Any]:
     """A checkpoint's nested dict, or a detached empty one where it has none (so reads find nothing)."""
     return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
@@ -513,14 +591,15 @@ def follow_fit_loop(trainer: Any, follower: Any) -> bool:
     for loop_name, method, handler in _FOLLOWED:
         loop = loops[loop_name]
         original = getattr(loop, method)
-        loop.__dict__[method] = functools.partial(getattr(follower, handler), original)
+        put_on_instance(loop, method, functools.partial(getattr(follower, handler), original))
     return True
 
 
 def unfollow_fit_loop(trainer: Any) -> None:
     loops = _loops_of(trainer)
     for loop_name, method, _ in _FOLLOWED:
-        loops[loop_name].__dict__.pop(method, None)
+        take_off_instance(loops[loop_name], method)
+    take_off_instance(trainer._logger_connector, "on_epoch_end")  # `take_over_restart`'s, if the epoch did not end
 
 
 class BatchCounters(NamedTuple):
@@ -551,7 +630,7 @@ def batch_start_counters(trainer: Any) -> tuple[int, int, int, int]:
 
 def unfollow_fetches(trainer: Any) -> None:
     """Give the epoch loop its own `_on_before_fetch` back (a fit without a stateful training loader)."""
-    trainer.fit_loop.epoch_loop.__dict__.pop("_on_before_fetch", None)
+    take_off_instance(trainer.fit_loop.epoch_loop, "_on_before_fetch")
 
 
 def batch_counters(trainer: Any) -> BatchCounters:
@@ -577,6 +656,16 @@ def epoch_end_done(trainer: Any) -> bool:
 def training_done(trainer: Any) -> bool:
     """`_TrainingEpochLoop._is_training_done`: no further batch in this epoch (its length, or max_steps)."""
     return bool(trainer.fit_loop.epoch_loop._is_training_done)
+
+
+def steps_cut_epoch(trainer: Any) -> bool:
+    """Whether ``max_steps`` ends the epoch before its last batch: `_TrainingEpochLoop.global_step`
+    reached `max_steps` (`_is_max_limit_reached`) and `_num_ready_batches_reached()` (private) is False.
+    Lightning resumes such a checkpoint inside the epoch, at its next batch, in a fit given more steps."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    max_steps = int(epoch_loop.max_steps)
+    reached = max_steps != -1 and int(epoch_loop.global_step) >= max_steps
+    return reached and not epoch_loop._num_ready_batches_reached()
 
 
 def interrupted(trainer: Any) -> bool:
@@ -645,18 +734,36 @@ def data_exhausted(trainer: Any) -> bool:
 
 
 def take_over_restart(trainer: Any) -> None:
-    """End Lightning's own restart handling at the resumed run's first batch.
+    """End Lightning's own restart handling of the batches at the resumed run's first batch.
 
     `_Loop.restarting` (set by `load_state_dict`) makes the first `_TrainingEpochLoop.advance` read
-    the restored counters as a restart stage (a validation to finish or skip, a batch end to replay),
-    and `FitLoop.on_advance_end` skip the plateau LR schedulers' epoch update. The checkpoint was
-    written for the point this run resumes at, which `lightning_step_types` resumes itself: each
-    loop's flag is cleared (not through the `restarting` setter, which would reach every child), and
-    the epoch loop's restart stage reset.
+    the restored counters as a restart stage (a validation to finish or skip, a batch end to replay).
+    The checkpoint's loops were restored for the point this run resumes at, which
+    `lightning_step_types` resumes itself: the epoch loop's and the validation loop's flags are
+    cleared (not through the `restarting` setter, which would reach every child), and the epoch
+    loop's restart stage reset. The fit loop's flag stays as Lightning set it, so that
+    ``trainer.fit_loop.restarting`` reads True through the resumed epoch's hooks as in plain
+    Lightning (`FitLoop.run` clears it after the epoch); it is cleared once the epoch's
+    ``on_train_epoch_end`` hooks ran (`_LoggerConnector.on_epoch_end`, private, runs right after them
+    in `FitLoop.on_advance_end`, and is looked up on the instance), because `FitLoop.on_advance_end`
+    then skips the epoch's LR scheduler updates while it is set, which the uninterrupted run makes.
     """
-    for loop in _loops_of(trainer).values():
-        loop._restarting = False
-    trainer.fit_loop.epoch_loop.reset_restart_stage()
+    epoch_loop = trainer.fit_loop.epoch_loop
+    epoch_loop._restarting = False
+    epoch_loop.val_loop._restarting = False
+    epoch_loop.reset_restart_stage()
+    if not trainer.fit_loop._restarting:
+        return
+    connector = trainer._logger_connector
+    original = connector.on_epoch_end
+
+    def on_epoch_end() -> None:
+        original()
+        if trainer.training:  # the training epoch's end (validation's end calls it too)
+            take_off_instance(connector, "on_epoch_end")
+            trainer.fit_loop._restarting = False
+
+    put_on_instance(connector, "on_epoch_end", on_epoch_end)
 
 
 def skip_next_validation(trainer: Any) -> None:
@@ -770,30 +877,37 @@ class ResumePoint(NamedTuple):
     optimizer_step_done: bool  # an optimizer step in flight at the save landed
     is_last_batch: bool  # whether the batch before the point was its epoch's last
     cycled: list[bool] | None = None  # `cycled_loaders` at the point (the resumed run goes on with them)
+    validation_again: bool = False  # the point's batch end runs the validation the save interrupted, from its start
 
 
-def write_resume_point(checkpoint: dict[str, Any], point: ResumePoint) -> bool:
-    """Rewrite a checkpoint's fit loop state (written by `_Loop.state_dict`) to read ``point``.
+def fit_loop_at_point(checkpoint: Mapping[str, Any], point: ResumePoint) -> dict[str, Any] | None:
+    """A copy of a checkpoint's fit loop state (written by `_Loop.state_dict`) rewritten to read ``point``.
 
-    The progress counters (`_Progress`: ready/started/processed/completed, each ``current`` and
-    ``total``) of the fit loop's epochs, the epoch loop's batches, its optimizer steps (automatic:
-    `_OptimizationProgress`; manual: `_Progress`) and its LR scheduler updates are set to agree on
-    one point: nothing in flight. The loaders' states (`FitLoop.on_save_checkpoint`'s
-    ``"combined_loader"``) are those the point's next batch is fetched from. False, and the
-    checkpoint left as it is, where its loops are not laid out as read here.
+    The checkpoint itself is left as Lightning wrote it. In the copy, the progress counters
+    (`_Progress`: ready/started/processed/completed, each ``current`` and ``total``) of the fit
+    loop's epochs, the epoch loop's batches, its optimizer steps (automatic:
+    `_OptimizationProgress`; manual: `_Progress`) and its LR scheduler updates agree on one point:
+    nothing in flight. ``total`` counts every batch before the point: at an epoch's start, all of
+    the epochs before it (the checkpoint's ``current`` then still holds the previous epoch's batches,
+    which `_TrainingEpochLoop.reset` clears when the epoch starts). The loaders' states
+    (`FitLoop.on_save_checkpoint`'s ``"combined_loader"``) are those the point's next batch is
+    fetched from. None where the checkpoint's loops are not laid out as read here.
     """
-    fit_loop = _dict(_dict(checkpoint.get("loops")).get("fit_loop"))
+    fit_loop = copy.deepcopy(_dict(_dict(checkpoint.get("loops")).get("fit_loop")))
     epochs = _dict(fit_loop.get("epoch_progress"))
     batches = _dict(fit_loop.get("epoch_loop.batch_progress"))
     counters = [_dict(part.get(name)) for part in (epochs, batches) for name in ("current", "total")]
     if not all(name in part for part in counters for name in _COUNTERS):
-        return False
+        return None
     epoch_current, epoch_total, batch_current, batch_total = counters
     for part in (epoch_current, epoch_total):
         part["processed"] = part["completed"] = point.epoch
         part["ready"] = part["started"] = point.epoch + 1 if point.epoch_started else point.epoch
-    moved = point.batches_done - batch_current["completed"]
-    batch_total.update(dict.fromkeys(_COUNTERS, batch_total["completed"] + moved))
+    if point.epoch_started:  # the point is inside the epoch the counters count
+        before = batch_total["completed"] + point.batches_done - batch_current["completed"]
+    else:  # the epoch's start: every batch counted so far is before it
+        before = batch_total["completed"]
+    batch_total.update(dict.fromkeys(_COUNTERS, before))
     batch_current.update(dict.fromkeys(_COUNTERS, point.batches_done))
     batches["is_last_batch"] = point.is_last_batch
     optimizer = _dict(_dict(fit_loop.get("epoch_loop.automatic_optimization.optim_progress")).get("optimizer"))
@@ -805,12 +919,31 @@ def write_resume_point(checkpoint: dict[str, Any], point: ResumePoint) -> bool:
             if "completed" in part:  # a step in flight either landed (all its counters done) or is undone
                 done = max(part.values()) if point.optimizer_step_done and "ready" in part else part["completed"]
                 part.update(dict.fromkeys(part, done))
+    if point.validation_again:  # its counters as at that validation's start (`_EvaluationLoop.reset`)
+        validation = _dict(fit_loop.get("epoch_loop.val_loop.batch_progress"))
+        current, total = _dict(validation.get("current")), _dict(validation.get("total"))
+        if all(name in part for part in (current, total) for name in _COUNTERS):
+            total.update(dict.fromkeys(_COUNTERS, total["completed"] - current["completed"]))
+            current.update(dict.fromkeys(_COUNTERS, 0))
+            validation["is_last_batch"] = False
     loop_state = fit_loop.setdefault("state_dict", {})
     if point.loader_states is None:
         loop_state.pop("combined_loader", None)
     else:
         loop_state["combined_loader"] = point.loader_states
-    return True
+    return fit_loop
+
+
+def resume_from_fit_loop(checkpoint: dict[str, Any], fit_loop: Mapping[str, Any]) -> None:
+    """Make Lightning restore its fit loop from ``fit_loop`` (a `fit_loop_at_point` copy), not from
+    the checkpoint's own entry: called from an ``on_load_checkpoint`` hook, on the dict Lightning
+    loaded. `_CheckpointConnector.restore_training_state` (after the module's and callbacks'
+    ``on_load_checkpoint``, in `_restore_modules_and_callbacks`) passes ``checkpoint["loops"]["fit_loop"]``
+    to `FitLoop.load_state_dict`; only this in-memory dict changes, never the file.
+    """
+    loops = checkpoint.get("loops")
+    if isinstance(loops, dict):
+        cast("dict[str, Any]", loops)["fit_loop"] = copy.deepcopy(dict(fit_loop))
 
 
 def modules_with_running_stats(module: Any) -> list[str]:
@@ -1062,14 +1195,14 @@ def replace_save_barrier(strategy: Any, wait: Callable[[], None]) -> None:
         if name != "Trainer.save_checkpoint":
             own(strategy, name, *args, **kwargs)
             return
-        strategy.__dict__.pop("barrier", None)
+        take_off_instance(strategy, "barrier")
         wait()
 
-    strategy.__dict__["barrier"] = barrier
+    put_on_instance(strategy, "barrier", barrier)
 
 
 def restore_save_barrier(strategy: Any) -> None:
-    strategy.__dict__.pop("barrier", None)
+    take_off_instance(strategy, "barrier")
 
 
 # --- the training data's order under DDP (data_order.py) ---
@@ -1091,7 +1224,7 @@ def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
 
 
 def stop_before_train_iterator(trainer: Any) -> None:
-    trainer.fit_loop.__dict__.pop("_load_combined_loader_states", None)
+    take_off_instance(trainer.fit_loop, "_load_combined_loader_states")
 
 
 def train_loaders(trainer: Any) -> list[Any]:
@@ -1103,8 +1236,13 @@ def train_loaders(trainer: Any) -> list[Any]:
 def set_train_sampler_epochs(trainer: Any) -> None:
     """What `FitLoop.on_advance_start` does next: `_set_sampler_epoch` (lightning_fabric, private;
     imported into the fit loop's module) on each training loader, with the epoch it will use there
-    (`FitLoop.epoch_progress.current.processed`, restored from the checkpoint by now)."""
+    (`FitLoop.epoch_progress.current.processed`, restored from the checkpoint by now). Only in a fit
+    resumed from a checkpoint (`_Loop.is_resuming`, public, set by `load_state_dict`): a fresh fit's
+    first iterator is drawn with the samplers' epoch as the user made them, as in plain Lightning, and
+    its samplers see one ``set_epoch`` per epoch."""
     fit_loop = trainer.fit_loop
+    if not fit_loop.is_resuming:
+        return
     set_sampler_epoch: Any = getattr(sys.modules[type(fit_loop).__module__], "_set_sampler_epoch", None)
     if set_sampler_epoch is None:
         return
@@ -1137,7 +1275,9 @@ def before_wrapped_draw(sampler: Any, call: Callable[[], None]) -> None:
 
 
 def stop_before_wrapped_draw(sampler: Any) -> None:
-    getattr(sampler, "dataset", object()).__dict__.pop("reset", None)
+    dataset = getattr(sampler, "dataset", None)
+    if dataset is not None:
+        take_off_instance(dataset, "reset")
 
 
 def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
@@ -1149,4 +1289,4 @@ def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
         call()
         own(instance)
 
-    instance.__dict__[method] = first
+    put_on_instance(instance, method, first)

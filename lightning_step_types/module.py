@@ -12,7 +12,13 @@ from typing import Any, ClassVar, cast
 
 import lightning_step_types.epoch_state as epoch_state
 import lightning_step_types.stage_isolation as stage_isolation
-from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, module_state, typed_outputs
+from lightning_step_types.adapter import (
+    BATCH_END_HOOKS,
+    STEP_HOOKS,
+    module_state,
+    set_nonfinite_deferral,
+    typed_outputs,
+)
 from lightning_step_types.compiled_logging import record_log, recording_logs
 from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.metrics import (
@@ -33,7 +39,13 @@ from lightning_step_types.wrapping import (
     run_ours_first,
     wrap_inherited_hooks,
 )
-from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
+from lightning_step_types.policy import (
+    DEFAULT_NONFINITE_LOSS,
+    LossLogging,
+    NonFiniteLoss,
+    StepPolicy,
+    is_default_nonfinite_loss,
+)
 
 __all__ = ["TypedModuleMixin"]
 
@@ -66,7 +78,7 @@ class TypedModuleMixin:
     step's result and logged as ``train_<name>`` / ``val_<name>`` / ``test_<name>``.
     """
 
-    nonfinite_loss: NonFiniteLoss = "raise"
+    nonfinite_loss: NonFiniteLoss = DEFAULT_NONFINITE_LOSS
     log_loss: bool | LossLogging = False
     exact_resume: bool = True
     _batch_end_plan: ClassVar[BatchEndPlan] = BatchEndPlan(frozenset(), frozenset())
@@ -232,6 +244,7 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
     finally:
         state.in_setup = False
     compile_inside_adapted_steps(module, module_policy)
+    set_nonfinite_deferral(trainer_of(module), module, is_default_nonfinite_loss(module.nonfinite_loss))
     stage = kwargs.get("stage", args[0] if args else None)
     if epoch_state.exact_resume_enabled(module):
         epoch_state.fit_starts(trainer_of(module), module, stage)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
 __all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy"]
 
@@ -19,7 +19,26 @@ NonFiniteLoss = Literal["raise", "warn", "skip"] | None
   Evaluation steps cannot be skipped without biasing epoch means: there it warns.
 - ``None``: no check. Checking reads the loss on the host: one device-to-host sync per step
   (about a microsecond on CPU; on a GPU it waits for the step's kernels to finish).
+
+The default (``"raise"`` left unset) steps aside where Lightning's own non-finite handling is on:
+a ``SpikeDetection`` callback in the Trainer's callbacks, or ``Trainer(detect_anomaly=True)``. The
+steps then run unchecked, as with ``None``, and Lightning's handling is what the user gets. A value
+set explicitly, ``"raise"`` included, applies whatever the Trainer holds.
 """
+
+
+class _DefaultRaise(str):
+    """The default ``nonfinite_loss``: ``"raise"``, told apart from a ``"raise"`` the user set."""
+
+    __slots__ = ()
+
+
+DEFAULT_NONFINITE_LOSS: NonFiniteLoss = cast(Any, _DefaultRaise("raise"))
+
+
+def is_default_nonfinite_loss(value: object) -> bool:
+    """Whether ``value`` is the default, not set by the user (then it steps aside for Lightning's handling)."""
+    return type(value) is _DefaultRaise
 
 _NONFINITE_CHOICES = ("raise", "warn", "skip", None)
 

@@ -1,14 +1,16 @@
 """Loading: a checkpoint's running state put back, and the resumed run started at its point.
 
 A ``Resume`` lives from the module's ``on_load_checkpoint`` until the resumed fit's first epoch
-ends, and acts at three moments the ``FitFollower`` calls it at:
+ends. There, before Lightning restores its loops, it hands Lightning the fit loop state saved for
+the point under the library's key, in place of the checkpoint's own entry (the file keeps
+Lightning's). Then it acts at three moments the ``FitFollower`` calls it at:
 
 - the fit's start, after the ``on_train_start`` hooks (a metric reset there would otherwise undo
   the restore): every metric's states, the logger's views and the saved gradients go back; each
   logged value goes into the entry Lightning creates for it, before its first update, so that the
   sums run in the uninterrupted order;
-- the first batch: Lightning's own restart handling ends (the checkpoint's loops were written for
-  the point), and the run starts at the point: it trains the point's batch, or runs a batch's end
+- the first batch: Lightning's own restart handling of the batches ends (the loops were restored
+  for the point), and the run starts at the point: it trains the point's batch, or runs a batch's end
   (its validation, the logger's step) first, or the epoch's end; one warning names what differs;
 - the first epoch's end: each value not logged again since the resume (logged only in some
   batches, or in on_train_epoch_start) goes in before Lightning computes the epoch's values.
@@ -32,6 +34,7 @@ from lightning_step_types.lightning_internals import (
     logged_entries,
     loaded_loader_states,
     log_step_row,
+    resume_from_fit_loop,
     plateau_epoch_schedulers,
     skip_next_validation,
     stop_calling_before_updates,
@@ -56,7 +59,7 @@ from lightning_step_types.resume_messages import (
     world_size_problem,
 )
 from lightning_step_types.resume_points import Point
-from lightning_step_types.resume_save import FORMAT, STATE
+from lightning_step_types.resume_save import FORMAT, READ_FORMATS, STATE
 from lightning_step_types.resume_state import restore_gradients, restore_metrics, restore_views
 
 __all__ = ["Resume", "load_running_state"]
@@ -75,6 +78,9 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
+    fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
+    if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
+        resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -99,7 +105,7 @@ class Resume:
         self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
         if saved is None:
             return
-        if saved.get("format") != FORMAT:
+        if saved.get("format") not in READ_FORMATS:
             self.problems.append(format_problem_of(saved.get("format"), FORMAT))
             self.saved = None
             return

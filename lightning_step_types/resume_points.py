@@ -40,6 +40,8 @@ class Position:
     validated: bool  # the validation due after the batch has run
     logger_stepped: bool  # the batch's end is done (the logger's step counted)
     training_done: bool  # no batch follows in this epoch (Lightning's own test)
+    steps_cut_epoch: bool  # max_steps ended the epoch before its last batch
+    batches_completed: int  # the epoch's batches whose on_train_batch_end hooks are done
     manual: bool
     window: int  # accumulate_grad_batches
     next_zero_index: int  # the index Lightning's next zero_grad decision is made with
@@ -79,10 +81,12 @@ def point_of(position: Position) -> Point:
     if p.phase == "outside":  # before an epoch, or in its on_train_epoch_start: the epoch from its start
         return Point("epoch", p.epoch)
     if p.phase == "epoch_end":
+        if p.interrupted and not p.epoch_done:  # the epoch-end hooks did not finish: they run again
+            return Point("epoch_end", p.epoch)
+        if p.steps_cut_epoch:  # max_steps ended the fit inside the epoch: a fit with more steps goes on in it
+            return Point("batch", p.epoch, p.batches_completed)
         if p.epoch_done:
             return Point("epoch", p.epoch + 1)
-        if p.interrupted:  # the epoch-end hooks did not finish: they run again
-            return Point("epoch_end", p.epoch)
         # a save from the hooks (ModelCheckpoint's, last): what follows them is Lightning's own bookkeeping
         return Point("epoch", p.epoch + 1, update_plateau=True, after_epoch_end=True)
     if p.phase == "batch":

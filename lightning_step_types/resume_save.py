@@ -1,11 +1,13 @@
-"""Saving: a checkpoint rewritten to resume from the last point whose every effect it holds.
+"""Saving: what resumes a checkpoint from the last point whose every effect it holds.
 
 At each save (``on_save_checkpoint``, on every process) this reads where the fit is
-(``fit_follower``), finds the point (``resume_points.point_of``), rewrites Lightning's loop state
-in the checkpoint to that point (``lightning_internals.write_resume_point``: every progress counter
-and the loaders' states), and adds each process's running state at that point
-(``resume_state.rank_state``) under ``checkpoint["lightning_step_types"]["epoch_state"]``, with
-what no point can hold, for the warning at resume.
+(``fit_follower``) and finds the point (``resume_points.point_of``). Lightning's own entries stay as
+Lightning wrote them: under ``checkpoint["lightning_step_types"]["epoch_state"]`` go a copy of
+Lightning's fit loop state rewritten to that point (``lightning_internals.fit_loop_at_point``: every
+progress counter and the loaders' states), which the library's own load puts in place of
+Lightning's (``resume_load``), and each process's running state at that point
+(``resume_state.rank_state``), with what no point can hold, for the warning at resume. A plain
+Lightning resume of the file is Lightning's own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lightning_step_types.lightning_internals import (
     epoch_results_mismatch,
     fetch_position,
     in_epoch_start,
+    fit_loop_at_point,
     interrupted,
     logged_entries,
     logger_step,
@@ -29,23 +32,26 @@ from lightning_step_types.lightning_internals import (
     next_zero_grad_index,
     optimizer_step_due,
     scheduler_updates,
+    steps_cut_epoch,
     training_batches,
     training_done,
-    write_resume_point,
 )
 from lightning_step_types.rank_exchange import gathered_states
 from lightning_step_types.resume_messages import CHECKPOINT_KEY, warn_unavailable
 from lightning_step_types.resume_points import Point, Position, point_of
 from lightning_step_types.resume_state import rank_state
 
-__all__ = ["FORMAT", "STATE", "save_running_state"]
+__all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
 
 STATE = "epoch_state"
-FORMAT = 2
+FORMAT = 3
+# Format 2 (earlier versions of this library) rewrote Lightning's loop state in the checkpoint itself
+# and carries no fit loop of its own: it resumes from the checkpoint's loops as they are.
+READ_FORMATS = (2, FORMAT)
 
 
 def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
-    """Add this fit's running state to ``checkpoint``, rewritten to its resume point (every process calls this)."""
+    """Add this fit's resume point and running state to ``checkpoint`` under the library's key (every process calls this)."""
     ours = checkpoint.setdefault(CHECKPOINT_KEY, {})
     if STATE in ours:  # saved already by this dump: a user's hook that calls super() reaches ours twice
         return
@@ -58,20 +64,21 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         return
     resume: Any = follower.resume
     if resume is not None and not follower.first_batch_done and resume.encoded is not None:
-        # nothing has run since the checkpoint this fit resumed from: it is saved again as it was
-        write_resume_point(checkpoint, resume.encoded)
+        # nothing has run since the checkpoint this fit resumed from: it resumes from the same point
         ours[STATE] = resume.saved
         return
     point = point_of(_position(follower, trainer))
     encoded = _encoded(follower, trainer, point)
-    if not write_resume_point(checkpoint, encoded):
+    fit_loop = fit_loop_at_point(checkpoint, encoded)
+    if fit_loop is None:
         warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
         return
     state = rank_state(follower, point, trainer, module)
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},
-        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in Lightning's own loop state
+        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in the rewritten fit loop state
+        "fit_loop": fit_loop,  # what Lightning's fit loop resumes from, in place of the checkpoint's own entry
         "losses": _losses(point, follower, trainer, module, state),
         "stopped": interrupted(trainer),
         "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
@@ -99,6 +106,8 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
         validated=follower.validated,
         logger_stepped=logger_step(trainer) > follower.logger_step_at_end,
         training_done=training_done(trainer),
+        steps_cut_epoch=steps_cut_epoch(trainer),
+        batches_completed=counters.completed,
         manual=follower.manual,
         window=follower.window,
         next_zero_index=next_zero_grad_index(trainer),
@@ -133,7 +142,7 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
     loaders, cycled = (None, None)
     if follower.stateful and not last:
         loaders, cycled = follower.loader_states_before(fetched - prefetched, trainer)
-    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled)
+    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled, point.from_validation)
 
 
 def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:

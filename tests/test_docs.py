@@ -418,6 +418,21 @@ class _PlainModel(pl.LightningModule):
 PlainMyModel: type[_PlainModel] = type("MyModel", (_PlainModel,), {"__module__": __name__})
 
 
+class _FetchesWords(_PlainModel):
+    """A step that fetches its own batches (``dataloader_iter``), batches that hold no tensor."""
+
+    def training_step(self, dataloader_iter: Any) -> Any:  # type: ignore[override]
+        next(dataloader_iter)
+        return self.net(torch.ones(2, 3)).sum()
+
+
+FetchesWordsMyModel: type[_FetchesWords] = type("MyModel", (_FetchesWords,), {"__module__": __name__})
+
+
+def _fit_on_words(model: pl.LightningModule, *callbacks: pl.Callback) -> None:
+    pl.Trainer(**QUIET, callbacks=list(callbacks)).fit(model, DataLoader(["a", "b", "c", "d"], batch_size=2))
+
+
 def fit(model: pl.LightningModule, *callbacks: pl.Callback, validate: bool = False) -> None:
     trainer = pl.Trainer(**QUIET, callbacks=list(callbacks), limit_val_batches=1)
     trainer.fit(model, _loader(), _loader() if validate else None)
@@ -778,6 +793,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     ),
     "log_loss beside the step's own self.log, callback": lambda: warning_of(
         lambda: fit(PlainMyModel(lambda m, loss: _logs_train_loss_itself(m, loss).loss), A(log_loss=True))
+    ),
+    "log_loss with dataloader_iter and no batch size": lambda: error_of(
+        lambda: _fit_on_words(FetchesWordsMyModel(lambda m, loss: loss), A(log_loss=True))
     ),
     "adapter settings on a typed module": lambda: warning_of(lambda: fit(MyModel(), A(nonfinite_loss="warn"))),
     "strict adapter dict": lambda: error_of(

@@ -184,8 +184,11 @@ def test_plain_lightning_never_trains_the_batch_in_flight(tmp_path: Path) -> Non
 def test_an_exception_inside_a_batch_resumes_by_training_that_batch(how: str, fault: str, tmp_path: Path) -> None:
     full, resumed = fault_then_resume(tmp_path, how, fault)
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
-    fit_loop = checkpoint["loops"]["fit_loop"]
-    # rewritten as saved just before batch 5 was fetched
+    # Lightning's own entry as Lightning wrote it: batch 5 fetched and started
+    lightning_progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]
+    assert lightning_progress["ready"] == 6 and lightning_progress["completed"] == 5
+    # the library's copy, rewritten as saved just before batch 5 was fetched, is what its resume loads
+    fit_loop = checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]
     assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
     point = checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]
@@ -204,7 +207,7 @@ def test_an_exception_in_the_first_batch_of_the_second_epoch_resumes_exactly(how
         run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
             max_epochs=2, fault_at=(1, 0))
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
-    assert "combined_loader" not in checkpoint["loops"]["fit_loop"]["state_dict"]
+    assert "combined_loader" not in checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]["state_dict"]
     resumed = no_step_result_warning(
         lambda: run(tmp_path / "resumed", how, max_epochs=2, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
     )
@@ -481,7 +484,8 @@ def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_t
     with pytest.raises(SimulatedFault):
         run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")])
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
-    fit_loop = checkpoint["loops"]["fit_loop"]
+    fit_loop = checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]  # what the library's resume loads
+    assert checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["ready"] == 6  # Lightning's own
     assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
     resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
@@ -498,7 +502,7 @@ def test_an_exception_in_an_earlier_callback_s_start_of_an_epoch_resumes_exactly
         run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart((1, 0)), OnExceptionCheckpoint(tmp_path / "faulty")],
             max_epochs=2)
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
-    assert "combined_loader" not in checkpoint["loops"]["fit_loop"]["state_dict"]
+    assert "combined_loader" not in checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]["state_dict"]
     resumed = no_step_result_warning(
         lambda: run(tmp_path / "resumed", how, max_epochs=2, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
     )

@@ -3,6 +3,9 @@
 Each Lightning flavour class (``lightning_step_types.pytorch_lightning.TypedLightningModule`` and
 friends) shares its mixin's docstring by assignment, which static analysis cannot read; this
 takes the docstring the class has at run time instead.
+
+The default ``nonfinite_loss`` is written ``DEFAULT_NONFINITE_LOSS`` in the sources (a ``"raise"``
+told apart from one the user sets); signatures show the value, ``'raise'``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,16 @@ class FlavourDocstrings(griffe.Extension):
         runtime_doc = griffe.dynamic_import(cls.path).__doc__
         if runtime_doc:
             cls.docstring = griffe.Docstring(inspect.cleandoc(runtime_doc), parent=cls)
+
+
+    def on_function_instance(self, *, node: ast.AST | griffe.ObjectNode, func: griffe.Function, **kwargs: Any) -> None:
+        for parameter in func.parameters:
+            if str(parameter.default) == "DEFAULT_NONFINITE_LOSS":
+                parameter.default = "'raise'"
+
+    def on_attribute_instance(self, *, node: ast.AST | griffe.ObjectNode, attr: griffe.Attribute, **kwargs: Any) -> None:
+        if str(attr.value) == "DEFAULT_NONFINITE_LOSS":
+            attr.value = "'raise'"
 
 
 def _assigns_doc(node: ast.ClassDef) -> bool:

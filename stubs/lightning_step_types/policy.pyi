@@ -9,6 +9,11 @@ __all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy"]
 
 NonFiniteLoss: TypeAlias = Literal["raise", "warn", "skip"] | None
 
+DEFAULT_NONFINITE_LOSS: NonFiniteLoss
+"""The default ``nonfinite_loss`` (``"raise"``, told apart from one the user set)."""
+
+def is_default_nonfinite_loss(value: object) -> bool: ...
+
 @dataclass(frozen=True)
 class LossLogging:
     """Log each stage's loss through Lightning's own ``self.log``, weighted by batch size."""
