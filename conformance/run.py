@@ -72,7 +72,8 @@ def load_allow_list(path: Path) -> list[tuple[str, str, str]]:
 
 def allowed(entries: list[tuple[str, str, str]], mode: str, node_id: str) -> str | None:
     for modes, pattern, reason in entries:
-        if (modes == "all" or mode in modes.split(",")) and fnmatch.fnmatchcase(node_id, pattern):
+        matches = node_id == pattern or fnmatch.fnmatchcase(node_id, pattern)
+        if (modes == "all" or mode in modes.split(",")) and matches:
             return reason
     return None
 
@@ -159,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", type=Path, help="a lightning_step_types checkout to test instead of the installed one")
     parser.add_argument("--out", type=Path, default=Path("conformance-results"), help="where the reports go")
     parser.add_argument("--allow-list", type=Path, default=HERE / "allowlist.txt")
+    parser.add_argument(
+        "--no-reruns",
+        action="store_true",
+        help="do not rerun a failed test marked flaky (Lightning's CI reruns them up to 3 times; a failure"
+        " that the adapter causes fails every time, so this saves time when many fail)",
+    )
     parser.add_argument("--compare-only", action="store_true", help="compare the MODE.json already in --out")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -k or --deselect")
     args = parser.parse_args(argv)
@@ -175,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         if not tests.is_dir():
             raise SystemExit(f"{tests} is missing: run conformance/prepare.py first")
         for mode in modes:
-            runs[mode], _ = run_mode(mode, tests, args.out, args.package, args.pytest_args)
+            extra = (["-p", "no:rerunfailures"] if args.no_reruns else []) + args.pytest_args
+            runs[mode], _ = run_mode(mode, tests, args.out, args.package, extra)
     plain_results = args.out / f"{PLAIN}.json"
     if PLAIN not in runs and plain_results.exists():  # the baseline from an earlier run into the same --out
         runs = {PLAIN: json.loads(plain_results.read_text(encoding="utf-8")), **runs}

@@ -159,6 +159,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.hasplugin("rerunfailures"):  # -p no:rerunfailures: Lightning's tests still use it
+        config.addinivalue_line("markers", "flaky(reruns, reruns_delay): rerun a failed test (pytest-rerunfailures)")
     mode = config.getoption("--step-adapter") or os.environ.get(_ENV_MODE, "off")
     injector = _Injector(mode)
     injector.install()
