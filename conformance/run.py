@@ -78,7 +78,7 @@ def allowed(entries: list[tuple[str, str, str]], mode: str, node_id: str) -> str
     return None
 
 
-def run_mode(mode: str, tests: Path, out: Path, package: Path | None, extra: list[str]) -> tuple[dict, float]:
+def run_mode(mode: str, tests: Path, out: Path, package: Path | None, extra: list[str]) -> dict:
     results, junit, log = out / f"{mode}.json", out / f"{mode}.xml", out / f"{mode}.log"
     env = dict(os.environ, STEP_ADAPTER=mode, STEP_ADAPTER_RESULTS=str(results), PYTHONDONTWRITEBYTECODE="1")
     paths = [str(HERE)] + ([str(package.resolve())] if package else [])
@@ -99,7 +99,7 @@ def run_mode(mode: str, tests: Path, out: Path, package: Path | None, extra: lis
     data["seconds"] = round(seconds)
     results.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     print(f"   {mode}: {_count_line(data)}; {seconds / 60:.1f} min", flush=True)
-    return data, seconds
+    return data
 
 
 def _count_line(data: dict) -> str:
@@ -183,10 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{tests} is missing: run conformance/prepare.py first")
         for mode in modes:
             extra = (["-p", "no:rerunfailures"] if args.no_reruns else []) + args.pytest_args
-            runs[mode], _ = run_mode(mode, tests, args.out, args.package, extra)
+            runs[mode] = run_mode(mode, tests, args.out, args.package, extra)
     plain_results = args.out / f"{PLAIN}.json"
     if PLAIN not in runs and plain_results.exists():  # the baseline from an earlier run into the same --out
         runs = {PLAIN: json.loads(plain_results.read_text(encoding="utf-8")), **runs}
+    if PLAIN not in runs:
+        raise SystemExit(f"no plain run to compare with: run --modes {PLAIN} into {args.out} first")
     lines, unexpected = compare(runs, load_allow_list(args.allow_list))
     summary = args.out / "summary.md"
     summary.write_text("\n".join(lines) + "\n", encoding="utf-8")
