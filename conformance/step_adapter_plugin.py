@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from typing import Any
 
 import pytest
@@ -146,7 +147,11 @@ def _first_line(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0][:300] if lines else ""
+    first = lines[0] if lines else ""
+    if first.endswith("ProcessRaisedException:"):  # a spawned process failed: its own exception says why
+        raised = re.findall(r"^(?:E\s+)?([\w.]+(?:Error|Exception)\b.*)$", str(report.longrepr), re.M)
+        first = f"{first} {raised[-1].strip()}" if raised else first
+    return first[:300]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
