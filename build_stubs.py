@@ -23,8 +23,7 @@ class build_py(_build_py):  # noqa: N801 - setuptools' command name
         """build path -> source path of each stub (py.typed comes with the runtime package itself)."""
         target_dir = Path(self.build_lib, PACKAGE)
         return {
-            str(target_dir / stub.name): str(stub.relative_to(STUBS.parents[1]))
-            for stub in sorted(STUBS.glob("*.pyi"))
+            str(target_dir / stub.name): str(stub.relative_to(STUBS.parents[1])) for stub in sorted(STUBS.glob("*.pyi"))
         }
 
     def build_package_data(self) -> None:

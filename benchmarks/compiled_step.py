@@ -35,7 +35,6 @@ from torch.utils.data import DataLoader
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import pytorch_lightning as pl  # noqa: E402
-
 from step_timing import StepClock, in_turns, quiet_single_thread_loader, quiet_trainer  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import StepResultAdapter, TrainStepResult, TypedLightningModule  # noqa: E402
@@ -113,7 +112,12 @@ VARIANTS: dict[str, tuple[type[pl.LightningModule], bool, bool, str | None]] = {
     "StepResultAdapter() on the dict module": (PlainDict, True, True, "plain: return {'loss', 'logits'}"),
     "plain: self.log, return loss, eager": (PlainLogged, False, False, None),
     "typed: self.log, TrainStepResult(loss)": (TypedLogged, False, True, "plain: self.log, return loss, eager"),
-    "typed: Lightning's self.log in the graph": (TypedLightningLogged, False, True, "plain: self.log, return loss, eager"),
+    "typed: Lightning's self.log in the graph": (
+        TypedLightningLogged,
+        False,
+        True,
+        "plain: self.log, return loss, eager",
+    ),
 }
 
 

@@ -99,7 +99,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(channels)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or channels_in != channels:
-            self.shortcut = nn.Sequential(nn.Conv2d(channels_in, channels, 1, stride, bias=False), nn.BatchNorm2d(channels))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(channels_in, channels, 1, stride, bias=False), nn.BatchNorm2d(channels)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -192,10 +194,15 @@ class Batches(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         generator = torch.Generator().manual_seed(0)
         shape = (settings.batch_size, 3, settings.image_size, settings.image_size)
         self.batches = [
-            (torch.randn(shape, generator=generator), torch.randint(0, NUM_CLASSES, (settings.batch_size,), generator=generator))
+            (
+                torch.randn(shape, generator=generator),
+                torch.randint(0, NUM_CLASSES, (settings.batch_size,), generator=generator),
+            )
             for _ in range(4)
         ]
-        if settings.device == "cuda":  # pinned once: each step's copy to the device is asynchronous, as from a pinning loader
+        if (
+            settings.device == "cuda"
+        ):  # pinned once: each step's copy to the device is asynchronous, as from a pinning loader
             self.batches = [(x.pin_memory(), y.pin_memory()) for x, y in self.batches]
         self.steps = steps
 
@@ -218,12 +225,16 @@ class StepWindow(pl.Callback):
         self.settings = settings
         self.start = self.end = 0.0
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if batch_idx == self.settings.warmup:
             synchronize(self.settings.device)
             self.start = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if batch_idx == self.settings.steps - 1:
             synchronize(self.settings.device)
             self.end = time.perf_counter()
@@ -232,7 +243,9 @@ class StepWindow(pl.Callback):
         return (self.end - self.start) * 1e3 / (self.settings.steps - self.settings.warmup)
 
 
-def trainer(settings: Settings, root: Path, precision: str, callbacks: list[pl.Callback], **overrides: Any) -> pl.Trainer:
+def trainer(
+    settings: Settings, root: Path, precision: str, callbacks: list[pl.Callback], **overrides: Any
+) -> pl.Trainer:
     kwargs: dict[str, Any] = dict(
         accelerator=settings.device,
         devices=1,
@@ -358,11 +371,18 @@ def resume_loader(settings: Settings) -> StatefulDataLoader[Any]:
 
 
 def resume_fit(
-    settings: Settings, root: Path, make: Callable[[], pl.LightningModule], adapter: bool, precision: str, ckpt: Path | None,
+    settings: Settings,
+    root: Path,
+    make: Callable[[], pl.LightningModule],
+    adapter: bool,
+    precision: str,
+    ckpt: Path | None,
     **overrides: Any,
 ) -> tuple[pl.Trainer, pl.LightningModule]:
     callbacks: list[pl.Callback] = [
-        ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=settings.checkpoint_step, save_top_k=-1, filename="{step}")
+        ModelCheckpoint(
+            dirpath=root / "ckpt", every_n_train_steps=settings.checkpoint_step, save_top_k=-1, filename="{step}"
+        )
     ]
     if adapter:
         callbacks.append(StepResultAdapter())
@@ -383,8 +403,12 @@ def exact_resume(
     weights_equal = list(full_state) == list(resumed_state) and all(
         torch.equal(full_state[k], resumed_state[k]) for k in full_state
     )
-    full_values = {k: v.detach().float().cpu() for k, v in full_trainer.callback_metrics.items() if k != "train_loss_step"}
-    resumed_values = {k: v.detach().float().cpu() for k, v in resumed_trainer.callback_metrics.items() if k != "train_loss_step"}
+    full_values = {
+        k: v.detach().float().cpu() for k, v in full_trainer.callback_metrics.items() if k != "train_loss_step"
+    }
+    resumed_values = {
+        k: v.detach().float().cpu() for k, v in resumed_trainer.callback_metrics.items() if k != "train_loss_step"
+    }
     values_equal = sorted(full_values) == sorted(resumed_values) and all(
         torch.equal(full_values[k], resumed_values[k]) for k in full_values
     )
@@ -486,8 +510,11 @@ def markdown(report: dict[str, Any]) -> str:
     if "skipped" in report["fsdp_resume"]:
         lines.append(f"Skipped: {report['fsdp_resume']['skipped']}.")
     else:
-        lines += ["| run | weights and buffers equal | epoch values equal | uninterrupted | resumed |",
-                  "| --- | --- | --- | --- | --- |", *resume_rows(report["fsdp_resume"])]
+        lines += [
+            "| run | weights and buffers equal | epoch values equal | uninterrupted | resumed |",
+            "| --- | --- | --- | --- | --- |",
+            *resume_rows(report["fsdp_resume"]),
+        ]
     lines.append("")
     return "\n".join(lines)
 
@@ -503,7 +530,9 @@ def resume_rows(table: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the JSON report; the Markdown one goes beside it (.md)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="the JSON report; the Markdown one goes beside it (.md)"
+    )
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny images and net, a few steps, on CPU")
     args = parser.parse_args(argv)
     if not args.cpu_smoke and not torch.cuda.is_available():

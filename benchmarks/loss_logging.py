@@ -27,7 +27,6 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import pytorch_lightning as pl  # noqa: E402
-
 from step_timing import interleaved_step_times  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import TrainStepResult, TypedLightningModule  # noqa: E402
@@ -95,17 +94,23 @@ def main() -> None:
     times = interleaved_step_times(VARIANTS, NoLogging, args.steps, args.repeats, BATCH_SIZE)
     median = {name: statistics.median(values) for name, values in times.items()}
     adapter, explicit, bare = median["adapter log_loss"], median["explicit self.log"], median["no logging"]
-    print(f"torch {torch.__version__}, pytorch_lightning {pl.__version__}, 1 thread, Linear(32, 2), batch size {BATCH_SIZE}")
+    print(
+        f"torch {torch.__version__}, pytorch_lightning {pl.__version__}, 1 thread, Linear(32, 2), batch size {BATCH_SIZE}"
+    )
     print(f"{args.repeats} interleaved fits of {args.steps} steps per variant; median of per-fit median step times")
     for name in VARIANTS:
         spread = f"{min(times[name]) * 1e6:.1f}-{max(times[name]) * 1e6:.1f}"
         print(f"  {name:<18} {median[name] * 1e6:8.1f} us/step   (per-fit medians {spread} us)")
-    print(f"  logging cost: adapter {(adapter - bare) * 1e6:.1f} us, explicit {(explicit - bare) * 1e6:.1f} us per step")
+    print(
+        f"  logging cost: adapter {(adapter - bare) * 1e6:.1f} us, explicit {(explicit - bare) * 1e6:.1f} us per step"
+    )
     # Each repetition's own ratio cancels load that drifts between repetitions (a shared machine).
     paired = sorted(a / e for a, e in zip(times["adapter log_loss"], times["explicit self.log"], strict=True))
     ratio = statistics.median(paired)
     print(f"  ratio of medians: {adapter / explicit:.3f}; per-repetition ratios {paired[0]:.3f}-{paired[-1]:.3f}")
-    print(f"ratio adapter / explicit (median per-repetition): {ratio:.3f} (target <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'})")
+    print(
+        f"ratio adapter / explicit (median per-repetition): {ratio:.3f} (target <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ from torchmetrics.classification import MulticlassAccuracy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import pytorch_lightning as pl  # noqa: E402
-
 from step_timing import interleaved_step_times  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from lightning_step_types import StepMetric, TrainStepResult, TypedLightningModule  # noqa: E402
@@ -119,7 +118,9 @@ def main() -> None:
     times = interleaved_step_times(VARIANTS, NoMetric, args.steps, args.repeats, BATCH_SIZE)
     median = {name: statistics.median(values) for name, values in times.items()}
     bare = median["no metric"]
-    print(f"torch {torch.__version__}, pytorch_lightning {pl.__version__}, 1 thread, Linear(32, 2), batch size {BATCH_SIZE}")
+    print(
+        f"torch {torch.__version__}, pytorch_lightning {pl.__version__}, 1 thread, Linear(32, 2), batch size {BATCH_SIZE}"
+    )
     print(f"{args.repeats} interleaved fits of {args.steps} steps per variant; median of per-fit median step times")
     for name in VARIANTS:
         spread = f"{min(times[name]) * 1e6:.1f}-{max(times[name]) * 1e6:.1f}"

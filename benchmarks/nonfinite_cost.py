@@ -69,7 +69,9 @@ def check_cost_us(policy: str | None, number: int, repeats: int) -> float:
 def step_cost_us(policy: str | None, steps: int) -> float:
     """Mean wall time of one training step over a fit of ``steps`` batches, in microseconds."""
     generator = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randn(2 * steps, 32, generator=generator), torch.randint(0, 2, (2 * steps,), generator=generator))
+    data = TensorDataset(
+        torch.randn(2 * steps, 32, generator=generator), torch.randint(0, 2, (2 * steps,), generator=generator)
+    )
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=1,

@@ -133,8 +133,15 @@ VARIANTS = (
         target=TARGET_RATIO,
     ),
     # Any callback costs Lightning's per-step hook dispatch; this row separates that from the adapter's work.
-    Variant("empty Callback() on the dict module", PlainDict, lambda: [pl.Callback()], "plain: return {'loss', 'logits'}"),
-    Variant("StepResultAdapter() on the dict module", PlainDict, lambda: [StepResultAdapter()], "plain: return {'loss', 'logits'}"),
+    Variant(
+        "empty Callback() on the dict module", PlainDict, lambda: [pl.Callback()], "plain: return {'loss', 'logits'}"
+    ),
+    Variant(
+        "StepResultAdapter() on the dict module",
+        PlainDict,
+        lambda: [StepResultAdapter()],
+        "plain: return {'loss', 'logits'}",
+    ),
     # The adapter's two per-step features turned off one after the other: what each costs.
     Variant(
         "StepResultAdapter(exact_resume=False) on the dict module",
@@ -152,10 +159,18 @@ VARIANTS = (
     # whose state the record reads before each fetch.
     Variant("typed: TrainStepResult(loss), exact_resume=False", TypedLossNoExactResume, baseline="plain: return loss"),
     Variant("stateful loader, plain: return loss", PlainLoss, stateful=True),
-    Variant("stateful loader, typed: TrainStepResult(loss)", TypedLoss, baseline="stateful loader, plain: return loss",
-            stateful=True),
-    Variant("stateful loader, typed: exact_resume=False", TypedLossNoExactResume,
-            baseline="stateful loader, plain: return loss", stateful=True),
+    Variant(
+        "stateful loader, typed: TrainStepResult(loss)",
+        TypedLoss,
+        baseline="stateful loader, plain: return loss",
+        stateful=True,
+    ),
+    Variant(
+        "stateful loader, typed: exact_resume=False",
+        TypedLossNoExactResume,
+        baseline="stateful loader, plain: return loss",
+        stateful=True,
+    ),
 )
 EMPTY_CALLBACK, ADAPTER = "empty Callback() on the dict module", "StepResultAdapter() on the dict module"
 ADAPTER_ROWS = [v.name for v in VARIANTS if v.name.startswith("StepResultAdapter(")]
@@ -465,7 +480,10 @@ def step_call_cost(steps: int, rounds: int) -> dict[str, float]:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)) for row in [header, *rows]]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+        for row in [header, *rows]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -485,7 +503,9 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)  # "GPU available: False ..." per Trainer
     pl.seed_everything(0, verbose=False)
-    print(f"torch {torch.__version__}, pytorch-lightning {importlib.metadata.version('pytorch-lightning')}, 1 CPU thread")
+    print(
+        f"torch {torch.__version__}, pytorch-lightning {importlib.metadata.version('pytorch-lightning')}, 1 CPU thread"
+    )
 
     rounds = (steps - warmup) // segment
     print(f"\n1. Training step, end to end (Linear(32, 2), batch size {BATCH_SIZE}): the variants train side by")
@@ -507,7 +527,11 @@ def main() -> None:
         base = clocks[variant.baseline]
         cpu_ratio = statistics.median(per_round_ratios(variant.name, variant.baseline))
         wall_ratio = statistics.median(t / b for t, b in zip(clock.wall, base.wall))
-        verdict = "" if variant.target is None else f"<= {variant.target}: " + ("ok" if cpu_ratio <= variant.target else "ABOVE")
+        verdict = (
+            ""
+            if variant.target is None
+            else f"<= {variant.target}: " + ("ok" if cpu_ratio <= variant.target else "ABOVE")
+        )
         rows.append((variant.name, f"{cpu_us:.1f}", f"{wall_us:.1f}", f"{cpu_ratio:.3f}", f"{wall_ratio:.3f}", verdict))
     # The adapter against the empty Callback(): both ratios are to the same plain turn of each round,
     # so their per-round difference is what the adapter adds beyond being a callback at all.
@@ -521,26 +545,30 @@ def main() -> None:
         difference = statistics.median(differences)
         verdict = ""
         if name == ADAPTER:
-            verdict = f"<= {ADAPTER_TARGET_DIFFERENCE}: " + ("ok" if difference <= ADAPTER_TARGET_DIFFERENCE else "ABOVE")
+            verdict = f"<= {ADAPTER_TARGET_DIFFERENCE}: " + (
+                "ok" if difference <= ADAPTER_TARGET_DIFFERENCE else "ABOVE"
+            )
         rows.append((f"{name.split(' on ')[0]} minus empty Callback()", "", "", f"{difference:+.3f}", "", verdict))
     print(_table(("variant", "CPU µs/step", "wall µs/step", "ratio (CPU)", "ratio (wall)", "target (CPU)"), rows))
 
     print(f"\n2. Building one checked result (timeit, best of {repeat} x {number})\n")
     built = construction(number, repeat)
     typed_us = built["TrainStepResult(loss, metadata)"]
-    print(_table(
-        ("construction", "µs each", "ratio vs TrainStepResult"),
-        [(name, f"{us:.2f}", f"{us / typed_us:.2f}") for name, us in built.items()],
-    ))
+    print(
+        _table(
+            ("construction", "µs each", "ratio vs TrainStepResult"),
+            [(name, f"{us:.2f}", f"{us / typed_us:.2f}") for name, us in built.items()],
+        )
+    )
 
     print(f"\n3. The adapter's own cost per step (a near-empty step, timeit best of {repeat} x {number})\n")
     plain_step_us = statistics.median(clocks["plain: return loss"].cpu) * 1e6
     cost_rows = []
     for name, (adapted_us, direct_us) in adapter_cost(number, repeat).items():
         overhead = adapted_us - direct_us
-        cost_rows.append((
-            name, f"{adapted_us:.2f}", f"{direct_us:.2f}", f"{overhead:.2f}", f"{overhead / plain_step_us:.2%}"
-        ))
+        cost_rows.append(
+            (name, f"{adapted_us:.2f}", f"{direct_us:.2f}", f"{overhead:.2f}", f"{overhead / plain_step_us:.2%}")
+        )
     print(_table(("step called", "adapted µs", "direct µs", "overhead µs", "of a plain step"), cost_rows))
 
     print(f"\n4. The step call inside a real fit ({call_rounds} fits of {call_steps} steps per variant, taking turns;")

@@ -50,7 +50,9 @@ def prepare(lightning: Path, commit: str, out: Path) -> Path:
     _archive(lightning, commit, ["tests/tests_pytorch", "pyproject.toml"], out)
     with tempfile.TemporaryDirectory() as scratch:
         _archive(lightning, commit, [".actions/assistant.py"], Path(scratch))
-        spec = importlib.util.spec_from_file_location("lightning_assistant", Path(scratch) / ".actions" / "assistant.py")
+        spec = importlib.util.spec_from_file_location(
+            "lightning_assistant", Path(scratch) / ".actions" / "assistant.py"
+        )
         assert spec is not None and spec.loader is not None
         assistant = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(assistant)

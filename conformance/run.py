@@ -105,7 +105,10 @@ def run_mode(mode: str, tests: Path, out: Path, package: Path | None, extra: lis
 def _count_line(data: dict) -> str:
     counts = Counter(data["outcomes"].values())
     parts = [f"{len(data['outcomes'])} tests"] + [f"{counts[k]} {k}" for k in sorted(counts)]
-    return ", ".join(parts) + f"; {data['trainers_built']} trainers built, {data['trainers_with_adapter']} with the adapter"
+    return (
+        ", ".join(parts)
+        + f"; {data['trainers_built']} trainers built, {data['trainers_with_adapter']} with the adapter"
+    )
 
 
 def compare(runs: dict[str, dict], entries: list[tuple[str, str, str]]) -> tuple[list[str], int]:
@@ -146,7 +149,10 @@ def compare(runs: dict[str, dict], entries: list[tuple[str, str, str]]) -> tuple
             mark = f"allowed: {reason}" if reason else "FAIL"
             lines.append(f"- `{node}` ({mark}): {data['causes'].get(node, '')}")
         if fixed:
-            lines += ["", f"{len(fixed)} fail plainly and pass under the adapter: " + ", ".join(f"`{n}`" for n in fixed)]
+            lines += [
+                "",
+                f"{len(fixed)} fail plainly and pass under the adapter: " + ", ".join(f"`{n}`" for n in fixed),
+            ]
     return lines, unexpected
 
 
@@ -154,10 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--tests", type=Path, help="a folder prepare.py wrote")
-    source.add_argument("--lightning", type=Path, help="a clone of Lightning-AI/pytorch-lightning (prepared into --out)")
+    source.add_argument(
+        "--lightning", type=Path, help="a clone of Lightning-AI/pytorch-lightning (prepared into --out)"
+    )
     parser.add_argument("--commit", default=DEFAULT_COMMIT, help="with --lightning: the commit to test against")
     parser.add_argument("--modes", default="off,default,log_loss", help="comma-separated: off, default, log_loss")
-    parser.add_argument("--package", type=Path, help="a lightning_step_types checkout to test instead of the installed one")
+    parser.add_argument(
+        "--package", type=Path, help="a lightning_step_types checkout to test instead of the installed one"
+    )
     parser.add_argument("--out", type=Path, default=Path("conformance-results"), help="where the reports go")
     parser.add_argument("--allow-list", type=Path, default=HERE / "allowlist.txt")
     parser.add_argument(

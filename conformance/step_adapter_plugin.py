@@ -176,8 +176,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    import lightning_step_types
     import pytorch_lightning
+
+    import lightning_step_types
 
     return (
         f"step adapter: {config.stash[_INJECTOR].mode}; lightning_step_types from "

@@ -23,8 +23,8 @@ from lightning_step_types.results import FrozenMetadata, StepResult, TrainStepRe
 
 if TYPE_CHECKING:  # checkers see the lazily imported names (as the stubs declare them)
     from lightning_step_types.metrics import StepMetric, declared_metric
-    from lightning_step_types.resume_options import not_resumed
     from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedCallback, TypedLightningModule
+    from lightning_step_types.resume_options import not_resumed
 
 __all__ = [
     "FrozenMetadata",

@@ -180,7 +180,9 @@ def _legacy_view(output: object) -> object:
     if isinstance(output, torch.Tensor):
         return types.MappingProxyType({"loss": output})
     if isinstance(output, dict):
-        return types.MappingProxyType(cast("dict[object, object]", output))  # isinstance leaves the type arguments unknown
+        return types.MappingProxyType(
+            cast("dict[object, object]", output)
+        )  # isinstance leaves the type arguments unknown
     if isinstance(output, Mapping):
         return types.MappingProxyType(dict(cast("Mapping[object, object]", output)))
     return output

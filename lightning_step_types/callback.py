@@ -13,6 +13,8 @@ from typing import Any, cast
 import lightning_step_types.epoch_state as epoch_state
 import lightning_step_types.stage_isolation as stage_isolation
 from lightning_step_types.adapter import STEP_HOOKS, set_nonfinite_deferral
+from lightning_step_types.errors import StepResultWarning
+from lightning_step_types.metric_updates import end_of_stage
 from lightning_step_types.metrics import (
     MetricSet,
     StepMetric,
@@ -21,9 +23,6 @@ from lightning_step_types.metrics import (
     detach_metric_set,
     loss_log_names,
 )
-from lightning_step_types.metric_updates import end_of_stage
-from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
-from lightning_step_types.errors import StepResultWarning
 from lightning_step_types.module import TypedModuleMixin, module_policy
 from lightning_step_types.policy import (
     DEFAULT_NONFINITE_LOSS,
@@ -32,6 +31,7 @@ from lightning_step_types.policy import (
     StepPolicy,
     is_default_nonfinite_loss,
 )
+from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
 
 __all__ = ["StepResultAdapterMixin"]
 

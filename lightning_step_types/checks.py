@@ -165,13 +165,14 @@ def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepRes
                 "None",
                 "a TrainStepResult on every process: skipping a batch with None is not supported"
                 " under distributed training (the other processes would wait for its gradients)",
-                "return a zero loss that keeps the graph instead, e.g."
-                " `return TrainStepResult(loss=loss * 0.0)`",
+                "return a zero loss that keeps the graph instead, e.g. `return TrainStepResult(loss=loss * 0.0)`",
                 call.hook,
             )
         return None, None
     if type(output) not in _PLAIN_RETURN_TYPES and isinstance(output, StepResult):
-        output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
+        output = cast(
+            "StepResult[Mapping[str, Any]]", output
+        )  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
         return _accept_training_result(output, call)
@@ -184,7 +185,9 @@ def _check_evaluation_return(output: object, call: StepCall) -> tuple[Any, StepR
     if output is None:
         return None, None
     if type(output) is ValStepResult or isinstance(output, StepResult):  # the common case first
-        output = cast("StepResult[Mapping[str, Any]]", output)  # isinstance leaves the type arguments unknown to pyright
+        output = cast(
+            "StepResult[Mapping[str, Any]]", output
+        )  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, ValStepResult):
             raise _wrong_result_class(output, ValStepResult, call)
         _skip_nonfinite(output.loss, "return value.loss", call)
@@ -264,7 +267,9 @@ def _other_settings(logging: LossLogging, stage: str) -> str:
     default = LossLogging()
     fields = [field for field in ("train", "val", "test", "prog_bar", "sync_dist") if field != stage]
     return "".join(
-        f", {field}={getattr(logging, field)!r}" for field in fields if getattr(logging, field) != getattr(default, field)
+        f", {field}={getattr(logging, field)!r}"
+        for field in fields
+        if getattr(logging, field) != getattr(default, field)
     )
 
 
@@ -300,7 +305,9 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
         if "loss" in output:
             loss = output["loss"]
             _check_returned_loss(loss, "return value['loss']", call)
-            nonfinite = call.nonfinite_loss is not None and not math.isfinite(loss.item())  # see _accept_training_result
+            nonfinite = call.nonfinite_loss is not None and not math.isfinite(
+                loss.item()
+            )  # see _accept_training_result
             if nonfinite and _skip_nonfinite(loss, "return value['loss']", call):
                 return None
         elif call.automatic_optimization:

@@ -43,7 +43,9 @@ DEFAULT_MAX_EPOCHS = 20
 DEFAULT_OUTPUT_DIR = Path("demo_outputs")
 SEED = 0
 # The demo's last printed line.
-NEXT_STEP = "Next: read this run's source, lightning_step_types/demo.py, then docs/quickstart.md to type your own module."
+NEXT_STEP = (
+    "Next: read this run's source, lightning_step_types/demo.py, then docs/quickstart.md to type your own module."
+)
 
 
 def make_moons(size: int, generator: torch.Generator, noise: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:

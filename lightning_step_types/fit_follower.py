@@ -39,8 +39,8 @@ from lightning_step_types.lightning_internals import (
     logger_step,
     metric_change_mark,
     metric_states_on_device,
-    running,
     next_zero_grad_index,
+    running,
     stateful_loader_states,
     training_epoch_results,
     unfollow_fetches,
@@ -84,8 +84,18 @@ class BatchRecord:
     identity moved), since their owners update them in place.
     """
 
-    __slots__ = ("epoch", "batch", "logged", "pending", "metrics", "marks", "steps", "scheduler_updates", "fetched",
-                 "prefetched")
+    __slots__ = (
+        "epoch",
+        "batch",
+        "logged",
+        "pending",
+        "metrics",
+        "marks",
+        "steps",
+        "scheduler_updates",
+        "fetched",
+        "prefetched",
+    )
 
     def __init__(self) -> None:
         self.epoch: int = -1

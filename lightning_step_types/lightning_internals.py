@@ -245,8 +245,13 @@ def _entry(key: str, item: Any, snapshot: tuple[dict[str, torch.Tensor], bool] |
     else:
         has_reset = bool(item.has_reset)
         if item.is_tensor:
-            tensors = _running_tensors(item, reduction, item.value, item.__dict__.get("cumulated_batch_size"),
-                                       item.__dict__.get("_forward_cache"))
+            tensors = _running_tensors(
+                item,
+                reduction,
+                item.value,
+                item.__dict__.get("cumulated_batch_size"),
+                item.__dict__.get("_forward_cache"),
+            )
     standing_step_value = bool(meta.on_step) and "_forward_cache" in tensors
     return LoggedEntry(
         key=key,
@@ -287,17 +292,28 @@ def create_logged_entry(results: Any, trainer: Any, saved: Mapping[str, Any], va
     """
     meta = saved["meta"]
     results.log(
-        meta["fx"], meta["name"], value, prog_bar=meta["prog_bar"], logger=meta["logger"],
-        on_step=meta["on_step"], on_epoch=meta["on_epoch"], reduce_fx=meta["reduce_fx"],
-        enable_graph=meta["enable_graph"], sync_dist=meta["sync_dist"],
+        meta["fx"],
+        meta["name"],
+        value,
+        prog_bar=meta["prog_bar"],
+        logger=meta["logger"],
+        on_step=meta["on_step"],
+        on_epoch=meta["on_epoch"],
+        reduce_fx=meta["reduce_fx"],
+        enable_graph=meta["enable_graph"],
+        sync_dist=meta["sync_dist"],
         sync_dist_fn=trainer.strategy.reduce,
-        add_dataloader_idx=meta["add_dataloader_idx"], batch_size=1,
-        metric_attribute=saved.get("metric_attribute"), rank_zero_only=meta["rank_zero_only"],
+        add_dataloader_idx=meta["add_dataloader_idx"],
+        batch_size=1,
+        metric_attribute=saved.get("metric_attribute"),
+        rank_zero_only=meta["rank_zero_only"],
     )
     return results[saved["key"]]
 
 
-def _running_tensors(item: Any, reduction: str, value: Any, cumulated_batch_size: Any, forward_cache: Any) -> dict[str, Any]:
+def _running_tensors(
+    item: Any, reduction: str, value: Any, cumulated_batch_size: Any, forward_cache: Any
+) -> dict[str, Any]:
     tensors: dict[str, Any] = {"value": value}
     if reduction == "mean":
         tensors["cumulated_batch_size"] = cumulated_batch_size
@@ -327,7 +343,9 @@ def logged_snapshot(results: Any) -> tuple[LoggedSnapshot, dict[str, Any]]:
         has_reset = item.has_reset
         # the instance __dict__: a missing state would go through nn.Module.__getattr__ and raise
         state = item.__dict__
-        snapshot.append((key, item, item.value, state.get("cumulated_batch_size"), state.get("_forward_cache"), has_reset))
+        snapshot.append(
+            (key, item, item.value, state.get("cumulated_batch_size"), state.get("_forward_cache"), has_reset)
+        )
         if not item.is_tensor and not has_reset and item.meta.metric_attribute is not None:
             metric_objects[item.meta.metric_attribute] = item.value
     return snapshot, metric_objects
@@ -379,8 +397,15 @@ def stop_calling_before_updates(results: Any) -> None:
 
 
 _LOG_DEFAULTS = {  # `_ResultCollection.log`'s defaults, as `_logged_with` reads them back
-    "prog_bar": False, "logger": True, "on_step": False, "on_epoch": True, "reduce_fx": "mean",
-    "enable_graph": False, "add_dataloader_idx": True, "sync_dist": False, "rank_zero_only": False,
+    "prog_bar": False,
+    "logger": True,
+    "on_step": False,
+    "on_epoch": True,
+    "reduce_fx": "mean",
+    "enable_graph": False,
+    "add_dataloader_idx": True,
+    "sync_dist": False,
+    "rank_zero_only": False,
 }
 
 
@@ -394,8 +419,11 @@ def guard_logged_keys(results: Any, created: dict[str, Mapping[str, Any]], on_ch
     log = cast("Callable[..., None]", getattr(kind, "log"))
 
     def guarded_log(fx: str, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
-        key = f"{fx}.{name}" if results.dataloader_idx is None or not kwargs.get("add_dataloader_idx", True) else (
-            f"{fx}.{name}.{results.dataloader_idx}")
+        key = (
+            f"{fx}.{name}"
+            if results.dataloader_idx is None or not kwargs.get("add_dataloader_idx", True)
+            else (f"{fx}.{name}.{results.dataloader_idx}")
+        )
         meta = created.pop(key, None)
         if meta is not None:
             sync = kwargs.get("sync_dist", False)
@@ -781,11 +809,15 @@ def update_schedulers_after_step(trainer: Any) -> None:
 
 def plateau_epoch_schedulers(trainer: Any) -> list[str]:
     """The ``ReduceLROnPlateau`` schedulers Lightning updates at an epoch's end (`LRSchedulerConfig`)."""
-    return [
-        type(config.scheduler).__name__
-        for config in trainer.lr_scheduler_configs
-        if config.reduce_on_plateau and config.interval == "epoch"
-    ] if trainer.lightning_module.automatic_optimization else []
+    return (
+        [
+            type(config.scheduler).__name__
+            for config in trainer.lr_scheduler_configs
+            if config.reduce_on_plateau and config.interval == "epoch"
+        ]
+        if trainer.lightning_module.automatic_optimization
+        else []
+    )
 
 
 def update_plateau_schedulers_of_epoch(trainer: Any, epoch: int) -> None:
@@ -815,8 +847,11 @@ def epoch_end_views(trainer: Any) -> dict[str, dict[str, Any]]:
     if int(getattr(trainer, "world_size", 1)) > 1:
         return {}
     metrics: dict[str, dict[str, Any]] = trainer._logger_connector.metrics
-    return {"callback_metrics": dict(metrics["callback"]), "logged_metrics": dict(metrics["log"]),
-            "progress_bar_metrics": dict(metrics["pbar"])}
+    return {
+        "callback_metrics": dict(metrics["callback"]),
+        "logged_metrics": dict(metrics["log"]),
+        "progress_bar_metrics": dict(metrics["pbar"]),
+    }
 
 
 def logger_metric_dicts(trainer: Any) -> dict[str, dict[str, Any]]:
@@ -850,8 +885,10 @@ def log_step_row(trainer: Any, row: Mapping[str, Mapping[str, Any]], *, to_logge
     """
     connector = trainer._logger_connector
     device = trainer.strategy.root_device
-    moved = {kind: {name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in values.items()}
-             for kind, values in row.items()}
+    moved = {
+        kind: {name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in values.items()}
+        for kind, values in row.items()
+    }
     connector._progress_bar_metrics.update(moved.get("pbar", {}))
     connector._callback_metrics.update(moved.get("callback", {}))
     if trainer.loggers:
@@ -997,11 +1034,17 @@ def metric_states(metric: Any) -> dict[str, Any]:
 def metric_states_on_device(metric: Any) -> dict[str, Any]:
     """`metric_states`, copied where they are (every batch: `metric_states_on_cpu` when saving)."""
     # torchmetrics (private): `Metric._update_count`, as in `update_bookkeeping`
-    return {"states": {name: _cloned(value) for name, value in metric.metric_state.items()}, "update_count": int(metric._update_count)}
+    return {
+        "states": {name: _cloned(value) for name, value in metric.metric_state.items()},
+        "update_count": int(metric._update_count),
+    }
 
 
 def metric_states_on_cpu(copied: Mapping[str, Any]) -> dict[str, Any]:
-    return {"states": {name: _copied(value) for name, value in copied["states"].items()}, "update_count": copied["update_count"]}
+    return {
+        "states": {name: _copied(value) for name, value in copied["states"].items()},
+        "update_count": copied["update_count"],
+    }
 
 
 def load_metric_states(metric: Any, saved: Mapping[str, Any]) -> None:
@@ -1135,7 +1178,9 @@ def logged_metric_objects(results: Any, since_reset: bool) -> list[tuple[Any, st
 
 # MisconfigurationException from `_ResultCollection.log` when one name is logged twice in a hook
 # with other arguments (Lightning 2.x message).
-_LOGGED_TWICE = re.compile(r"^You called `self\.log\((?P<name>.+?), \.\.\.\)` twice in `(?P<fx>[^`]+)` with different arguments")
+_LOGGED_TWICE = re.compile(
+    r"^You called `self\.log\((?P<name>.+?), \.\.\.\)` twice in `(?P<fx>[^`]+)` with different arguments"
+)
 
 
 def log_clash_name(error: BaseException) -> str | None:

@@ -17,7 +17,14 @@ import torch
 from torchmetrics import Metric, MetricCollection
 
 from lightning_step_types.checks import StepCall
-from lightning_step_types.errors import StepResultError, StepResultWarning, describe, describe_tensor, format_problem, short_repr
+from lightning_step_types.errors import (
+    StepResultError,
+    StepResultWarning,
+    describe,
+    describe_tensor,
+    format_problem,
+    short_repr,
+)
 from lightning_step_types.metric_copies import StageCopies
 from lightning_step_types.results import StepResult
 
@@ -148,7 +155,9 @@ def _arity_problem(metric: Metric | MetricCollection, arguments: tuple[Any, ...]
         return None
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
         return None
-    positional = [p for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    positional = [
+        p for p in parameters if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
     required = [p for p in positional if p.default is inspect.Parameter.empty]
     if len(required) <= len(arguments) <= len(positional):
         return None
@@ -252,7 +261,9 @@ def short_str(value: object) -> str:
         return "name"
 
 
-def many_values_error(stage_copies: StageCopies, member: str | None, value: object, hook: str, how: str) -> StepResultError:
+def many_values_error(
+    stage_copies: StageCopies, member: str | None, value: object, hook: str, how: str
+) -> StepResultError:
     """A copy whose first value (its batch value, or its epoch's compute()) is not one number."""
     metric = stage_copies.copies[0]
     shown = type(metric).__name__ + (f"[{member!r}]" if member is not None else "")

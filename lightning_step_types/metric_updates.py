@@ -110,7 +110,9 @@ class MetricSet:
         for stage_copies in declared:
             if stage_copies.step_values:  # training: one loader; the batch value is logged every step
                 metric = stage_copies.copies[0]
-                value = _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), True)
+                value = _update_atomically(
+                    stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), True
+                )
                 if not stage_copies.checked_one_value:
                     stage_copies.checked_one_value = True
                     _check_one_value(stage_copies, value, call.hook, "forward")
@@ -121,7 +123,9 @@ class MetricSet:
                 context = logging_context(module)
             idx = context[2] or 0
             metric = stage_copies.copy_for(idx)
-            _update_atomically(stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), False)
+            _update_atomically(
+                stage_copies, call, result, metric, _arguments(stage_copies, call, result, batch, metric), False
+            )
             if logged_metric(context, stage_copies.first_name) is not stage_copies.logged_first[idx]:
                 # The copy's first update in this epoch (in this process): Lightning does not hold it yet.
                 _check_no_clash(module, stage_copies, call)
@@ -172,7 +176,9 @@ class MetricSet:
 
 def _container_key(stage_copies: StageCopies, dataloader_idx: int) -> str:
     # ModuleDict keys may not contain "."; these are unique per (stage, entry, loader).
-    key = f"{stage_copies.stage}__{stage_copies.entry}" + (f"__dataloader_idx_{dataloader_idx}" if dataloader_idx else "")
+    key = f"{stage_copies.stage}__{stage_copies.entry}" + (
+        f"__dataloader_idx_{dataloader_idx}" if dataloader_idx else ""
+    )
     return key.replace(".", "_")
 
 

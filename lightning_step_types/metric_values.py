@@ -54,7 +54,11 @@ def declared_metric(module: Any, name: str, stage: str = "val", dataloader_idx: 
     computing it there costs nothing more: torchmetrics caches the value for Lightning). Works
     for metrics declared by a ``TypedLightningModule`` or a ``StepResultAdapter``, from setup on.
     """
-    where = f"declared_metric({name!r}, stage={stage!r}" + (f", dataloader_idx={dataloader_idx}" if dataloader_idx else "") + ")"
+    where = (
+        f"declared_metric({name!r}, stage={stage!r}"
+        + (f", dataloader_idx={dataloader_idx}" if dataloader_idx else "")
+        + ")"
+    )
     found = [sc for metric_set in metric_sets_of(module) for sc in metric_set.stage_copies if sc.stage == stage]
     for stage_copies in found:
         if stage_copies.entry == name:

@@ -24,8 +24,8 @@ from lightning_step_types.adapter import STEP_HOOKS, module_state
 from lightning_step_types.errors import StepResultError, describe, short_repr
 from lightning_step_types.metric_copies import StageCopies
 from lightning_step_types.metric_messages import callable_name, describe_callable, short_str
-from lightning_step_types.metric_updates import STAGES as STAGES  # the rest of the package imports these from here
 from lightning_step_types.metric_updates import CONTAINER_ATTRIBUTE as CONTAINER_ATTRIBUTE
+from lightning_step_types.metric_updates import STAGES as STAGES  # the rest of the package imports these from here
 from lightning_step_types.metric_updates import MetricSet as MetricSet
 from lightning_step_types.metric_updates import StepMetricCopies as StepMetricCopies
 from lightning_step_types.metric_updates import stage_of as stage_of
@@ -247,7 +247,9 @@ def _check_entry(declared_by: str, entry: object, binding: object) -> None:
             f"{where}.stages",
             describe(stages),
             "a non-empty tuple of stages: 'train', 'val', 'test'",
-            f"pass a tuple: `stages=({stages!r},)`" if isinstance(stages, str) else "pass e.g. `stages=('val', 'test')`",
+            f"pass a tuple: `stages=({stages!r},)`"
+            if isinstance(stages, str)
+            else "pass e.g. `stages=('val', 'test')`",
             declared_by,
         )
     for stage in cast("tuple[object, ...]", stages):
@@ -348,7 +350,13 @@ def _check_log_name(declared_by: str, where: str, template: object) -> None:
 def _checked_log_names(declared_by: str, entry: str, stage: str, binding: StepMetric[Any]) -> dict[str | None, str]:
     try:
         return _log_names(entry, stage, binding)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:  # a format spec or an attribute of a field
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+    ) as error:  # a format spec or an attribute of a field
         raise StepResultError(
             f"[{entry!r}].log_name",
             f"{short_repr(binding.log_name)}: {type(error).__name__}: {error}",
@@ -363,7 +371,11 @@ def _check_one_value(declared_by: str, where: str, metric: Metric | MetricCollec
 
     Others that turn out to give more are refused at their first compute (``metric_updates``).
     """
-    members = list(metric.items(keep_base=True, copy_state=False)) if isinstance(metric, MetricCollection) else [(None, metric)]
+    members = (
+        list(metric.items(keep_base=True, copy_state=False))
+        if isinstance(metric, MetricCollection)
+        else [(None, metric)]
+    )
     for member, member_metric in members:
         problem = many_values(member_metric)
         if problem is None:
@@ -394,7 +406,10 @@ def many_values(metric: Metric) -> tuple[str, str] | None:
         return "a curve", _OWN_EPOCH_END
     average = getattr(metric, "average", "")
     if average is None or average == "none":
-        return f"average={average!r}: one value per class", "pass `average='macro'` (or 'micro', 'weighted') for one value"
+        return (
+            f"average={average!r}: one value per class",
+            "pass `average='macro'` (or 'micro', 'weighted') for one value",
+        )
     if getattr(metric, "multidim_average", None) == "samplewise":
         return "multidim_average='samplewise': one value per sample", "pass `multidim_average='global'` for one value"
     return None

@@ -21,6 +21,7 @@ from lightning_step_types.adapter import (
 )
 from lightning_step_types.compiled_logging import record_log, recording_logs
 from lightning_step_types.lightning_internals import trainer_of
+from lightning_step_types.metric_updates import end_of_stage
 from lightning_step_types.metrics import (
     StepMetric,
     attach_metric_set,
@@ -28,7 +29,13 @@ from lightning_step_types.metrics import (
     loss_log_names,
     taken_log_names,
 )
-from lightning_step_types.metric_updates import end_of_stage
+from lightning_step_types.policy import (
+    DEFAULT_NONFINITE_LOSS,
+    LossLogging,
+    NonFiniteLoss,
+    StepPolicy,
+    is_default_nonfinite_loss,
+)
 from lightning_step_types.wrapping import (
     BatchEndPlan,
     adapt_batch_end_function,
@@ -38,13 +45,6 @@ from lightning_step_types.wrapping import (
     converts_its_outputs,
     run_ours_first,
     wrap_inherited_hooks,
-)
-from lightning_step_types.policy import (
-    DEFAULT_NONFINITE_LOSS,
-    LossLogging,
-    NonFiniteLoss,
-    StepPolicy,
-    is_default_nonfinite_loss,
 )
 
 __all__ = ["TypedModuleMixin"]
@@ -215,7 +215,9 @@ class TypedModuleMixin:
         """Called after each test step with its ``ValStepResult``, or None."""
 
 
-def _lightning_log(module: TypedModuleMixin, name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _lightning_log(
+    module: TypedModuleMixin, name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     cast(Any, super(TypedModuleMixin, module)).log(name, value, *args, **kwargs)
 
 

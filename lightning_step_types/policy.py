@@ -40,6 +40,7 @@ def is_default_nonfinite_loss(value: object) -> bool:
     """Whether ``value`` is the default, not set by the user (then it steps aside for Lightning's handling)."""
     return type(value) is _DefaultRaise
 
+
 _NONFINITE_CHOICES = ("raise", "warn", "skip", None)
 
 
@@ -76,12 +77,10 @@ class StepPolicy:
 
     def __post_init__(self) -> None:
         if self.nonfinite_loss not in _NONFINITE_CHOICES:
-            raise ValueError(
-                f"nonfinite_loss={self.nonfinite_loss!r}: expected one of 'raise', 'warn', 'skip' or None"
-            )
+            raise ValueError(f"nonfinite_loss={self.nonfinite_loss!r}: expected one of 'raise', 'warn', 'skip' or None")
 
     @staticmethod
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def of(strict: bool, nonfinite_loss: NonFiniteLoss, log_loss: bool | LossLogging = False) -> StepPolicy:
         """A shared instance per setting: the adapter reads the policy on every step."""
         if log_loss is True:

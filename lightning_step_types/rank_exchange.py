@@ -184,7 +184,9 @@ def settle_save(trainer: Any, saved_point: dict[str, Any] | None) -> None:
         if saved_point is None:  # nothing of ours in this checkpoint: Lightning's barrier as it is
             return
         # resumed and saved again before any batch: no state to exchange, the same barrier
-        save = fit.begin(store, f"{saved_point['kind']} {saved_point['epoch']} {saved_point['batch']}", interrupted(trainer))
+        save = fit.begin(
+            store, f"{saved_point['kind']} {saved_point['epoch']} {saved_point['batch']}", interrupted(trainer)
+        )
     replace_save_barrier(trainer.strategy, lambda: _wait_for_others(fit, store, save))
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any, Generic, cast
+from typing import Any, Generic, TypeGuard, cast
 
 import torch
 import torch.utils._pytree as pytree
-from typing_extensions import Self, TypeGuard, TypeVar
+from typing_extensions import Self, TypeVar
 
 from lightning_step_types.errors import StepResultError, describe, describe_tensor
 
@@ -127,7 +127,6 @@ pytree.register_pytree_node(
     serialized_type_name=f"{__name__}.FrozenMetadata",
     flatten_with_keys_fn=_flatten_metadata_with_keys,
 )
-
 
 
 # init=False: the hand-written __init__ checks before it stores (a result is built on every step).

@@ -81,7 +81,6 @@ def _held_in(path: str, value: dict[Any, Any] | list[Any] | tuple[Any, ...], dep
 
 def _is_plain_object(value: Any) -> bool:
     """An instance of a user's class with a ``__dict__``: not a module, tensor, class or function."""
-    return (
-        hasattr(value, "__dict__")
-        and not isinstance(value, (torch.nn.Module, torch.Tensor, type, types.FunctionType, types.MethodType, types.ModuleType))
+    return hasattr(value, "__dict__") and not isinstance(
+        value, (torch.nn.Module, torch.Tensor, type, types.FunctionType, types.MethodType, types.ModuleType)
     )

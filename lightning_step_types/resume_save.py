@@ -23,8 +23,8 @@ from lightning_step_types.lightning_internals import (
     epoch_end_done,
     epoch_results_mismatch,
     fetch_position,
-    in_epoch_start,
     fit_loop_at_point,
+    in_epoch_start,
     interrupted,
     logged_entries,
     logger_step,
@@ -145,7 +145,9 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
     return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled, point.from_validation)
 
 
-def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
+def _losses(
+    point: Point, follower: FitFollower, trainer: Any, module: Any, state: dict[str, Any]
+) -> list[dict[str, Any]]:
     """What the resumed run cannot reproduce, with what the warning names."""
     found: list[dict[str, Any]] = []
     for loss in point.losses:
@@ -155,8 +157,10 @@ def _losses(point: Point, follower: FitFollower, trainer: Any, module: Any, stat
         elif loss.kind == "batch_end_hooks":  # values the batch-end hooks log, not logged yet for this batch
             at_start = {key: value for key, _, value, *_ in follower.record.logged}
             entry["names"] = [
-                entry.shown for entry in logged_entries(follower.results)
-                if entry.meta["fx"] == "on_train_batch_end" and entry.meta["on_epoch"]
+                entry.shown
+                for entry in logged_entries(follower.results)
+                if entry.meta["fx"] == "on_train_batch_end"
+                and entry.meta["on_epoch"]
                 and entry.tensors.get("value") is at_start.get(entry.key)
             ]
         elif loss.kind == "gradients":

@@ -55,12 +55,14 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
     if rewound:
         state["metrics"] = {
             name: {"type": type_name(follower.metrics[name]), **metric_states_on_cpu(copied)}
-            for name, copied in follower.record.metrics.items() if name in follower.metrics
+            for name, copied in follower.record.metrics.items()
+            if name in follower.metrics
         }
     elif point is not None and point.from_validation and follower.validation_metrics is not None:
         state["metrics"] = {
             name: {"type": type_name(follower.metrics[name]), **metric_states_on_cpu(copied)}
-            for name, copied in follower.validation_metrics.items() if name in follower.metrics
+            for name, copied in follower.validation_metrics.items()
+            if name in follower.metrics
         }
     else:
         # at an epoch's end, Lightning resets the metric objects logged in training after the save
@@ -68,7 +70,8 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
         ending = point is not None and point.after_epoch_end
         state["metrics"] = {
             name: {"type": type_name(metric), **metric_states(metric)}
-            for name, metric in follower.metrics.items() if not (ending and id(metric) in reset)
+            for name, metric in follower.metrics.items()
+            if not (ending and id(metric) in reset)
         }
     views = logger_metric_dicts(trainer)
     if point is not None and point.from_validation and follower.validation_views is not None:
@@ -82,7 +85,8 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
     if point is not None and point.keep_gradients:
         state["gradients"] = {
             name: parameter.grad.detach().cpu().clone()
-            for name, parameter in module.named_parameters() if parameter.grad is not None
+            for name, parameter in module.named_parameters()
+            if parameter.grad is not None
         }
     return state
 
@@ -90,8 +94,12 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
 def _saved_logged(entries: list[LoggedEntry]) -> dict[str, Any]:
     return {
         entry.key: {
-            "key": entry.key, "shown": entry.shown, "fingerprint": list(entry.fingerprint), "meta": entry.meta,
-            "metric_attribute": entry.metric_attribute, "tensors": _on_cpu(entry.tensors),
+            "key": entry.key,
+            "shown": entry.shown,
+            "fingerprint": list(entry.fingerprint),
+            "meta": entry.meta,
+            "metric_attribute": entry.metric_attribute,
+            "tensors": _on_cpu(entry.tensors),
         }
         for entry in entries
         if entry.in_flight
@@ -99,7 +107,10 @@ def _saved_logged(entries: list[LoggedEntry]) -> dict[str, Any]:
 
 
 def _on_cpu(tensors: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: value.detach().cpu().clone() if isinstance(value, torch.Tensor) else value for name, value in tensors.items()}
+    return {
+        name: value.detach().cpu().clone() if isinstance(value, torch.Tensor) else value
+        for name, value in tensors.items()
+    }
 
 
 def restore_metrics(live: Mapping[str, Any], saved: Mapping[str, Any]) -> list[str]:
@@ -121,7 +132,8 @@ def _same_states(metric: Any, saved: Mapping[str, Any]) -> bool:
     if set(live) != set(saved):
         return False
     return all(
-        not isinstance(value, torch.Tensor) or (isinstance(saved[name], torch.Tensor) and value.shape == saved[name].shape)
+        not isinstance(value, torch.Tensor)
+        or (isinstance(saved[name], torch.Tensor) and value.shape == saved[name].shape)
         for name, value in live.items()
     )
 

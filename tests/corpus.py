@@ -156,7 +156,9 @@ PARTS_FIX = "name the parts: `return TrainStepResult(loss=loss, metadata={'logit
 GENERIC_TRAIN_FIX = "return `TrainStepResult(loss=loss, metadata={...})` with `loss` a tensor computed"
 REDUCE_FIX = "reduce it to one value, e.g. `loss = loss.mean()`"
 CUT_FROM_GRAPH = "it was cut from the graph, e.g. by `.item()`, `.detach()`"
-NEEDS_GRAPH = "a loss computed from the model's parameters (requires_grad=True): automatic optimization calls backward on it"
+NEEDS_GRAPH = (
+    "a loss computed from the model's parameters (requires_grad=True): automatic optimization calls backward on it"
+)
 KEEP_GRAPH_FIX = "return the loss tensor as computed from `self(...)`, without `.detach()`"
 FINITE = "a finite loss (nonfinite_loss='raise')"
 DIVERGES_FIX = "find where training diverges: lower the learning rate, clip gradients"
@@ -432,7 +434,9 @@ CASES: tuple[Case, ...] = (
         AUTO,
         "TrainStepResult(loss=torch.tensor(0.25, requires_grad=True))",
         strict=error("return value.loss", LEAF_GOT, LEAF_EXPECTED, LEAF_FIX),
-        lenient=warning("return value.loss", LEAF_GOT, LEAF_EXPECTED + ", so the step trains nothing", LEAF_NO_OP_FIX, False),
+        lenient=warning(
+            "return value.loss", LEAF_GOT, LEAF_EXPECTED + ", so the step trains nothing", LEAF_NO_OP_FIX, False
+        ),
     ),
     Case(
         "leaf tensor returned on purpose (an I/O benchmark)",
@@ -440,7 +444,9 @@ CASES: tuple[Case, ...] = (
         AUTO,
         "torch.tensor(0.0, requires_grad=True)",
         strict=_strict_train(T_GRAD, WRAP_TRAIN),
-        lenient=warning("return value", LEAF_GOT, LEAF_EXPECTED + ", so the step trains nothing", LEAF_NO_OP_FIX, False),
+        lenient=warning(
+            "return value", LEAF_GOT, LEAF_EXPECTED + ", so the step trains nothing", LEAF_NO_OP_FIX, False
+        ),
         note="plain Lightning runs it: backward on a leaf changes no parameter",
     ),
     Case(
@@ -481,7 +487,9 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"Loss": s.loss}',
-        strict=_strict_train("dict with keys ['Loss']", "return `TrainStepResult(loss=...)`, with the 'Loss' value as the loss"),
+        strict=_strict_train(
+            "dict with keys ['Loss']", "return `TrainStepResult(loss=...)`, with the 'Loss' value as the loss"
+        ),
         lenient=error(
             "return value",
             "dict with keys ['Loss']",
@@ -494,7 +502,9 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         AUTO,
         '{"los": s.loss}',
-        strict=_strict_train("dict with keys ['los']", "return `TrainStepResult(loss=...)`, with the 'los' value as the loss"),
+        strict=_strict_train(
+            "dict with keys ['los']", "return `TrainStepResult(loss=...)`, with the 'los' value as the loss"
+        ),
         lenient=error("return value", "dict with keys ['los']", NEEDS_LOSS_KEY, "rename the key 'los' to 'loss'"),
     ),
     Case(
@@ -562,7 +572,9 @@ CASES: tuple[Case, ...] = (
         AUTO,
         '{"loss": s.loss, 0: s.preds}',
         strict=_strict_train("dict with keys ['loss', 0]", "return `TrainStepResult(loss=..., metadata={0: ...})`"),
-        lenient=warning("return value", "key int 0 in dict with keys ['loss', 0]", STR_KEYS, "use a string key, e.g. '0'"),
+        lenient=warning(
+            "return value", "key int 0 in dict with keys ['loss', 0]", STR_KEYS, "use a string key, e.g. '0'"
+        ),
     ),
     Case(
         "non-string metadata key",
@@ -704,7 +716,9 @@ CASES: tuple[Case, ...] = (
         VAL,
         "-",
         '{"val_loss": s.loss}',
-        strict=_strict_val("dict with keys ['val_loss']", "return `ValStepResult(loss=...)`, with the 'val_loss' value as the loss"),
+        strict=_strict_val(
+            "dict with keys ['val_loss']", "return `ValStepResult(loss=...)`, with the 'val_loss' value as the loss"
+        ),
         lenient=ACCEPTED,
     ),
     Case(
@@ -773,16 +787,16 @@ CASES: tuple[Case, ...] = (
         "-",
         '{"loss": s.losses}',
         strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
-        lenient=warning(
-            "return value['loss']", T_PER_SAMPLE_NO_GRAD, _eval_loss("validation"), PER_SAMPLE_KEY_FIX
-        ),
+        lenient=warning("return value['loss']", T_PER_SAMPLE_NO_GRAD, _eval_loss("validation"), PER_SAMPLE_KEY_FIX),
     ),
     Case(
         "loss.item() in a dict",
         VAL,
         "-",
         '{"loss": s.loss.item(), "preds": s.preds}',
-        strict=_strict_val("dict with keys ['loss', 'preds']", "return `ValStepResult(loss=..., metadata={'preds': ...})`"),
+        strict=_strict_val(
+            "dict with keys ['loss', 'preds']", "return `ValStepResult(loss=..., metadata={'preds': ...})`"
+        ),
         lenient=warning("return value['loss']", "float 0.25", _eval_loss("validation"), ITEM_FIX),
     ),
     Case(
@@ -792,7 +806,10 @@ CASES: tuple[Case, ...] = (
         '{"loss": None}',
         strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
         lenient=warning(
-            "return value['loss']", "None", _eval_loss("validation"), "compute the loss as a tensor, e.g. `loss = F.mse_loss(self(x), y)`"
+            "return value['loss']",
+            "None",
+            _eval_loss("validation"),
+            "compute the loss as a tensor, e.g. `loss = F.mse_loss(self(x), y)`",
         ),
     ),
     Case(
@@ -868,7 +885,9 @@ CASES: tuple[Case, ...] = (
         TEST,
         "-",
         '{"loss": s.losses, "preds": s.preds}',
-        strict=_strict_val("dict with keys ['loss', 'preds']", "return `ValStepResult(loss=..., metadata={'preds': ...})`"),
+        strict=_strict_val(
+            "dict with keys ['loss', 'preds']", "return `ValStepResult(loss=..., metadata={'preds': ...})`"
+        ),
         lenient=warning("return value['loss']", T_PER_SAMPLE_NO_GRAD, _eval_loss("test"), PER_SAMPLE_KEY_FIX),
     ),
     Case(
@@ -893,7 +912,10 @@ CASES: tuple[Case, ...] = (
             "dict with keys ['loss', ('logits', 0)]", "return `ValStepResult(loss=..., metadata={('logits', 0): ...})`"
         ),
         lenient=warning(
-            "return value", "key tuple of 2: (str 'logits', int 0) in dict with keys ['loss', ('logits', 0)]", STR_KEYS, "use a string key"
+            "return value",
+            "key tuple of 2: (str 'logits', int 0) in dict with keys ['loss', ('logits', 0)]",
+            STR_KEYS,
+            "use a string key",
         ),
     ),
     Case(

@@ -43,7 +43,9 @@ def make_venv(path: Path) -> Path:
     python = path / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     (Path(purelib) / PTH_NAME).write_text("".join(f"{entry}\n" for entry in running_site_dirs()))
     return python

@@ -680,8 +680,13 @@ def on_slurm(root: Path) -> Iterator[None]:
     scontrol.write_text(f'#!/bin/sh\necho "$@" >> {root / "requeued"}\n')
     scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
     names = dict(
-        SLURM_NTASKS="1", SLURM_JOB_NAME="train", SLURM_JOB_ID="4242", SLURM_PROCID="0", SLURM_LOCALID="0",
-        SLURM_NODEID="0", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        SLURM_NTASKS="1",
+        SLURM_JOB_NAME="train",
+        SLURM_JOB_ID="4242",
+        SLURM_PROCID="0",
+        SLURM_LOCALID="0",
+        SLURM_NODEID="0",
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
     )
     saved = {name: os.environ.get(name) for name in names}
     os.environ.update(names)
@@ -708,14 +713,27 @@ def fit_segment(way: str, loop: Loop, root: Path, fault: Fault | None, ckpt_path
         callbacks.append(OnExceptionCheckpoint(root))
     if how == "checkpoint_kill" and fault is not None:
         callbacks.append(
-            ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=global_step_after(loop, fault), save_top_k=-1,
-                            filename="{step}", save_on_train_epoch_end=False)
+            ModelCheckpoint(
+                dirpath=root / "ckpt",
+                every_n_train_steps=global_step_after(loop, fault),
+                save_top_k=-1,
+                filename="{step}",
+                save_on_train_epoch_end=False,
+            )
         )
     rows = Rows()
     kwargs: dict[str, Any] = dict(
-        accelerator="cpu", devices=1, max_epochs=2, logger=rows, log_every_n_steps=1, callbacks=callbacks,
-        enable_checkpointing=any(isinstance(c, Checkpoint) for c in callbacks), enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=str(root),
+        accelerator="cpu",
+        devices=1,
+        max_epochs=2,
+        logger=rows,
+        log_every_n_steps=1,
+        callbacks=callbacks,
+        enable_checkpointing=any(isinstance(c, Checkpoint) for c in callbacks),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(root),
         accumulate_grad_batches=loop.accumulate,
     )
     if loop.validation == "half":
@@ -798,7 +816,9 @@ def differences(reference: Segment, chain: list[Segment]) -> list[str]:
     last = chain[-1]
     found: list[str] = []
     ref_state, state = reference.module.state_dict(), last.module.state_dict()
-    found += [f"weights ({name})" for name in ref_state if _tensors_differ(ref_state[name], state.get(name, torch.tensor([])))]
+    found += [
+        f"weights ({name})" for name in ref_state if _tensors_differ(ref_state[name], state.get(name, torch.tensor([])))
+    ]
     for kind in ("callback_metrics", "logged_metrics"):
         ref, got = getattr(reference.trainer, kind), getattr(last.trainer, kind)
         for name in sorted(set(ref) | set(got)):
@@ -836,7 +856,10 @@ def _row_differences(reference: list[Row], segments: list[list[Row]]) -> list[st
     got = chained_rows(segments)
     found: list[str] = []
     for position in sorted(set(expected) | set(got)):
-        where = f"row at epoch {position[0]} after {position[1]} batches" + ("", " (validation)", " (epoch end)")[position[2]]
+        where = (
+            f"row at epoch {position[0]} after {position[1]} batches"
+            + ("", " (validation)", " (epoch end)")[position[2]]
+        )
         if position not in got:
             found.append(f"{where} missing")
         elif position not in expected:
@@ -845,7 +868,9 @@ def _row_differences(reference: list[Row], segments: list[list[Row]]) -> list[st
             found.append(f"{where} at step {got[position].step} (not {expected[position].step})")
         elif got[position].values != expected[position].values:
             names = sorted(set(got[position].values) ^ set(expected[position].values)) or [
-                name for name in expected[position].values if got[position].values[name] != expected[position].values[name]
+                name
+                for name in expected[position].values
+                if got[position].values[name] != expected[position].values[name]
             ]
             found.append(f"{where}: {', '.join(names)}")
     return found
@@ -884,11 +909,17 @@ def run_cell(cell: Cell, root: Path) -> Outcome:
             return Outcome("no checkpoint", [f"second fault: {resumed.error!r}"])
         chain.append(fit_segment(cell.way, cell.loop, root / "resumed_again", None, resumed.checkpoint))
     messages = [message for segment in chain for message in segment.warnings]
-    crashed = [segment.error for segment in chain[1:] if segment.error is not None and not isinstance(segment.error, SimulatedFault)]
+    crashed = [
+        segment.error
+        for segment in chain[1:]
+        if segment.error is not None and not isinstance(segment.error, SimulatedFault)
+    ]
     crashed = [error for error in crashed if not isinstance(error, pl.utilities.exceptions.SIGTERMException)]
     if crashed or (chain[-1].error is not None):
         error = crashed[0] if crashed else chain[-1].error
-        return Outcome("crash", [f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"], messages)
+        return Outcome(
+            "crash", [f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"], messages
+        )
     found = differences(reference, chain)
     if not found and not messages:
         return Outcome("exact")

@@ -36,18 +36,44 @@ class Job:
         return self.returncode is None
 
 
-def launch(folder: Path, runs: list[dict[str, Any]], *, limit: float, launcher: list[str] | None = None,
-           env: dict[str, str] | None = None, script: Path = SCRIPT, hung_after: tuple[Path, float] | None = None,
-           signals: Sequence[tuple[Path, int]] = (), arguments: Sequence[str] | None = None) -> Job:
+def launch(
+    folder: Path,
+    runs: list[dict[str, Any]],
+    *,
+    limit: float,
+    launcher: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    script: Path = SCRIPT,
+    hung_after: tuple[Path, float] | None = None,
+    signals: Sequence[tuple[Path, int]] = (),
+    arguments: Sequence[str] | None = None,
+) -> Job:
     """Run the fits ``runs`` with ``launcher`` (default: ``python``, Lightning starts rank 1 itself)."""
-    return launch_together(folder, runs, limit=limit, launchers=[launcher or [sys.executable]], envs=[env or {}],
-                           script=script, hung_after=hung_after, signals=signals, arguments=arguments)
+    return launch_together(
+        folder,
+        runs,
+        limit=limit,
+        launchers=[launcher or [sys.executable]],
+        envs=[env or {}],
+        script=script,
+        hung_after=hung_after,
+        signals=signals,
+        arguments=arguments,
+    )
 
 
-def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, launchers: list[list[str]],
-                    envs: list[dict[str, str]], script: Path = SCRIPT,
-                    hung_after: tuple[Path, float] | None = None, signals: Sequence[tuple[Path, int]] = (),
-                    arguments: Sequence[str] | None = None) -> Job:
+def launch_together(
+    folder: Path,
+    runs: list[dict[str, Any]],
+    *,
+    limit: float,
+    launchers: list[list[str]],
+    envs: list[dict[str, str]],
+    script: Path = SCRIPT,
+    hung_after: tuple[Path, float] | None = None,
+    signals: Sequence[tuple[Path, int]] = (),
+    arguments: Sequence[str] | None = None,
+) -> Job:
     """The same fits started by several commands at once (one per "node" or SLURM task); the job ends
     when they all have, its return code the first non-zero one. ``hung_after=(marker, seconds)``: a job
     still running ``seconds`` after ``marker`` appeared is killed as hung (a test that expects a hang
@@ -61,12 +87,20 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
     processes: list[subprocess.Popen[bytes]] = []
     with open(folder / "output.txt", "ab") as output:
         for launcher, env in zip(launchers, envs):
-            processes.append(subprocess.Popen(
-                [*launcher, str(script), *(arguments if arguments is not None else [str(config)])], cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
-                     **env},
-            ))
+            processes.append(
+                subprocess.Popen(
+                    [*launcher, str(script), *(arguments if arguments is not None else [str(config)])],
+                    cwd=folder,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={
+                        **os.environ,
+                        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+                        **env,
+                    },
+                )
+            )
         codes: list[int | None] = []
         try:
             for process in processes:
@@ -81,8 +115,12 @@ def launch_together(folder: Path, runs: list[dict[str, Any]], *, limit: float, l
     return Job(returncode, seconds, (folder / "output.txt").read_text(errors="replace"))
 
 
-def _wait(process: subprocess.Popen[bytes], deadline: float, hung_after: tuple[Path, float] | None,
-          signals: Sequence[tuple[Path, int]]) -> int:
+def _wait(
+    process: subprocess.Popen[bytes],
+    deadline: float,
+    hung_after: tuple[Path, float] | None,
+    signals: Sequence[tuple[Path, int]],
+) -> int:
     """The process's exit code; TimeoutExpired past ``deadline`` or, with ``hung_after``, once it says the job hangs."""
     marked: float | None = None
     pending = list(signals)

@@ -184,7 +184,9 @@ def plain_eval_step(self: Any, batch: Any, batch_idx: int, dataloader_idx: int =
 
 
 def _build(name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> type:
-    cls = types.new_class(name, bases, exec_body=lambda ns: ns.update(namespace, __module__=__name__, __qualname__=name))
+    cls = types.new_class(
+        name, bases, exec_body=lambda ns: ns.update(namespace, __module__=__name__, __qualname__=name)
+    )
     cls._own_class = cls  # for the zero-argument-free super() in the shared __init__s
     return cls
 

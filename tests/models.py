@@ -108,7 +108,9 @@ def assert_same_metrics(a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
     """Same metric names, and bit-for-bit the same values."""
     assert sorted(a) == sorted(b)
     for name in a:
-        assert torch.equal(torch.as_tensor(a[name]), torch.as_tensor(b[name])), f"metric {name!r}: {a[name]} != {b[name]}"
+        assert torch.equal(torch.as_tensor(a[name]), torch.as_tensor(b[name])), (
+            f"metric {name!r}: {a[name]} != {b[name]}"
+        )
 
 
 # --- models -----------------------------------------------------------------------------------
@@ -239,16 +241,30 @@ class Recorder(pl.Callback):
     def __init__(self) -> None:
         self.seen: list[tuple[str, Any]] = []
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.seen.append(("train", outputs))
 
     def on_validation_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self.seen.append(("validation", outputs))
 
     def on_test_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self.seen.append(("test", outputs))
 
@@ -262,16 +278,30 @@ class TypedRecorder(TypedCallback):
     def __init__(self) -> None:
         self.seen: list[tuple[str, Any]] = []
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.seen.append(("train", outputs))
 
     def on_validation_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self.seen.append(("validation", outputs))
 
     def on_test_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self.seen.append(("test", outputs))
 

@@ -95,7 +95,10 @@ class Parts:
         fault = self.fault
         if fault is None or (trainer.current_epoch, batch_idx) != (fault["epoch"], fault["batch"]):
             return
-        if trainer.global_rank not in fault["ranks"] or (self.marker.parent / f"{self.marker.name}-{trainer.global_rank}").exists():
+        if (
+            trainer.global_rank not in fault["ranks"]
+            or (self.marker.parent / f"{self.marker.name}-{trainer.global_rank}").exists()
+        ):
             return
         (self.marker.parent / f"{self.marker.name}-{trainer.global_rank}").touch()  # once: a restart trains on
         if fault["kind"] == "raise":
@@ -212,8 +215,13 @@ def under_torchrun() -> bool:
 def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Trainer:
     this_attempt = attempt(root)
     callbacks: list[pl.Callback] = [
-        ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=run.get("every", EVERY), save_last=True,
-                        save_top_k=-1, filename="{step}"),
+        ModelCheckpoint(
+            dirpath=root / "ckpt",
+            every_n_train_steps=run.get("every", EVERY),
+            save_last=True,
+            save_top_k=-1,
+            filename="{step}",
+        ),
         Record(root, this_attempt, caught),
     ]
     if run.get("epoch_checkpoints"):
@@ -233,11 +241,19 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
 
         strategy = ModelParallelStrategy(data_parallel_size=2, tensor_parallel_size=1)
     return pl.Trainer(
-        accelerator="cpu", devices=run.get("devices", 2), num_nodes=run.get("num_nodes", 1), strategy=strategy,
-        max_epochs=run.get("epochs", EPOCHS), callbacks=callbacks, plugins=plugins,
+        accelerator="cpu",
+        devices=run.get("devices", 2),
+        num_nodes=run.get("num_nodes", 1),
+        strategy=strategy,
+        max_epochs=run.get("epochs", EPOCHS),
+        callbacks=callbacks,
+        plugins=plugins,
         logger=CSVLogger(root, name="csv", version=None if run.get("new_versions") else this_attempt),
         log_every_n_steps=1,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=root,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=root,
     )
 
 

@@ -388,11 +388,17 @@ def test_each_kind_of_problem_warns_once_per_hook(tmp_path: Path) -> None:
             "dict with keys ['loss', 'preds']",
             "return `TrainStepResult(loss=..., metadata={'preds': ...})`",
         ),
-        (tensor_return, "Tensor(shape=(), dtype=float32, requires_grad=True)", "wrap the loss: `return TrainStepResult(loss=loss)`"),
+        (
+            tensor_return,
+            "Tensor(shape=(), dtype=float32, requires_grad=True)",
+            "wrap the loss: `return TrainStepResult(loss=loss)`",
+        ),
     ],
     ids=["dict", "tensor"],
 )
-def test_strict_adapter_rejects_legacy_training_returns(tmp_path: Path, train_return: Return, got: str, fix: str) -> None:
+def test_strict_adapter_rejects_legacy_training_returns(
+    tmp_path: Path, train_return: Return, got: str, fix: str
+) -> None:
     model = MyModel(train_return=train_return)
     before = params_of(model)
     with pytest.raises(StepResultError) as info:
@@ -452,7 +458,9 @@ def run_failing_fit(trainer: pl.Trainer, model: MyModel) -> None:
         trainer.fit(model, make_loader())
 
 
-@pytest.mark.parametrize("run", [run_fit, run_validate, run_test, run_failing_fit], ids=["fit", "validate", "test", "failing-fit"])
+@pytest.mark.parametrize(
+    "run", [run_fit, run_validate, run_test, run_failing_fit], ids=["fit", "validate", "test", "failing-fit"]
+)
 def test_module_is_restored_after_the_run(tmp_path: Path, run: Callable[[pl.Trainer, MyModel], None]) -> None:
     control, model = MyModel(), MyModel()
     keys_before = list(model.__dict__)

@@ -224,7 +224,11 @@ def test_adapter_restores_instance_steps_and_cleans_up_after_an_error(tmp_path: 
         return "not a result"  # lenient mode warns; strict mode rejects
 
     module.validation_step = own_validation_step  # an instance attribute the adapter must put back
-    with pytest.raises(StepResultError, match=r"^PlainRegressor\.validation_step: return value\n  got:      str 'not a result'"):
-        make_trainer(tmp_path, callbacks=[StepResultAdapter(strict=True)]).validate(module, make_loader(), verbose=False)
+    with pytest.raises(
+        StepResultError, match=r"^PlainRegressor\.validation_step: return value\n  got:      str 'not a result'"
+    ):
+        make_trainer(tmp_path, callbacks=[StepResultAdapter(strict=True)]).validate(
+            module, make_loader(), verbose=False
+        )
     assert module.__dict__["validation_step"] is own_validation_step
     assert "training_step" not in module.__dict__ and "test_step" not in module.__dict__

@@ -34,8 +34,14 @@ PACKAGES: dict[str, tuple[Any, type[Any], str]] = {
         "lightning_step_types.lightning_pytorch.StepResultAdapter",
     ),
 }
-PLAIN_MODEL = {"pytorch_lightning": "cli_models.PlainRegressor", "lightning_pytorch": "cli_models.LightningPlainRegressor"}
-TYPED_MODEL = {"pytorch_lightning": "cli_models.TypedRegressor", "lightning_pytorch": "cli_models.LightningTypedRegressor"}
+PLAIN_MODEL = {
+    "pytorch_lightning": "cli_models.PlainRegressor",
+    "lightning_pytorch": "cli_models.LightningPlainRegressor",
+}
+TYPED_MODEL = {
+    "pytorch_lightning": "cli_models.TypedRegressor",
+    "lightning_pytorch": "cli_models.LightningTypedRegressor",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +53,9 @@ def cli_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def run_cli(package: str, args: list[str], root: Path) -> Any:
     """``python train.py <args>`` where train.py is ``LightningCLI(subclass_mode_model=True)``."""
     cli_class = PACKAGES[package][0]
-    return cli_class(args=[*args, "--seed_everything=0", f"--trainer.default_root_dir={root}"], subclass_mode_model=True)
+    return cli_class(
+        args=[*args, "--seed_everything=0", f"--trainer.default_root_dir={root}"], subclass_mode_model=True
+    )
 
 
 def printed_config(package: str, args: list[str], root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -71,7 +79,13 @@ def test_print_config_shows_the_adapter_and_its_init_args(
         {
             "class_path": PACKAGES[package][2],
             # metrics: declared metrics (StepMetric objects) are given in code, not in a config
-            "init_args": {"strict": True, "nonfinite_loss": "warn", "log_loss": True, "exact_resume": True, "metrics": None},
+            "init_args": {
+                "strict": True,
+                "nonfinite_loss": "warn",
+                "log_loss": True,
+                "exact_resume": True,
+                "metrics": None,
+            },
         }
     ]
 
@@ -141,9 +155,13 @@ def test_adapter_args_on_the_command_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("init_arg", "value", "message_parts"),
     [
-        ("nonfinite_loss", "ignore", ["Parser key \"nonfinite_loss\"", "Expected a typing.Literal['raise', 'warn', 'skip']"]),
-        ("log_loss", "sometimes", ["Parser key \"log_loss\"", "Expected a <class 'bool'>"]),
-        ("strict", "maybe", ["Parser key \"strict\"", "Expected a <class 'bool'>"]),
+        (
+            "nonfinite_loss",
+            "ignore",
+            ['Parser key "nonfinite_loss"', "Expected a typing.Literal['raise', 'warn', 'skip']"],
+        ),
+        ("log_loss", "sometimes", ['Parser key "log_loss"', "Expected a <class 'bool'>"]),
+        ("strict", "maybe", ['Parser key "strict"', "Expected a <class 'bool'>"]),
     ],
 )
 def test_bad_adapter_args_are_rejected_by_the_cli(
@@ -197,7 +215,11 @@ def test_typed_module_from_a_config(package: str, tmp_path: Path, capsys: pytest
 def test_typed_module_log_loss_given_as_loss_logging(tmp_path: Path) -> None:
     cli = run_cli(
         "pytorch_lightning",
-        ["fit", f"--config={CONFIGS / 'pytorch_lightning_typed.yaml'}", '--model.log_loss={"train": "loss", "val": "vloss"}'],
+        [
+            "fit",
+            f"--config={CONFIGS / 'pytorch_lightning_typed.yaml'}",
+            '--model.log_loss={"train": "loss", "val": "vloss"}',
+        ],
         tmp_path,
     )
     assert cli.model.log_loss == LossLogging(train="loss", val="vloss")

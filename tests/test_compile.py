@@ -70,7 +70,11 @@ class Steps(RegressorParts):
         if self.logs:
             self.log("train_loss", loss, on_step=True, on_epoch=True)
         if self.typed:
-            return TrainStepResult(loss=loss, metadata={"preds": preds.detach()}) if self.with_metadata else TrainStepResult(loss=loss)
+            return (
+                TrainStepResult(loss=loss, metadata={"preds": preds.detach()})
+                if self.with_metadata
+                else TrainStepResult(loss=loss)
+            )
         return {"loss": loss, "preds": preds.detach()}
 
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
@@ -145,7 +149,9 @@ def dynamo_watched() -> Iterator[dict[str, Any]]:
 
 
 def _from_the_compiler(warning: warnings.WarningMessage) -> bool:
-    return any(part in warning.filename for part in ("_dynamo", "_inductor")) or "lightning_step_types" in str(warning.message)
+    return any(part in warning.filename for part in ("_dynamo", "_inductor")) or "lightning_step_types" in str(
+        warning.message
+    )
 
 
 def fit(
@@ -164,7 +170,9 @@ def fit(
     trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
     with dynamo_watched() as seen:
         try:
-            trainer.fit(torch.compile(model, fullgraph=fullgraph) if whole else model, make_loader(), make_loader(seed=1))
+            trainer.fit(
+                torch.compile(model, fullgraph=fullgraph) if whole else model, make_loader(), make_loader(seed=1)
+            )
         except StepResultError as error:
             seen["error"] = str(error)
     seen["params"] = params_of(model)
@@ -199,7 +207,9 @@ def test_the_whole_module_compiled_trains_as_the_compiled_plain_module(
     outputs = run["model"].train_outputs
     if way == "typed":  # the typed module's batch-end hook receives the typed result, from the compiled step
         assert [type(o) for o in outputs] == [TrainStepResult] * 4
-        assert all(torch.equal(o.metadata["preds"], p["preds"]) for o, p in zip(outputs, plain_whole["model"].train_outputs))
+        assert all(
+            torch.equal(o.metadata["preds"], p["preds"]) for o, p in zip(outputs, plain_whole["model"].train_outputs)
+        )
 
 
 @pytest.mark.parametrize("with_metadata", [True, False], ids=["metadata", "no metadata"])
@@ -260,7 +270,10 @@ def fit_eagerly(way: str, root: Path, *, logs: bool = False) -> dict[str, Any]:
     model, callbacks = build("pytorch_lightning", way, compile_submodules=False, logs=logs)
     trainer = pytorch_lightning.Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
     trainer.fit(model, make_loader(), make_loader(seed=1))
-    return {"params": params_of(model), "logged": {name: value.clone() for name, value in trainer.callback_metrics.items()}}
+    return {
+        "params": params_of(model),
+        "logged": {name: value.clone() for name, value in trainer.callback_metrics.items()},
+    }
 
 
 LOGGED = ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"]
@@ -327,7 +340,9 @@ def test_self_log_in_a_compiled_plain_step_under_torch_2_13(way: str, tmp_path: 
     validation it gets as far as ``_ResultCollection.log``: 3 graph breaks there in 2 validation
     batches (dynamo compiles the step again at the second), or ``Unsupported`` with ``fullgraph=True``."""
     for fullgraph in (False, True):
-        with pytest.raises(torch._dynamo.exc.InternalTorchDynamoError, match="'method' object has no attribute '__dict__'"):
+        with pytest.raises(
+            torch._dynamo.exc.InternalTorchDynamoError, match="'method' object has no attribute '__dict__'"
+        ):
             fit("pytorch_lightning", way, tmp_path / f"fit-{fullgraph}", whole=True, fullgraph=fullgraph, logs=True)
     validated = validate_compiled(way, tmp_path / "validate")
     assert validated["graph_breaks"] == 3
@@ -443,7 +458,9 @@ def test_a_nested_super_step_call_in_a_compiled_step_traces_no_library_setting(t
     function, which dynamo warns about)."""
     compiled = Child()
     with dynamo_watched() as seen:
-        pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "compiled")).fit(torch.compile(compiled, fullgraph=True), make_loader())
+        pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "compiled")).fit(
+            torch.compile(compiled, fullgraph=True), make_loader()
+        )
     assert seen["graph_breaks"] == 0
     assert seen["warnings"] == []
     assert seen["log_lines"] == []

@@ -83,7 +83,7 @@ def test_uninstall_restores_lightnings_init() -> None:
     assert pl.Trainer.__init__ is original
 
 
-_INNER_TEST = '''
+_INNER_TEST = """
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -107,7 +107,7 @@ def test_fit():
     trainer = Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False)
     trainer.fit(Plain(), data)
     print("LOGGED", sorted(trainer.callback_metrics))
-'''
+"""
 
 
 @pytest.mark.parametrize(
@@ -175,6 +175,8 @@ def test_prepare_converts_imports_as_lightnings_ci(tmp_path: Path) -> None:
 
     tests = prepare.prepare(Path(os.environ["LIGHTNING_CHECKOUT"]), prepare.DEFAULT_COMMIT, tmp_path / "lightning")
     source = (tests / "models" / "test_hooks.py").read_text(encoding="utf-8")
-    assert "from pytorch_lightning import Callback, LightningDataModule, LightningModule, Trainer, __version__" in source
+    assert (
+        "from pytorch_lightning import Callback, LightningDataModule, LightningModule, Trainer, __version__" in source
+    )
     assert "lightning.pytorch" not in source
     assert (tmp_path / "lightning" / "pyproject.toml").is_file()

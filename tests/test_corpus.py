@@ -14,16 +14,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import corpus
 import pytest
 import pytorch_lightning as pl
 import torch
+from corpus import CASES, Case, Outcome, StepValues
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_step_types import StepResultAdapter, StepResultError, StepResultWarning, TypedLightningModule
-
-import corpus
-from corpus import CASES, Case, Outcome, StepValues
 
 REPO = Path(__file__).resolve().parent.parent
 RELIABILITY_DOC = REPO / "docs" / "reliability.md"

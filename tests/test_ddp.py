@@ -40,7 +40,9 @@ class RecordRun(pl.Callback):
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.is_global_zero:
-            torch.save({**params_of(pl_module), "global_step": torch.tensor(trainer.global_step)}, self.root / "rank0.pt")
+            torch.save(
+                {**params_of(pl_module), "global_step": torch.tensor(trainer.global_step)}, self.root / "rank0.pt"
+            )
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         (self.root / f"finished-rank{trainer.global_rank}").touch()
@@ -61,7 +63,9 @@ def fit_on_two_processes(
 
     def fit(run_root: Path) -> None:
         strategy = make_strategy()
-        trainer = make_trainer(run_root, devices=2, strategy=strategy, callbacks=[*(callbacks or []), RecordRun(run_root)])
+        trainer = make_trainer(
+            run_root, devices=2, strategy=strategy, callbacks=[*(callbacks or []), RecordRun(run_root)]
+        )
         trainer.fit(model, make_loader())
 
     run_root = spawn_with_teardown_retry(
@@ -94,7 +98,9 @@ def params_of_rank0(saved: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("strategy_name", list(STRATEGIES))
-def test_typed_module_matches_plain_lightning_under_ddp(tmp_path: Path, strategy_name: str, plain_run: PlainRun) -> None:
+def test_typed_module_matches_plain_lightning_under_ddp(
+    tmp_path: Path, strategy_name: str, plain_run: PlainRun
+) -> None:
     typed = TypedRegressor()
     initial = params_of(typed)
     plain_rank0 = plain_run(strategy_name)
@@ -135,4 +141,7 @@ def test_none_from_training_step_is_an_error_under_ddp(tmp_path: Path) -> None:
         "  expected: a TrainStepResult on every process: skipping a batch with None is not supported"
         " under distributed training (the other processes would wait for its gradients)\n"
     ) in message
-    assert "  fix:      return a zero loss that keeps the graph instead, e.g. `return TrainStepResult(loss=loss * 0.0)`" in message
+    assert (
+        "  fix:      return a zero loss that keeps the graph instead, e.g. `return TrainStepResult(loss=loss * 0.0)`"
+        in message
+    )

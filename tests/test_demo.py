@@ -148,16 +148,12 @@ def test_printed_summary_names_the_outputs(demo_run: tuple[demo.DemoResult, str,
     lines = printed.strip().splitlines()
     assert lines[0].startswith("Trained and tested in ") and lines[0].endswith(" s. Outputs:")
     assert lines[1] == f"  metrics (CSV):       {result['metrics_csv']}"
-    assert lines[2] == (
-        f"  best checkpoint:     {result['best_checkpoint']}  (val_loss={result['best_val_loss']:.4f})"
-    )
+    assert lines[2] == (f"  best checkpoint:     {result['best_checkpoint']}  (val_loss={result['best_val_loss']:.4f})")
     val = result["val_metrics"]
     assert lines[3] == f"  last validation:     val_acc={val['val_acc']:.4f}  val_loss={val['val_loss']:.4f}"
     test = result["test_metrics"]
     assert lines[4] == f"  test (best ckpt):    test_acc={test['test_acc']:.4f}  test_loss={test['test_loss']:.4f}"
-    assert lines[5] == (
-        f"  test confusion matrix (rows: true class, columns: predicted): {result['confusion_matrix']}"
-    )
+    assert lines[5] == (f"  test confusion matrix (rows: true class, columns: predicted): {result['confusion_matrix']}")
     # It ends with one line on what to read next, naming files that exist.
     assert lines[6:] == [
         "Next: read this run's source, lightning_step_types/demo.py, then docs/quickstart.md to type your own module."

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from corpus import CASES, Outcome
 from limits import hang_limit
 from models import IN_FEATURES, RegressorParts, make_loader, params_of
 from pytorch_lightning.strategies import DDPStrategy
 from torch import nn
 
-from corpus import CASES, Outcome
 from lightning_step_types import StepResultAdapter, TrainStepResult, TypedLightningModule, ValStepResult
 
 pytestmark = pytest.mark.slow
@@ -212,7 +212,9 @@ def run_equivalence_script(tmp_path: Path, args: list[str], timeout: int) -> sub
 def _teardown_abort(completed: subprocess.CompletedProcess[str]) -> bool:
     """A child's SIGABRT at interpreter exit, after every fit of the script had finished."""
     output = completed.stdout + completed.stderr
-    return "SIGABRT" in output or ("terminate called without an active exception" in output and completed.returncode == -6)
+    return "SIGABRT" in output or (
+        "terminate called without an active exception" in output and completed.returncode == -6
+    )
 
 
 def load(path: Path) -> dict[str, Any]:

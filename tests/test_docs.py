@@ -135,7 +135,19 @@ NAV = [
     "Design notes",
     "API reference",
 ]
-PAGES = ["index.html", "quickstart", "metrics", "resume", "scaling", "migration", "errors", "typing", "reliability", "design", "api"]
+PAGES = [
+    "index.html",
+    "quickstart",
+    "metrics",
+    "resume",
+    "scaling",
+    "migration",
+    "errors",
+    "typing",
+    "reliability",
+    "design",
+    "api",
+]
 
 
 def test_site_builds_strict_with_every_page_in_the_nav(built_site: Path) -> None:
@@ -187,7 +199,10 @@ def test_api_page_documents_the_public_surface(built_site: Path) -> None:
         "not_resumed",
     }, "the public API changed: document the new names in docs/api.md and update this list"
     anchors = set(re.findall(r'id="(lightning_step_types\.[\w.]+)"', api))
-    top_level = {f"lightning_step_types.{name}" for name in public - {"StepResultAdapter", "TypedCallback", "TypedLightningModule"}}
+    top_level = {
+        f"lightning_step_types.{name}"
+        for name in public - {"StepResultAdapter", "TypedCallback", "TypedLightningModule"}
+    }
     flavoured = {
         f"lightning_step_types.{flavour}.{name}"
         for flavour in ("pytorch_lightning", "lightning_pytorch")
@@ -489,7 +504,11 @@ except ImportError as error:
 
 def _lightning_missing() -> str:
     completed = subprocess.run(
-        [sys.executable, "-c", NO_LIGHTNING], env=repo_env(), capture_output=True, text=True, timeout=hang_limit(idle_s=15)
+        [sys.executable, "-c", NO_LIGHTNING],
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=15),
     )
     assert completed.returncode == 0, completed.stderr
     kind, _, message = completed.stdout.strip().partition(": ")
@@ -548,10 +567,9 @@ def _resume_inside_a_batch_warning(case: str) -> str:
     """A checkpoint saved inside batch 5 that no point can fully hold (tests/test_resume_fault.py's models)."""
     import tempfile
 
-    from pytorch_lightning.callbacks import OnExceptionCheckpoint
-
     import test_resume as resume
     import test_resume_fault as fault
+    from pytorch_lightning.callbacks import OnExceptionCheckpoint
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -559,10 +577,17 @@ def _resume_inside_a_batch_warning(case: str) -> str:
         if case == "running statistics":
             named_as = type("MyModel", (fault.NormedFaulty,), {})
             with pytest.raises(fault.SimulatedFault):
-                resume.fit(root / "faulty", lambda: fault.NormedFaulty("backward"), loader=fault.batches_of_three,
-                           enable_checkpointing=True, callbacks=[OnExceptionCheckpoint(root / "faulty")])
+                resume.fit(
+                    root / "faulty",
+                    lambda: fault.NormedFaulty("backward"),
+                    loader=fault.batches_of_three,
+                    enable_checkpointing=True,
+                    callbacks=[OnExceptionCheckpoint(root / "faulty")],
+                )
             saved_to = root / "faulty" / "on_exception.ckpt"
-            return warning_of(lambda: resume.fit(root / "resumed", named_as, loader=fault.batches_of_three, ckpt_path=saved_to))
+            return warning_of(
+                lambda: resume.fit(root / "resumed", named_as, loader=fault.batches_of_three, ckpt_path=saved_to)
+            )
         if case == "batch-end hooks":
             resume.fit(root / "saving", lambda: fault.BatchEndLogging("save_after_optimizer_step", saved_to))
             logging_as = type("MyModel", (fault.BatchEndLogging,), {})
@@ -574,7 +599,9 @@ def _resume_inside_a_batch_warning(case: str) -> str:
         # a save in on_after_backward of batch 5, the last of the accumulation window 4-5
         resume.fit(root / "saving", lambda: fault.FaultyTyped("save_in_hook", saved_to), accumulate_grad_batches=2)
         resumed_as = type("MyModel", (fault.FaultyTyped,), {})
-        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=saved_to, accumulate_grad_batches=2))
+        return warning_of(
+            lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=saved_to, accumulate_grad_batches=2)
+        )
 
 
 ONE = torch.tensor(1.0)
@@ -604,7 +631,9 @@ def logs_train_mse(model: Any, loss: torch.Tensor) -> TrainStepResult:
     return with_preds(model, loss)
 
 
-def mse(update: Callable[[Any, Any], Any] = lambda r, b: (r.metadata["preds"], b[1]), **options: Any) -> StepMetric[Any]:
+def mse(
+    update: Callable[[Any, Any], Any] = lambda r, b: (r.metadata["preds"], b[1]), **options: Any
+) -> StepMetric[Any]:
     from torchmetrics import MeanSquaredError
 
     return StepMetric(MeanSquaredError(), update=update, **options)
@@ -618,6 +647,7 @@ def _metric_class() -> Any:
     from torchmetrics import MeanSquaredError
 
     return MeanSquaredError()
+
 
 # --- one metric object that training and validation share (MyModel keeps `self.mse`) ---
 
@@ -640,7 +670,9 @@ def _shares_mse_step(stage: str, result: Callable[[torch.Tensor], Any]) -> Calla
     return step
 
 
-def _sharing_model(base: type[Any], train_result: Callable[[torch.Tensor], Any], val_result: Callable[[torch.Tensor], Any]) -> Any:
+def _sharing_model(
+    base: type[Any], train_result: Callable[[torch.Tensor], Any], val_result: Callable[[torch.Tensor], Any]
+) -> Any:
     namespace = {
         "__module__": __name__,
         "__init__": _shares_mse_init,
@@ -650,7 +682,9 @@ def _sharing_model(base: type[Any], train_result: Callable[[torch.Tensor], Any],
     return type("MyModel", (base,), namespace)
 
 
-SharesMetricMyModel = _sharing_model(MyModel, lambda loss: TrainStepResult(loss=loss), lambda loss: ValStepResult(loss=loss))
+SharesMetricMyModel = _sharing_model(
+    MyModel, lambda loss: TrainStepResult(loss=loss), lambda loss: ValStepResult(loss=loss)
+)
 SharesMetricPlainMyModel = _sharing_model(_PlainModel, lambda loss: loss, lambda loss: None)
 
 
@@ -666,7 +700,9 @@ def _shares_collection_step(stage: str, result: Callable[[torch.Tensor], Any]) -
         x, y = batch
         preds = self.net(x)
         self.metrics.update(preds.detach(), y)
-        self.log_dict({f"{stage}_{name}": metric for name, metric in self.metrics.items()}, on_step=False, on_epoch=True)
+        self.log_dict(
+            {f"{stage}_{name}": metric for name, metric in self.metrics.items()}, on_step=False, on_epoch=True
+        )
         return result(F.mse_loss(preds, y))
 
     return step
@@ -730,7 +766,9 @@ def _reads_an_undeclared_metric(model: Any) -> None:
 # name -> how to produce the message; names only identify failures.
 TRIGGERS: dict[str, Callable[[], str]] = {
     # building a result
-    "loss from .item() in a step": lambda: error_of(lambda: fit(MyModel(lambda m, loss: TrainStepResult(loss=untyped(loss.item()))))),
+    "loss from .item() in a step": lambda: error_of(
+        lambda: fit(MyModel(lambda m, loss: TrainStepResult(loss=untyped(loss.item()))))
+    ),
     "loss integer tensor": lambda: error_of(lambda: TrainStepResult(loss=torch.tensor(3))),
     "loss complex tensor": lambda: error_of(lambda: TrainStepResult(loss=torch.tensor(1 + 2j))),
     "loss float8": lambda: error_of(lambda: TrainStepResult(loss=torch.tensor(1.0).to(torch.float8_e4m3fn))),
@@ -744,7 +782,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "metadata loss key": lambda: error_of(lambda: TrainStepResult(loss=ONE, metadata={"loss": ONE})),
     "batch_size zero": lambda: error_of(lambda: TrainStepResult(loss=ONE, batch_size=0)),
     "subclass field": lambda: error_of(_subclass_with_a_field, TypeError),
-    "assign a field": lambda: error_of(lambda: _assign(TrainStepResult(loss=ONE), "loss", ONE), dataclasses.FrozenInstanceError),
+    "assign a field": lambda: error_of(
+        lambda: _assign(TrainStepResult(loss=ONE), "loss", ONE), dataclasses.FrozenInstanceError
+    ),
     "assign metadata": lambda: error_of(lambda: _set_item(TrainStepResult(loss=ONE).metadata, "x", 1), TypeError),
     # what a typed step returns
     "strict tensor": lambda: error_of(lambda: fit(MyModel(lambda m, loss: loss))),
@@ -753,7 +793,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "strict legacy log key": lambda: error_of(
         lambda: fit(MyModel(lambda m, loss: {"loss": loss, "acc": loss.detach(), "log": {"train_loss": loss}}))
     ),
-    "strict validation dict": lambda: error_of(lambda: fit(MyModel(val_return=lambda m, loss: {"val_loss": loss}), validate=True)),
+    "strict validation dict": lambda: error_of(
+        lambda: fit(MyModel(val_return=lambda m, loss: {"val_loss": loss}), validate=True)
+    ),
     "val result from training": lambda: error_of(lambda: fit(MyModel(lambda m, loss: ValStepResult(loss=loss)))),
     "train result from validation": lambda: error_of(
         lambda: fit(MyModel(val_return=lambda m, loss: TrainStepResult(loss=loss)), validate=True)
@@ -771,13 +813,19 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "lenient misspelt loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"Loss": loss}), A())),
     "lenient no loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"train_loss": loss}), A())),
     "lenient tuple": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: (loss, loss)), A())),
-    "lenient .item() in the dict": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss.item()}), A())),
+    "lenient .item() in the dict": lambda: error_of(
+        lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss.item()}), A())
+    ),
     "lenient mapping that fails": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: StepOutputs()), A())),
-    "lenient legacy log key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "log": {"train_loss": loss}}), A())),
+    "lenient legacy log key": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "log": {"train_loss": loss}}), A())
+    ),
     "lenient legacy progress_bar key": lambda: warning_of(
         lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "progress_bar": {"train_loss": loss}}), A())
     ),
-    "lenient legacy hiddens key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "hiddens": loss}), A())),
+    "lenient legacy hiddens key": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "hiddens": loss}), A())
+    ),
     "lenient int key": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, 0: loss}), A())),
     "lenient validation tuple": lambda: warning_of(
         lambda: fit(PlainMyModel(lambda m, loss: loss, lambda m, loss: (loss, loss)), A(), validate=True)
@@ -813,7 +861,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),
-    "metric wrong shape": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["preds"], b[1][:, 0]))})),
+    "metric wrong shape": lambda: error_of(
+        lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["preds"], b[1][:, 0]))})
+    ),
     "metric wrong arity": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["preds"],))})),
     "metric update not a tuple": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: r.metadata["preds"])})),
     "metric the step logs too": lambda: error_of(lambda: fit_metrics({"mse": mse()}, logs_train_mse)),
@@ -821,17 +871,25 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "metric not torchmetrics": lambda: error_of(
         lambda: fit_metrics({"mse": StepMetric(untyped(F.mse_loss), update=lambda r, b: (r.metadata["preds"], b[1]))})
     ),
-    "metric unknown stage": lambda: error_of(lambda: fit_metrics({"mse": mse(stages=untyped(("train", "validation")))})),
+    "metric unknown stage": lambda: error_of(
+        lambda: fit_metrics({"mse": mse(stages=untyped(("train", "validation")))})
+    ),
     "metric name twice": lambda: error_of(lambda: fit_metrics({"mse": mse(), "error": mse(log_name="{stage}_mse")})),
     "metric name of log_loss": lambda: error_of(lambda: fit_metrics({"loss": mse()}, log_loss=True)),
     "metric shared by training and validation": lambda: warning_of(lambda: fit(SharesMetricMyModel(), validate=True)),
     "metric shared by training and validation, callback": lambda: warning_of(
         lambda: fit(SharesMetricPlainMyModel(typed_train), A(), validate=True)
     ),
-    "collection shared by training and validation": lambda: warning_of(lambda: fit(SharesCollectionMyModel(), validate=True)),
-    "metric batch key typo": lambda: error_of(lambda: fit_dict_batches({"mse": mse(lambda r, b: (r.metadata["preds"], b["labels"]))})),
+    "collection shared by training and validation": lambda: warning_of(
+        lambda: fit(SharesCollectionMyModel(), validate=True)
+    ),
+    "metric batch key typo": lambda: error_of(
+        lambda: fit_dict_batches({"mse": mse(lambda r, b: (r.metadata["preds"], b["labels"]))})
+    ),
     "metric log_name typo": lambda: error_of(lambda: fit_metrics({"mse": mse(log_name="{stag}_{name}")})),
-    "metric on_step without training": lambda: error_of(lambda: fit_metrics({"mse": mse(stages=("val",), on_step=True)})),
+    "metric on_step without training": lambda: error_of(
+        lambda: fit_metrics({"mse": mse(stages=("val",), on_step=True)})
+    ),
     "metric on_epoch without on_step": lambda: error_of(lambda: fit_metrics({"mse": mse(on_epoch=False)})),
     "metric many values by kind": lambda: error_of(lambda: fit_metrics({"cm": _confusion_matrix()})),
     "metric many values at compute": lambda: error_of(lambda: fit_metrics({"preds": _collected_preds()})),
@@ -873,7 +931,9 @@ def messages() -> dict[str, str]:
 
 @pytest.mark.parametrize("name", list(TRIGGERS))
 def test_catalogue_quotes_the_message(messages: dict[str, str], name: str) -> None:
-    assert messages[name] in catalogue_blocks(), f"docs/errors.md lacks the current message for {name!r}:\n{messages[name]}"
+    assert messages[name] in catalogue_blocks(), (
+        f"docs/errors.md lacks the current message for {name!r}:\n{messages[name]}"
+    )
 
 
 def test_catalogue_quotes_only_real_messages(messages: dict[str, str]) -> None:
@@ -884,11 +944,13 @@ def test_catalogue_quotes_only_real_messages(messages: dict[str, str]) -> None:
     # by tests/test_scaling.py and torchrun's by tests/test_scaling_recipes.py.
     distributed = [b for b in unexplained if any(marker in b for marker in DISTRIBUTED_MARKERS)]
     assert len(distributed) == len(DISTRIBUTED_TRIGGERS) + 3, distributed
-    assert unexplained == distributed, f"docs/errors.md quotes messages nothing produces:\n\n" + "\n\n".join(unexplained)
+    assert unexplained == distributed, "docs/errors.md quotes messages nothing produces:\n\n" + "\n\n".join(unexplained)
 
 
 DISTRIBUTED_MARKERS = (
-    "under distributed training", "whose processes were not at one point", "whose order no checkpoint holds",
+    "under distributed training",
+    "whose processes were not at one point",
+    "whose order no checkpoint holds",
     "torchrun's restarts",
 )
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fault_matrix import HOWS, VAL_WHERES, WHERES, Cell, Fault, Loop, Outcome, run_cell
 
 SEED = int(os.environ.get("FAULT_MATRIX_SEED", "20261201"))
@@ -35,20 +34,47 @@ SEED = int(os.environ.get("FAULT_MATRIX_SEED", "20261201"))
 
 _ISSUE = {
     "the same batch faults twice (a resumed run's first batch)": (
-        Loop(), Fault("training_step", "exception", 0, 5), Fault("training_step", "exception", 0, 5)),
-    "the batch right after a mid-epoch validation": (Loop(validation="half"), Fault("training_step", "exception", 0, 5), None),
+        Loop(),
+        Fault("training_step", "exception", 0, 5),
+        Fault("training_step", "exception", 0, 5),
+    ),
+    "the batch right after a mid-epoch validation": (
+        Loop(validation="half"),
+        Fault("training_step", "exception", 0, 5),
+        None,
+    ),
     "the batch after a validation, with a step-interval ReduceLROnPlateau": (
-        Loop(validation="half", scheduler="plateau_step"), Fault("training_step", "exception", 0, 5), None),
+        Loop(validation="half", scheduler="plateau_step"),
+        Fault("training_step", "exception", 0, 5),
+        None,
+    ),
     "an exception in on_after_batch_transfer": (Loop(), Fault("on_after_batch_transfer", "exception", 0, 5), None),
     "SLURM's signal during the fetch": (Loop(), Fault("fetch", "sigusr1", 0, 5), None),
     "a value logged in the module's on_train_batch_end, ModelCheckpoint(every_n_train_steps=5)": (
-        Loop(logging="batch_end"), Fault("between_batches", "checkpoint_kill", 0, 4), None),
-    "accumulate_grad_batches=3, SIGTERM inside a window": (Loop(accumulate=3), Fault("training_step", "sigterm", 0, 4), None),
+        Loop(logging="batch_end"),
+        Fault("between_batches", "checkpoint_kill", 0, 4),
+        None,
+    ),
+    "accumulate_grad_batches=3, SIGTERM inside a window": (
+        Loop(accumulate=3),
+        Fault("training_step", "sigterm", 0, 4),
+        None,
+    ),
     "accumulate_grad_batches=3, a save from a callback's on_train_batch_end inside a window": (
-        Loop(accumulate=3), Fault("callback_batch_end", "save", 0, 4), None),
+        Loop(accumulate=3),
+        Fault("callback_batch_end", "save", 0, 4),
+        None,
+    ),
     "an IterableDataset in a StatefulDataLoader, every_n_train_steps": (
-        Loop(data="iterable"), Fault("between_batches", "checkpoint_kill", 0, 4), None),
-    "a StatefulDataLoader checkpoint at an epoch's last batch": (Loop(), Fault("between_batches", "checkpoint_kill", 0, 10), None),
+        Loop(data="iterable"),
+        Fault("between_batches", "checkpoint_kill", 0, 4),
+        None,
+    ),
+    "a StatefulDataLoader checkpoint at an epoch's last batch": (
+        Loop(),
+        Fault("between_batches", "checkpoint_kill", 0, 10),
+        None,
+    ),
 }
 ISSUE_CELLS = [
     (name, Cell(way, loop, fault, second))
@@ -85,7 +111,12 @@ assert set(LOOP_VALUES) == {field.name for field in fields(Loop)}
 WHENS = ("mid", "epoch_start", "last", "after_validation")
 SECONDS = ("none", "same", "later")
 DIMENSIONS: dict[str, tuple[Any, ...]] = {
-    "way": ("typed", "adapter"), **LOOP_VALUES, "where": WHERES, "how": HOWS, "when": WHENS, "second": SECONDS,
+    "way": ("typed", "adapter"),
+    **LOOP_VALUES,
+    "where": WHERES,
+    "how": HOWS,
+    "when": WHENS,
+    "second": SECONDS,
 }
 
 _TRANSFER = ("fetch", "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
@@ -245,10 +276,7 @@ def design(seed: int, limit: int = 400) -> list[Cell]:
     rng = random.Random(seed)
     names = list(DIMENSIONS)
     uncovered = {
-        ((a, va), (b, vb))
-        for a, b in itertools.combinations(names, 2)
-        for va in DIMENSIONS[a]
-        for vb in DIMENSIONS[b]
+        ((a, va), (b, vb)) for a, b in itertools.combinations(names, 2) for va in DIMENSIONS[a] for vb in DIMENSIONS[b]
     }
     cells: list[Cell] = []
     seen: set[str] = set()
@@ -301,7 +329,8 @@ def _losses(loop: Loop, fault: Fault) -> set[str]:
     if loop.manual and where == "after_update":
         found.add("manual_rest")  # what training_step does after opt.step()
     ends_after = where in ("after_update", "callback_batch_end", "between_batches") or (
-        where == "lr_scheduler_step" and loop.scheduler in ("step", "epoch"))  # updated before on_train_batch_end
+        where == "lr_scheduler_step" and loop.scheduler in ("step", "epoch")
+    )  # updated before on_train_batch_end
     if loop.logging == "batch_end" and ends_after and not (loop.manual and where == "after_update"):
         found.add("batch_end_hooks")  # the module's on_train_batch_end logs after the save
     return found
@@ -336,7 +365,9 @@ def check(cell: Cell, outcome: Outcome) -> None:
     assert outcome.kind in ("warned", "exact") and outcome.warnings, detail
     text = "\n".join(outcome.warnings)
     for kind in kinds:
-        faults = [fault for fault in (cell.fault, cell.second) if fault is not None and kind in _losses(cell.loop, fault)]
+        faults = [
+            fault for fault in (cell.fault, cell.second) if fault is not None and kind in _losses(cell.loop, fault)
+        ]
         assert any(_WARNING_TEXT[kind].format(batch=fault.batch) in text for fault in faults), detail
         if kind == "batch_end_hooks":
             assert "'end_count' (on_train_batch_end)" in text, detail
@@ -405,7 +436,9 @@ def table(cells: list[Cell], seed: int = DOCS_SEED) -> str:
     ]
     for number, cell in enumerate(cells, 1):
         second = cell.second.shown() if cell.second else ""
-        lines.append(f"| {number} | {cell.way} | {cell.loop.shown()} | {cell.fault.shown()} | {second} | {cell.expected} |")
+        lines.append(
+            f"| {number} | {cell.way} | {cell.loop.shown()} | {cell.fault.shown()} | {second} | {cell.expected} |"
+        )
     return "\n".join(lines)
 
 
@@ -414,7 +447,9 @@ def test_docs_hold_the_matrix_and_its_counts() -> None:
     assert _BEGIN in docs and _END in docs, "docs/resume.md lost the table's markers"
     shown = docs.split(_BEGIN, 1)[1].split(_END, 1)[0].strip()
     cells = _DESIGN if SEED == DOCS_SEED else design(DOCS_SEED)
-    assert shown == table(cells), "docs/resume.md: regenerate the table with `python tests/test_fault_matrix.py --table`"
+    assert shown == table(cells), (
+        "docs/resume.md: regenerate the table with `python tests/test_fault_matrix.py --table`"
+    )
     # the prose states the same counts
     prose = " ".join(docs.split())
     design_outcomes = [cell.expected for cell in cells]

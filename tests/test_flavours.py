@@ -95,13 +95,23 @@ def tensor_training_step(self: Any, batch: Any, batch_idx: int) -> Any:
 
 
 TYPED_STEPS = {"training_step": typed_training_step, "validation_step": typed_eval_step, "test_step": typed_eval_step}
-LEGACY_STEPS = {"training_step": legacy_training_step, "validation_step": logged_validation_step, "test_step": logged_test_step}
-LOGGED_STEPS = {"training_step": logged_training_step, "validation_step": logged_validation_step, "test_step": logged_test_step}
+LEGACY_STEPS = {
+    "training_step": legacy_training_step,
+    "validation_step": logged_validation_step,
+    "test_step": logged_test_step,
+}
+LOGGED_STEPS = {
+    "training_step": logged_training_step,
+    "validation_step": logged_validation_step,
+    "test_step": logged_test_step,
+}
 
 
 def typed_module_class(flavour: str, name: str = "MyModel", **namespace: Any) -> type[Any]:
     """A ``TypedLightningModule`` subclass of ``flavour``, as if written ``class MyModel(...)`` at module level."""
-    return type(name, (Built, FLAVOURS[flavour][1].TypedLightningModule), {**TYPED_STEPS, "log_loss": True, **namespace})
+    return type(
+        name, (Built, FLAVOURS[flavour][1].TypedLightningModule), {**TYPED_STEPS, "log_loss": True, **namespace}
+    )
 
 
 def plain_module_class(flavour: str, steps: dict[str, Any], name: str = "MyModel") -> type[Any]:
@@ -138,7 +148,12 @@ def trainer_of(flavour: str, root: Path, callbacks: list[Any] = [], **overrides:
     return FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, **overrides), callbacks=list(callbacks))
 
 
-def fit_validate_test(flavour: str, model: Any, root: Path, callbacks: list[Any] = []) -> tuple[Any, list[dict[str, Any]]]:  # noqa: B006
+def fit_validate_test(
+    flavour: str,
+    model: Any,
+    root: Path,
+    callbacks: list[Any] = [],  # noqa: B006
+) -> tuple[Any, list[dict[str, Any]]]:
     trainer = trainer_of(flavour, root, callbacks, max_epochs=2, num_sanity_val_steps=2)
     trainer.fit(model, make_loader(), make_loader(seed=1))
     metrics = [dict(trainer.callback_metrics), dict(trainer.logged_metrics), dict(trainer.progress_bar_metrics)]
@@ -197,7 +212,14 @@ def test_each_flavour_builds_on_its_own_package_and_the_shared_implementation(fl
         cls = getattr(classes, name)
         assert cls.__mro__[1] is mixin
         # (__slotnames__ is copyreg's cache, written on the class when an instance is first pickled or copied)
-        assert set(vars(cls)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__", "__slotnames__"}
+        assert set(vars(cls)) <= {
+            "__module__",
+            "__doc__",
+            "__qualname__",
+            "__firstlineno__",
+            "__static_attributes__",
+            "__slotnames__",
+        }
         assert cls.__doc__ == mixin.__doc__
 
 
@@ -225,7 +247,9 @@ ADAPTER_CASES = [
     pytest.param(TYPED_STEPS, {"strict": False, "log_loss": True}, id="lenient, typed steps"),
     pytest.param(TYPED_STEPS, {"strict": True, "log_loss": True}, id="strict, typed steps"),
     # dict steps log val/test themselves (like the reference); the adapter logs the training loss
-    pytest.param(LEGACY_STEPS, {"strict": False, "log_loss": LossLogging(val=None, test=None)}, id="lenient, dict steps"),
+    pytest.param(
+        LEGACY_STEPS, {"strict": False, "log_loss": LossLogging(val=None, test=None)}, id="lenient, dict steps"
+    ),
 ]
 
 
@@ -279,7 +303,11 @@ def error_from(flavour: str, model: Any, root: Path, callbacks: list[Any] = []) 
 
 @pytest.mark.parametrize(
     ("case", "expected"),
-    [("typed module", LIST_RETURN_ERROR), ("lenient adapter", LENIENT_LIST_RETURN_ERROR), ("strict adapter", STRICT_TENSOR_ERROR)],
+    [
+        ("typed module", LIST_RETURN_ERROR),
+        ("lenient adapter", LENIENT_LIST_RETURN_ERROR),
+        ("strict adapter", STRICT_TENSOR_ERROR),
+    ],
 )
 def test_errors_are_identical_in_both_packages(case: str, expected: str, tmp_path: Path) -> None:
     messages = []
@@ -298,15 +326,23 @@ def test_errors_are_identical_in_both_packages(case: str, expected: str, tmp_pat
 # --- mixing the packages: what Lightning itself does ------------------------------------------------------
 
 
-@pytest.mark.parametrize(("trainer_flavour", "module_flavour"), [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning.pytorch")])
-def test_a_trainer_rejects_the_other_packages_typed_module(trainer_flavour: str, module_flavour: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("trainer_flavour", "module_flavour"),
+    [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning.pytorch")],
+)
+def test_a_trainer_rejects_the_other_packages_typed_module(
+    trainer_flavour: str, module_flavour: str, tmp_path: Path
+) -> None:
     model = typed_module_class(module_flavour)()
     with pytest.raises(TypeError) as info:
         trainer_of(trainer_flavour, tmp_path).fit(model, make_loader())
     assert str(info.value) == "`model` must be a `LightningModule` or `torch._dynamo.OptimizedModule`, got `MyModel`"
 
 
-@pytest.mark.parametrize(("trainer_flavour", "callback_flavour"), [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning.pytorch")])
+@pytest.mark.parametrize(
+    ("trainer_flavour", "callback_flavour"),
+    [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning.pytorch")],
+)
 def test_a_trainer_duck_types_the_other_packages_callbacks_in_a_list(
     trainer_flavour: str, callback_flavour: str, tmp_path: Path
 ) -> None:
@@ -323,14 +359,21 @@ def test_a_trainer_duck_types_the_other_packages_callbacks_in_a_list(
     assert error_from(trainer_flavour, wrong, tmp_path / "wrong", [adapter]) == STRICT_TENSOR_ERROR
 
 
-@pytest.mark.parametrize(("trainer_flavour", "callback_flavour"), [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning.pytorch")])
-def test_a_trainer_rejects_a_single_callback_of_the_other_package(trainer_flavour: str, callback_flavour: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("trainer_flavour", "callback_flavour"),
+    [("lightning.pytorch", "pytorch_lightning"), ("pytorch_lightning", "lightning.pytorch")],
+)
+def test_a_trainer_rejects_a_single_callback_of_the_other_package(
+    trainer_flavour: str, callback_flavour: str, tmp_path: Path
+) -> None:
     """``Trainer(callbacks=cb)`` wraps ``cb`` in a list only if it is the Trainer's own ``Callback``."""
     own = FLAVOURS[trainer_flavour][1].StepResultAdapter()
     trainer = FLAVOURS[trainer_flavour][0].Trainer(**trainer_kwargs(tmp_path), callbacks=own)
     assert own in trainer.callbacks
     with pytest.raises(TypeError, match=r"^'StepResultAdapter' object is not iterable$"):
-        FLAVOURS[trainer_flavour][0].Trainer(**trainer_kwargs(tmp_path), callbacks=FLAVOURS[callback_flavour][1].StepResultAdapter())
+        FLAVOURS[trainer_flavour][0].Trainer(
+            **trainer_kwargs(tmp_path), callbacks=FLAVOURS[callback_flavour][1].StepResultAdapter()
+        )
 
 
 # --- only one package installed (or none): simulated in a fresh interpreter --------------------------------
@@ -433,9 +476,7 @@ def test_only_pytorch_lightning_installed(how: str) -> None:
     assert out["lightning_modules_loaded"] == ["pytorch_lightning"]
 
 
-@pytest.mark.parametrize(
-    "how", [HOW[0], pytest.param("finder", id="raising finder")]
-)
+@pytest.mark.parametrize("how", [HOW[0], pytest.param("finder", id="raising finder")])
 def test_only_lightning_installed(how: str) -> None:
     out = probe(("pytorch_lightning",), how)
     assert out["typed_module"] == "lightning_step_types.lightning_pytorch.TypedLightningModule"
@@ -448,9 +489,7 @@ def test_only_lightning_installed(how: str) -> None:
     assert out["lightning_modules_loaded"] == ["lightning"]
 
 
-@pytest.mark.parametrize(
-    "how", [HOW[0], pytest.param("finder", id="raising finder")]
-)
+@pytest.mark.parametrize("how", [HOW[0], pytest.param("finder", id="raising finder")])
 def test_results_without_any_lightning(how: str) -> None:
     out = probe(("pytorch_lightning", "lightning"), how)
     assert out["result"] == "TrainStepResult(loss=tensor(1.), metadata=FrozenMetadata({}), batch_size=None)"

@@ -66,12 +66,20 @@ def test_gpu_check_cpu_smoke_reports_every_figure_and_resumes_exactly(tmp_path: 
         assert resume[name]["resumed"] == resume[name]["uninterrupted"], name
     # plain Lightning restarts its epoch aggregates at the resume: the contrast the check is there to show
     assert resume["plain Lightning"]["epoch_values_equal"] is False
-    assert resume["plain Lightning"]["resumed"]["train_loss_epoch"] != resume["plain Lightning"]["uninterrupted"]["train_loss_epoch"]
+    assert (
+        resume["plain Lightning"]["resumed"]["train_loss_epoch"]
+        != resume["plain Lightning"]["uninterrupted"]["train_loss_epoch"]
+    )
 
     md = out.with_suffix(".md").read_text()
     assert md.startswith("# gpu_check (cpu-smoke)\n")
-    for heading in ("## Step overhead, 32-true", "## Host synchronisation", "## Step overhead, bf16-mixed", "## Exact resume",
-                    '## Exact resume under strategy="fsdp"'):
+    for heading in (
+        "## Step overhead, 32-true",
+        "## Host synchronisation",
+        "## Step overhead, bf16-mixed",
+        "## Exact resume",
+        '## Exact resume under strategy="fsdp"',
+    ):
         assert heading in md
     assert "| typed module | True | True |" in md
     assert "| plain Lightning | True | False |" in md

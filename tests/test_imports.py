@@ -103,7 +103,10 @@ def test_the_package_has_no_import_circle() -> None:
     graph = import_graph()
     assert len(graph) >= 30, sorted(graph)
     found = circles(graph)
-    shown = [" -> ".join(group) + "  (" + "; ".join(f"{m} imports {sorted(graph[m] & set(group))}" for m in group) + ")" for group in found]
+    shown = [
+        " -> ".join(group) + "  (" + "; ".join(f"{m} imports {sorted(graph[m] & set(group))}" for m in group) + ")"
+        for group in found
+    ]
     assert found == [], "import circles in the package:\n" + "\n".join(shown)
 
 

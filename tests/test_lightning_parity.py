@@ -19,6 +19,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_fabric.utilities.spike import TrainingSpikeException
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.callbacks.spike import SpikeDetection
 from pytorch_lightning.loggers import Logger
@@ -26,7 +27,6 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
 
-from lightning_fabric.utilities.spike import TrainingSpikeException
 from lightning_step_types import StepResultError, TrainStepResult
 from lightning_step_types.epoch_state import CHECKPOINT_KEY
 from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLightningModule
@@ -98,9 +98,17 @@ class Typed(Plain, TypedLightningModule):
 
 def trainer(root: Path, callbacks: list[pl.Callback], logger: Logger | bool = False, **overrides: Any) -> pl.Trainer:
     kwargs: dict[str, Any] = dict(
-        accelerator="cpu", devices=1, max_epochs=3, logger=logger, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=str(root), log_every_n_steps=1,
-        val_check_interval=3, check_val_every_n_epoch=None,
+        accelerator="cpu",
+        devices=1,
+        max_epochs=3,
+        logger=logger,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(root),
+        log_every_n_steps=1,
+        val_check_interval=3,
+        check_val_every_n_epoch=None,
     )
     kwargs.update(overrides)
     return pl.Trainer(callbacks=callbacks, **kwargs)
@@ -120,12 +128,16 @@ def saving_run(root: Path, module: pl.LightningModule, adapter: bool) -> None:
     """A fit that saves mid-epoch (every 4 steps) and in the epoch-end hooks."""
     callbacks: list[pl.Callback] = [
         ModelCheckpoint(dirpath=root, filename="mid-{step}", every_n_train_steps=4, save_top_k=-1),
-        ModelCheckpoint(dirpath=root, filename="end-{epoch}", every_n_epochs=1, save_top_k=-1, save_on_train_epoch_end=True),
+        ModelCheckpoint(
+            dirpath=root, filename="end-{epoch}", every_n_epochs=1, save_top_k=-1, save_on_train_epoch_end=True
+        ),
     ]
     trainer(root, callbacks + ([StepResultAdapter()] if adapter else []), Rows()).fit(module)
 
 
-def resumed(root: Path, checkpoint: Path, adapter: bool = False, module: pl.LightningModule | None = None) -> dict[str, Any]:
+def resumed(
+    root: Path, checkpoint: Path, adapter: bool = False, module: pl.LightningModule | None = None
+) -> dict[str, Any]:
     """What a resumed run ends with (plain Lightning unless ``adapter``)."""
     rows, validations = Rows(), ValidationSteps()
     module = module if module is not None else Plain()
@@ -165,7 +177,9 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("way_in", ["adapter", "typed"])
 @pytest.mark.parametrize("name", CHECKPOINTS)
-def test_a_library_checkpoint_holds_lightning_s_entries_as_a_plain_run_writes_them(saved: Path, name: str, way_in: str) -> None:
+def test_a_library_checkpoint_holds_lightning_s_entries_as_a_plain_run_writes_them(
+    saved: Path, name: str, way_in: str
+) -> None:
     plain = torch.load(saved / "plain" / name, weights_only=False)
     ours = torch.load(saved / way_in / name, weights_only=False)
     assert set(ours) - set(plain) == {CHECKPOINT_KEY}
@@ -193,7 +207,9 @@ def assert_equal_entries(ours: Any, plain: Any, where: str) -> None:
 
 @pytest.mark.parametrize("way_in", ["adapter", "typed"])
 @pytest.mark.parametrize("name", CHECKPOINTS)
-def test_plain_lightning_resumes_a_library_checkpoint_as_its_own(saved: Path, name: str, way_in: str, tmp_path: Path) -> None:
+def test_plain_lightning_resumes_a_library_checkpoint_as_its_own(
+    saved: Path, name: str, way_in: str, tmp_path: Path
+) -> None:
     # the resumed runs have no adapter: what a user who removes the callback, or a plain tool, gets
     of_plain = resumed(tmp_path / "plain", saved / "plain" / name)
     of_ours = resumed(tmp_path / "ours", saved / way_in / name)
@@ -201,7 +217,9 @@ def test_plain_lightning_resumes_a_library_checkpoint_as_its_own(saved: Path, na
     assert_same(of_ours, of_plain)
 
 
-def test_the_library_s_resume_of_an_epoch_end_checkpoint_counts_the_batches_as_lightning(saved: Path, tmp_path: Path) -> None:
+def test_the_library_s_resume_of_an_epoch_end_checkpoint_counts_the_batches_as_lightning(
+    saved: Path, tmp_path: Path
+) -> None:
     """``val_check_interval=3, check_val_every_n_epoch=None``: validation every 3 batches across epochs.
 
     Lightning's ``loops/test_loops.py::test_restart_from_last_parity``: after a resume from an epoch's
@@ -213,9 +231,15 @@ def test_the_library_s_resume_of_an_epoch_end_checkpoint_counts_the_batches_as_l
     for name in ("end-epoch=0.ckpt", "end-epoch=1.ckpt"):
         of_plain = resumed(tmp_path / "plain" / name, saved / "plain" / name)
         with_adapter = resumed(tmp_path / "adapter" / name, saved / "adapter" / name, adapter=True)
-        assert with_adapter["batches_total"] == of_plain["batches_total"] == full.fit_loop.epoch_loop.batch_progress.total.state_dict()
+        assert (
+            with_adapter["batches_total"]
+            == of_plain["batches_total"]
+            == full.fit_loop.epoch_loop.batch_progress.total.state_dict()
+        )
         assert with_adapter["validations"] == of_plain["validations"]
-        assert with_adapter["validations"] == [s for s in uninterrupted_validations.steps if s > int(name[10]) * 11 + 11]
+        assert with_adapter["validations"] == [
+            s for s in uninterrupted_validations.steps if s > int(name[10]) * 11 + 11
+        ]
         assert with_adapter["global_step"] == of_plain["global_step"] == full.global_step == 33
 
 
@@ -226,7 +250,9 @@ class SeenBatches(pl.Callback):
     def __init__(self) -> None:
         self.seen: list[tuple[int, int]] = []
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         self.seen.append((trainer.current_epoch, batch_idx))
 
 
@@ -241,8 +267,16 @@ def test_a_fit_stopped_by_max_steps_goes_on_inside_its_epoch_with_more_steps(way
             module = Typed() if library and way_in == "typed" else Plain()
             callbacks: list[pl.Callback] = [seen, ModelCheckpoint(dirpath=root, filename="last")]
             callbacks += [StepResultAdapter()] if library and way_in == "adapter" else []
-            run = trainer(root, callbacks, rows, max_steps=max_steps, max_epochs=None, limit_val_batches=0,
-                          val_check_interval=None, check_val_every_n_epoch=1)
+            run = trainer(
+                root,
+                callbacks,
+                rows,
+                max_steps=max_steps,
+                max_epochs=None,
+                limit_val_batches=0,
+                val_check_interval=None,
+                check_val_every_n_epoch=1,
+            )
             run.fit(module, ckpt_path=ckpt_path)
             return seen, rows, module, run
 
@@ -254,7 +288,10 @@ def test_a_fit_stopped_by_max_steps_goes_on_inside_its_epoch_with_more_steps(way
     assert seen.seen == plain_seen.seen == [(0, 1), (0, 2)]
     assert [step for step, _ in rows.rows] == [step for step, _ in plain_rows.rows]
     assert run.global_step == plain_run.global_step == 3
-    assert run.fit_loop.epoch_loop.batch_progress.total.state_dict() == plain_run.fit_loop.epoch_loop.batch_progress.total.state_dict()
+    assert (
+        run.fit_loop.epoch_loop.batch_progress.total.state_dict()
+        == plain_run.fit_loop.epoch_loop.batch_progress.total.state_dict()
+    )
     assert all(torch.equal(a, b) for a, b in zip(module.parameters(), plain_module.parameters()))
 
 
@@ -282,19 +319,28 @@ class RecordsRestarting(Plain):
 
 
 @pytest.mark.parametrize("adapter", [False, True])
-def test_fit_loop_restarting_reads_as_in_plain_lightning_through_the_resumed_epoch(adapter: bool, tmp_path: Path) -> None:
+def test_fit_loop_restarting_reads_as_in_plain_lightning_through_the_resumed_epoch(
+    adapter: bool, tmp_path: Path
+) -> None:
     """Lightning's ``core/test_metric_result_integration.py::test_result_collection_reload`` branches on it."""
     from pytorch_lightning.callbacks import OnExceptionCheckpoint
 
     extra = [StepResultAdapter()] if adapter else []
     with pytest.raises(Fault):
-        trainer(tmp_path, [OnExceptionCheckpoint(tmp_path), *extra], max_epochs=2, limit_val_batches=0).fit(RecordsRestarting(5))
+        trainer(tmp_path, [OnExceptionCheckpoint(tmp_path), *extra], max_epochs=2, limit_val_batches=0).fit(
+            RecordsRestarting(5)
+        )
     module = RecordsRestarting(None)
     trainer(tmp_path, extra, max_epochs=2, limit_val_batches=0).fit(module, ckpt_path=tmp_path / "on_exception.ckpt")
     # plain Lightning counts the batch in flight at the save as done: its resumed epoch ends a batch early
     end = 11 if adapter else 10
-    epoch_0 = [(hook, batch, True) for hook, batch in [*(("training_step", b) for b in range(5, end)), ("on_train_epoch_end", -1)]]
-    epoch_1 = [(hook, batch, False) for hook, batch in [*(("training_step", b) for b in range(11)), ("on_train_epoch_end", -1)]]
+    epoch_0 = [
+        (hook, batch, True)
+        for hook, batch in [*(("training_step", b) for b in range(5, end)), ("on_train_epoch_end", -1)]
+    ]
+    epoch_1 = [
+        (hook, batch, False) for hook, batch in [*(("training_step", b) for b in range(11)), ("on_train_epoch_end", -1)]
+    ]
     assert module.restarting == epoch_0 + epoch_1
 
 
@@ -313,9 +359,9 @@ def test_the_resumed_epoch_steps_its_lr_scheduler_as_the_uninterrupted_run(inter
     full = Scheduled(None)
     trainer(tmp_path / "full", [StepResultAdapter()], max_epochs=2, limit_val_batches=0).fit(full)
     with pytest.raises(Fault):
-        trainer(tmp_path, [OnExceptionCheckpoint(tmp_path), StepResultAdapter()], max_epochs=2, limit_val_batches=0).fit(
-            Scheduled(5)
-        )
+        trainer(
+            tmp_path, [OnExceptionCheckpoint(tmp_path), StepResultAdapter()], max_epochs=2, limit_val_batches=0
+        ).fit(Scheduled(5))
     module = Scheduled(None)
     run = trainer(tmp_path, [StepResultAdapter()], max_epochs=2, limit_val_batches=0)
     run.fit(module, ckpt_path=tmp_path / "on_exception.ckpt")
@@ -347,8 +393,14 @@ def test_the_training_sampler_s_set_epoch_is_called_once_per_epoch(tmp_path: Pat
         dataset = TensorDataset(torch.randn(4, 3), torch.randn(4, 1))
         sampler = RandomSampler(dataset)
         sampler.set_epoch = Mock()  # type: ignore[attr-defined]
-        run = trainer(tmp_path, [StepResultAdapter()] if adapter else [], max_epochs=2, limit_val_batches=0,
-                      val_check_interval=None, check_val_every_n_epoch=1)
+        run = trainer(
+            tmp_path,
+            [StepResultAdapter()] if adapter else [],
+            max_epochs=2,
+            limit_val_batches=0,
+            val_check_interval=None,
+            check_val_every_n_epoch=1,
+        )
         run.fit(Plain(), train_dataloaders=DataLoader(dataset, sampler=sampler, batch_size=2))
         return list(sampler.set_epoch.mock_calls)  # type: ignore[attr-defined]
 
@@ -437,7 +489,9 @@ class ExplicitRaise(TypedNanAtBatch2):
     nonfinite_loss = "raise"
 
 
-def raised_by(module: pl.LightningModule, callbacks: list[pl.Callback], tmp_path: Path, **overrides: Any) -> BaseException:
+def raised_by(
+    module: pl.LightningModule, callbacks: list[pl.Callback], tmp_path: Path, **overrides: Any
+) -> BaseException:
     run = trainer(tmp_path, callbacks, max_epochs=1, limit_val_batches=0, **overrides)
     with pytest.raises(Exception) as raised:
         run.fit(module)
@@ -446,7 +500,9 @@ def raised_by(module: pl.LightningModule, callbacks: list[pl.Callback], tmp_path
 
 @pytest.mark.parametrize("module", [NanAtBatch2, TypedNanAtBatch2])
 @pytest.mark.parametrize("lightning_s", ["SpikeDetection", "detect_anomaly"])
-def test_the_default_nonfinite_check_steps_aside_for_lightning_s_own(lightning_s: str, module: type[pl.LightningModule], tmp_path: Path) -> None:
+def test_the_default_nonfinite_check_steps_aside_for_lightning_s_own(
+    lightning_s: str, module: type[pl.LightningModule], tmp_path: Path
+) -> None:
     """``callbacks/test_spike.py`` and ``trainer/test_trainer.py::test_detect_anomaly_nan``."""
     overrides: dict[str, Any] = {"detect_anomaly": True} if lightning_s == "detect_anomaly" else {}
     own: list[pl.Callback] = [SpikeDetection()] if lightning_s == "SpikeDetection" else []
@@ -460,7 +516,10 @@ def test_the_default_nonfinite_check_steps_aside_for_lightning_s_own(lightning_s
 def test_an_explicit_nonfinite_loss_wins_over_lightning_s_own(lightning_s: str, tmp_path: Path) -> None:
     overrides: dict[str, Any] = {"detect_anomaly": True} if lightning_s == "detect_anomaly" else {}
     own: list[pl.Callback] = [SpikeDetection()] if lightning_s == "SpikeDetection" else []
-    for module, adapter in ((NanAtBatch2(), StepResultAdapter(nonfinite_loss="raise")), (ExplicitRaise(), StepResultAdapter())):
+    for module, adapter in (
+        (NanAtBatch2(), StepResultAdapter(nonfinite_loss="raise")),
+        (ExplicitRaise(), StepResultAdapter()),
+    ):
         raised = raised_by(module, [*own, adapter], tmp_path, **overrides)
         assert isinstance(raised, StepResultError) and "nonfinite_loss='raise'" in raised.expected
 
@@ -497,7 +556,9 @@ def test_a_validation_run_again_from_its_start_counts_its_batches_once(tmp_path:
     full = trainer(tmp_path / "full", [StepResultAdapter()], max_epochs=1)
     full.fit(FailsInValidation(fail=False))
     with pytest.raises(Fault):
-        trainer(tmp_path, [OnExceptionCheckpoint(tmp_path), StepResultAdapter()], max_epochs=1).fit(FailsInValidation(fail=True))
+        trainer(tmp_path, [OnExceptionCheckpoint(tmp_path), StepResultAdapter()], max_epochs=1).fit(
+            FailsInValidation(fail=True)
+        )
     saved = torch.load(tmp_path / "on_exception.ckpt", weights_only=False)
     assert saved["loops"]["fit_loop"]["epoch_loop.val_loop.batch_progress"]["current"]["ready"] == 2  # Lightning's own
     resumed = trainer(tmp_path / "resumed", [StepResultAdapter()], max_epochs=1)

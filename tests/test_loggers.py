@@ -121,7 +121,10 @@ class LoggedRun:
         """Every TensorBoard scalar as ``tag -> [(step, value), ...]``, read from the event files."""
         accumulator = EventAccumulator(str(self.tb_dir), size_guidance={"scalars": 0})  # 0: keep every event
         accumulator.Reload()
-        return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+        return {
+            tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]
+        }
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +139,10 @@ TAGS = ["epoch", "test_loss", "train_loss_epoch", "train_loss_step", "train_mae"
     "make_run",
     [
         pytest.param(lambda root: LoggedRun(TypedLogged(), root), id="TypedLightningModule"),
-        pytest.param(lambda root: LoggedRun(PlainReturningTyped(), root, [StepResultAdapter(log_loss=True)]), id="StepResultAdapter"),
+        pytest.param(
+            lambda root: LoggedRun(PlainReturningTyped(), root, [StepResultAdapter(log_loss=True)]),
+            id="StepResultAdapter",
+        ),
     ],
 )
 def test_csv_and_tensorboard_files_match_plain_lightning(make_run: Any, plain_run: LoggedRun, tmp_path: Path) -> None:

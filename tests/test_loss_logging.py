@@ -94,19 +94,25 @@ class ExplicitLogging(LossParts, pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         loss, batch_size = self.loss_and_size(batch)
         if self.names.train is not None:
-            self.log(self.names.train, loss, on_step=True, on_epoch=True, prog_bar=self.names.prog_bar, batch_size=batch_size)
+            self.log(
+                self.names.train, loss, on_step=True, on_epoch=True, prog_bar=self.names.prog_bar, batch_size=batch_size
+            )
         return loss
 
     def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, torch.Tensor]:
         loss, batch_size = self.loss_and_size(batch)
         if self.names.val is not None:
-            self.log(self.names.val, loss, on_step=False, on_epoch=True, prog_bar=self.names.prog_bar, batch_size=batch_size)
+            self.log(
+                self.names.val, loss, on_step=False, on_epoch=True, prog_bar=self.names.prog_bar, batch_size=batch_size
+            )
         return {"loss": loss}
 
     def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, torch.Tensor]:
         loss, batch_size = self.loss_and_size(batch)
         if self.names.test is not None:
-            self.log(self.names.test, loss, on_step=False, on_epoch=True, prog_bar=self.names.prog_bar, batch_size=batch_size)
+            self.log(
+                self.names.test, loss, on_step=False, on_epoch=True, prog_bar=self.names.prog_bar, batch_size=batch_size
+            )
         return {"loss": loss}
 
 
@@ -215,7 +221,13 @@ class MetricsTimeline(pl.Callback):
 class Run:
     """fit (2 epochs, sanity check on), validate and test of one model, with everything it logged."""
 
-    def __init__(self, model: pl.LightningModule, root: Path, callbacks: list[pl.Callback] = [], collate_fn: Any = None) -> None:  # noqa: B006
+    def __init__(
+        self,
+        model: pl.LightningModule,
+        root: Path,
+        callbacks: list[pl.Callback] = [],  # noqa: B006
+        collate_fn: Any = None,
+    ) -> None:
         timeline = MetricsTimeline()
         logger = CSVLogger(str(root), name="csv", version=0)
         trainer = pl.Trainer(
@@ -289,7 +301,8 @@ def explicit_default(tmp_path_factory: pytest.TempPathFactory) -> Run:
         pytest.param(lambda root: Run(TypedLogsInInit(DEFAULT_NAMES), root), id="LossLogging()"),
         pytest.param(lambda root: Run(PlainTypedSteps(), root, [StepResultAdapter(log_loss=True)]), id="adapter"),
         pytest.param(
-            lambda root: Run(PlainTypedSteps(), root, [StepResultAdapter(strict=True, log_loss=True)]), id="strict adapter"
+            lambda root: Run(PlainTypedSteps(), root, [StepResultAdapter(strict=True, log_loss=True)]),
+            id="strict adapter",
         ),
     ],
 )
@@ -420,12 +433,15 @@ class DivergingExplicit(ExplicitLogging):
         self.lr = lr
 
 
-def fit_monitored(model: pl.LightningModule, root: Path, lr_epochs: int = 8) -> tuple[ModelCheckpoint, EarlyStopping, EpochValLoss]:
+def fit_monitored(
+    model: pl.LightningModule, root: Path, lr_epochs: int = 8
+) -> tuple[ModelCheckpoint, EarlyStopping, EpochValLoss]:
     checkpoint = ModelCheckpoint(dirpath=str(root / "ckpt"), monitor="val_loss", mode="min", save_top_k=1)
     stopping = EarlyStopping(monitor="val_loss", mode="min", patience=1)
     values = EpochValLoss()
     trainer = pl.Trainer(
-        **trainer_kwargs(root, max_epochs=lr_epochs, enable_checkpointing=True), callbacks=[checkpoint, stopping, values]
+        **trainer_kwargs(root, max_epochs=lr_epochs, enable_checkpointing=True),
+        callbacks=[checkpoint, stopping, values],
     )
     trainer.fit(model, uneven_loader(), uneven_loader(seed=1))
     return checkpoint, stopping, values
@@ -479,7 +495,10 @@ def test_bad_batch_size_is_rejected(result_class: Any, batch_size: Any, got: str
     with pytest.raises(StepResultError) as info:
         result_class(loss=torch.tensor(1.0), batch_size=batch_size)
     where = f"{result_class.__name__}.batch_size"
-    assert str(info.value) == f"{where}\n  got:      {got}\n  expected: {BATCH_SIZE_EXPECTED}\n  fix:      {BATCH_SIZE_FIX}"
+    assert (
+        str(info.value)
+        == f"{where}\n  got:      {got}\n  expected: {BATCH_SIZE_EXPECTED}\n  fix:      {BATCH_SIZE_FIX}"
+    )
     assert (info.value.where, info.value.got, info.value.hook) == (where, got, None)
 
 
@@ -496,9 +515,7 @@ class BadBatchSize(TypedLogsOnClass):
 
 
 @pytest.mark.parametrize(("batch_size", "got"), BAD_BATCH_SIZES, ids=[got for _, got in BAD_BATCH_SIZES])
-@pytest.mark.parametrize(
-    ("stage", "result_class"), [("fit", "TrainStepResult"), ("validate", "ValStepResult")]
-)
+@pytest.mark.parametrize(("stage", "result_class"), [("fit", "TrainStepResult"), ("validate", "ValStepResult")])
 def test_bad_batch_size_in_a_step_names_the_step(
     stage: str, result_class: str, batch_size: Any, got: str, tmp_path: Path
 ) -> None:
@@ -609,7 +626,15 @@ def test_logged_in_current_hook_sees_only_the_running_hooks_calls(tmp_path: Path
         def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
             before = logged_in_current_hook(self, "probe")
             self.log("probe", float(batch_idx))
-            seen.append(("training_step", batch_idx, before, logged_in_current_hook(self, "probe"), logged_in_current_hook(self, "other")))
+            seen.append(
+                (
+                    "training_step",
+                    batch_idx,
+                    before,
+                    logged_in_current_hook(self, "probe"),
+                    logged_in_current_hook(self, "other"),
+                )
+            )
             return super().training_step(batch, batch_idx)
 
         def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> ValStepResult:

@@ -17,17 +17,20 @@ import pytest
 import pytorch_lightning
 import torch
 import torch.nn.functional as F
+from models import trainer_kwargs
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
-from models import trainer_kwargs
 
 from lightning_step_types import StepMetric, StepResultError, StepResultWarning, TrainStepResult, ValStepResult
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
 from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
 from lightning_step_types.metrics import step_metric_objects
 
-FLAVOURS = {"pytorch_lightning": (pytorch_lightning, lst_pytorch_lightning), "lightning.pytorch": (lightning.pytorch, lst_lightning_pytorch)}
+FLAVOURS = {
+    "pytorch_lightning": (pytorch_lightning, lst_pytorch_lightning),
+    "lightning.pytorch": (lightning.pytorch, lst_lightning_pytorch),
+}
 WAYS = ("typed", "adapter")
 
 
@@ -182,8 +185,12 @@ def test_a_key_in_neither_the_result_nor_the_batch_shows_both() -> None:
     declared = {"acc": accuracy(lambda r, b: (r["scores"], b["label"]), stages=("train",))}
     with pytest.raises(StepResultError) as info:
         fit("pytorch_lightning", "typed", declared)
-    assert info.value.expected == "a key the step's result holds: ['logits'], or one the batch holds: ['image', 'label']"
-    assert info.value.fix == "read one of those keys, or put 'scores' in the step's metadata (`metadata={'scores': ...}`)"
+    assert (
+        info.value.expected == "a key the step's result holds: ['logits'], or one the batch holds: ['image', 'label']"
+    )
+    assert (
+        info.value.fix == "read one of those keys, or put 'scores' in the step's metadata (`metadata={'scores': ...}`)"
+    )
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -207,8 +214,16 @@ def test_a_log_name_typo_is_refused_at_setup(flavour: str) -> None:
     ("log_name", "got", "fix"),
     [
         ("{}_{name}", "'{}_{name}': unknown field {}", "use only {stage} and {name}, e.g. `log_name='{stage}_{name}'`"),
-        ("{stage}_{name", "'{stage}_{name': ValueError: expected '}' before end of string", "balance the braces, e.g. `log_name='{stage}_{name}'`"),
-        ("{stage:d}_{name}", "'{stage:d}_{name}': ValueError: Unknown format code 'd' for object of type 'str'", "pass e.g. `log_name='{stage}_{name}'`"),
+        (
+            "{stage}_{name",
+            "'{stage}_{name': ValueError: expected '}' before end of string",
+            "balance the braces, e.g. `log_name='{stage}_{name}'`",
+        ),
+        (
+            "{stage:d}_{name}",
+            "'{stage:d}_{name}': ValueError: Unknown format code 'd' for object of type 'str'",
+            "pass e.g. `log_name='{stage}_{name}'`",
+        ),
     ],
 )
 def test_other_log_name_templates_that_cannot_be_filled_are_refused(log_name: str, got: str, fix: str) -> None:
@@ -255,7 +270,12 @@ def test_a_metric_whose_kind_gives_many_values_is_refused_at_setup(flavour: str,
     declared = {"cm": StepMetric(make(), update=lambda r, b: (r["logits"], b["label"]))}
     with pytest.raises(StepResultError) as info:
         fit(flavour, "typed", declared)
-    assert (info.value.hook, info.value.where, info.value.got, info.value.fix) == ("MyModel.configure_step_metrics", "['cm'].metric", got, fix)
+    assert (info.value.hook, info.value.where, info.value.got, info.value.fix) == (
+        "MyModel.configure_step_metrics",
+        "['cm'].metric",
+        got,
+        fix,
+    )
     assert info.value.expected == "a metric whose compute() gives one value: Lightning logs one number per name"
 
 
@@ -290,10 +310,17 @@ def test_a_metric_that_turns_out_to_give_many_values_is_refused_at_its_first_com
 
 
 def test_step_values_that_are_not_one_number_are_refused_at_the_first_step() -> None:
-    declared = {"hits": StepMetric(PerClassHits(), update=lambda r, b: (r["logits"], b["label"]), stages=("train",), on_step=True)}
+    declared = {
+        "hits": StepMetric(
+            PerClassHits(), update=lambda r, b: (r["logits"], b["label"]), stages=("train",), on_step=True
+        )
+    }
     with pytest.raises(StepResultError) as info:
         fit("pytorch_lightning", "typed", declared)
-    assert (info.value.hook, info.value.where) == ("MyModel.training_step", "MyModel.configure_step_metrics['hits'] in stage 'train': PerClassHits.forward")
+    assert (info.value.hook, info.value.where) == (
+        "MyModel.training_step",
+        "MyModel.configure_step_metrics['hits'] in stage 'train': PerClassHits.forward",
+    )
     assert info.value.got == "forward() gave Tensor(shape=(3,), dtype=float32, requires_grad=False)"
 
 

@@ -26,7 +26,10 @@ from lightning_step_types import StepMetric, StepResultError, TrainStepResult, V
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
 from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
 
-FLAVOURS = {"pytorch_lightning": (pytorch_lightning, lst_pytorch_lightning), "lightning.pytorch": (lightning.pytorch, lst_lightning_pytorch)}
+FLAVOURS = {
+    "pytorch_lightning": (pytorch_lightning, lst_pytorch_lightning),
+    "lightning.pytorch": (lightning.pytorch, lst_lightning_pytorch),
+}
 WAYS = ("typed", "adapter")
 
 
@@ -123,7 +126,15 @@ def hydra_hand(flavour: str) -> type[Any]:
 
 
 def best_accuracy() -> dict[str, StepMetric[Any]]:
-    return {"acc": StepMetric(MulticlassAccuracy(3), update=lambda r, b: (r["logits"], b[1]), stages=("val",), prog_bar=True, log_name="{stage}/{name}")}
+    return {
+        "acc": StepMetric(
+            MulticlassAccuracy(3),
+            update=lambda r, b: (r["logits"], b[1]),
+            stages=("val",),
+            prog_bar=True,
+            log_name="{stage}/{name}",
+        )
+    }
 
 
 def hydra_declared(flavour: str, way: str) -> type[Any]:
@@ -156,7 +167,9 @@ def hydra_declared(flavour: str, way: str) -> type[Any]:
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("way", WAYS)
-def test_best_value_tracking_over_declared_metric_equals_the_hand_written_template(flavour: str, way: str, tmp_path: Path) -> None:
+def test_best_value_tracking_over_declared_metric_equals_the_hand_written_template(
+    flavour: str, way: str, tmp_path: Path
+) -> None:
     hand = fit(flavour, hydra_hand(flavour)(), tmp_path / "hand", [])
     callbacks = [] if way == "typed" else [FLAVOURS[flavour][1].StepResultAdapter(metrics=best_accuracy())]
     declared = fit(flavour, hydra_declared(flavour, way)(), tmp_path / "declared", callbacks)
@@ -181,7 +194,9 @@ def test_declared_metric_names_the_entries_of_the_stage_and_the_closest(tmp_path
         "validation_step": lambda self, batch, batch_idx: step(self, batch, "adapter", False),
     })()  # fmt: skip
     adapter = lst_pytorch_lightning.StepResultAdapter(metrics=best_accuracy())
-    trainer("pytorch_lightning", tmp_path, [adapter, Reads()], max_epochs=1, num_sanity_val_steps=0).fit(model, train_loader(), val_loaders()[0])
+    trainer("pytorch_lightning", tmp_path, [adapter, Reads()], max_epochs=1, num_sanity_val_steps=0).fit(
+        model, train_loader(), val_loaders()[0]
+    )
     assert seen == {
         "Acc val 0": (
             "MyModel: declared_metric('Acc', stage='val')\n"
@@ -208,7 +223,9 @@ def test_declared_metric_names_the_entries_of_the_stage_and_the_closest(tmp_path
 
 
 def collection(prefix: str | None = None) -> MetricCollection:
-    return MetricCollection({"OverallAccuracy": MulticlassAccuracy(3, average="micro"), "F1": MulticlassF1Score(3)}, prefix=prefix)
+    return MetricCollection(
+        {"OverallAccuracy": MulticlassAccuracy(3, average="micro"), "F1": MulticlassF1Score(3)}, prefix=prefix
+    )
 
 
 def torchgeo_hand(flavour: str) -> type[Any]:
@@ -229,12 +246,18 @@ def torchgeo_hand(flavour: str) -> type[Any]:
         self.val_metrics(logits, batch[1])
         self.log_dict(self.val_metrics)
 
-    cls = make_class(flavour, "hand", {"__init__": init, "training_step": training_step, "validation_step": validation_step})
+    cls = make_class(
+        flavour, "hand", {"__init__": init, "training_step": training_step, "validation_step": validation_step}
+    )
     return cls
 
 
 def step_only_metrics() -> dict[str, StepMetric[Any]]:
-    return {"scores": StepMetric(collection(), update=lambda r, b: (r["logits"], b[1]), stages=("train", "val"), on_step=True, on_epoch=False)}
+    return {
+        "scores": StepMetric(
+            collection(), update=lambda r, b: (r["logits"], b[1]), stages=("train", "val"), on_step=True, on_epoch=False
+        )
+    }
 
 
 def torchgeo_declared(flavour: str, way: str) -> type[Any]:
@@ -267,7 +290,9 @@ def test_step_only_training_values_equal_torchgeos_log_dict(flavour: str, way: s
 
 def test_on_epoch_false_without_step_values_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StepResultError) as info:
-        lst_pytorch_lightning.StepResultAdapter(metrics={"acc": StepMetric(MulticlassAccuracy(3), update=lambda r, b: (r, b), on_epoch=False)})
+        lst_pytorch_lightning.StepResultAdapter(
+            metrics={"acc": StepMetric(MulticlassAccuracy(3), update=lambda r, b: (r, b), on_epoch=False)}
+        )
     assert str(info.value) == (
         "StepResultAdapter(metrics=...): ['acc'].on_epoch\n"
         "  got:      on_epoch=False with on_step=False: nothing would be logged in training\n"
@@ -290,7 +315,13 @@ def test_mean_metric_fed_the_batch_size_equals_lightnings_batch_weighted_mean(fl
         FLAVOURS[flavour][0].LightningModule.__init__(self)
         build_net(self)
 
-    hand = fit(flavour, make_class(flavour, "hand", {"__init__": hand_init, "training_step": hand_step})(), tmp_path / "hand", [], val=False)
+    hand = fit(
+        flavour,
+        make_class(flavour, "hand", {"__init__": hand_init, "training_step": hand_step})(),
+        tmp_path / "hand",
+        [],
+        val=False,
+    )
     means = {
         "loss": StepMetric(MeanMetric(), update=lambda r, b: (r.loss.detach(), b[1].shape[0]), stages=("train",)),
         "unweighted": StepMetric(MeanMetric(), update=lambda r, b: (r.loss.detach(),), stages=("train",)),

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from metric_models import (
     CLASSES_BY_FLAVOUR,
     declared,
-    metric_arguments,
     final_loader,
+    metric_arguments,
     train_loader,
     val_loaders,
 )
@@ -42,7 +42,10 @@ from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
 from lightning_step_types.adapter import module_state
 from lightning_step_types.metrics import step_metric_objects
 
-FLAVOUR_PACKAGES = {"pytorch_lightning": (pl, lst_pytorch_lightning), "lightning.pytorch": (lightning.pytorch, lst_lightning_pytorch)}
+FLAVOUR_PACKAGES = {
+    "pytorch_lightning": (pl, lst_pytorch_lightning),
+    "lightning.pytorch": (lightning.pytorch, lst_lightning_pytorch),
+}
 
 
 def trainer_for(flavour: str, root: Path, callbacks: list[Any] = (), **overrides: Any) -> Any:  # type: ignore[assignment]
@@ -128,14 +131,18 @@ CASES = [
 
 
 @pytest.mark.parametrize(("flavour", "kind", "on_step"), CASES)
-def test_declared_metrics_equal_the_hand_written_pattern(flavour: str, kind: str, on_step: bool, tmp_path: Path) -> None:
+def test_declared_metrics_equal_the_hand_written_pattern(
+    flavour: str, kind: str, on_step: bool, tmp_path: Path
+) -> None:
     typed = CLASSES_BY_FLAVOUR[flavour][_name(flavour, "Typed")](kind=kind, on_step=on_step)
     declared_run = run_everything(flavour, typed, tmp_path / "typed")
     expected = hand_run(flavour, kind, on_step, tmp_path)
     stage_names = {"acc": ["acc"], "mse": ["mse"], "scores": ["MulticlassAccuracy", "MulticlassF1Score"]}[kind]
     # The run logged what it should: epoch values per stage, per loader, per collection member.
     fit_names = {f"val_{n}/dataloader_idx_{i}" for n in stage_names for i in (0, 1)}
-    fit_names |= {f"train_{n}" + suffix for n in stage_names for suffix in (("_epoch", "_step", "") if on_step else ("",))}
+    fit_names |= {
+        f"train_{n}" + suffix for n in stage_names for suffix in (("_epoch", "_step", "") if on_step else ("",))
+    }
     assert set(expected["fit callback_metrics"]) == fit_names
     assert set(expected["test logged_metrics"]) == {f"test_{n}" for n in stage_names}
     assert_same_run(declared_run, expected)
@@ -161,7 +168,9 @@ def test_update_receives_a_read_only_view_of_a_legacy_dict(tmp_path: Path) -> No
         return (result["logits"], batch[1])
 
     plain = CLASSES_BY_FLAVOUR["pytorch_lightning"]["Plain"]()
-    adapter = lst_pytorch_lightning.StepResultAdapter(metrics={"acc": StepMetric(MulticlassAccuracy(3), update=update, stages=("train",))})
+    adapter = lst_pytorch_lightning.StepResultAdapter(
+        metrics={"acc": StepMetric(MulticlassAccuracy(3), update=update, stages=("train",))}
+    )
     make_trainer(tmp_path, max_epochs=1, callbacks=[adapter]).fit(plain, train_loader())
     assert len(seen) == 6
     assert all(isinstance(view, types.MappingProxyType) and set(view) == {"loss", "logits"} for view in seen)
@@ -189,7 +198,9 @@ def test_collection_members_are_named_under_the_stage(tmp_path: Path) -> None:
     typed = CLASSES_BY_FLAVOUR["pytorch_lightning"]["Typed"](kind="scores")
     make_trainer(tmp_path, max_epochs=1).fit(typed, train_loader())
     assert sorted(step_metric_objects(typed)) == [
-        f"{stage}/scores/{member}" for stage in ("test", "train", "val") for member in ("MulticlassAccuracy", "MulticlassF1Score")
+        f"{stage}/scores/{member}"
+        for stage in ("test", "train", "val")
+        for member in ("MulticlassAccuracy", "MulticlassF1Score")
     ]
 
 
@@ -252,9 +263,13 @@ class RestoreTrainAccuracy(pl.Callback):
 def test_a_copy_with_restored_state_is_still_logged_in_that_epoch(tmp_path: Path) -> None:
     classes = CLASSES_BY_FLAVOUR["pytorch_lightning"]
     typed, hand = classes["Typed"](), classes["Hand"]()
-    typed_trainer = make_trainer(tmp_path / "t", max_epochs=2, callbacks=[RestoreTrainAccuracy(lambda m: step_metric_objects(m)["train/acc"])])
+    typed_trainer = make_trainer(
+        tmp_path / "t", max_epochs=2, callbacks=[RestoreTrainAccuracy(lambda m: step_metric_objects(m)["train/acc"])]
+    )
     typed_trainer.fit(typed, train_loader())
-    hand_trainer = make_trainer(tmp_path / "h", max_epochs=2, callbacks=[RestoreTrainAccuracy(lambda m: m.train_metric)])
+    hand_trainer = make_trainer(
+        tmp_path / "h", max_epochs=2, callbacks=[RestoreTrainAccuracy(lambda m: m.train_metric)]
+    )
     hand_trainer.fit(hand, train_loader())
     assert float(typed_trainer.callback_metrics["train_acc"]) == float(hand_trainer.callback_metrics["train_acc"])
     assert list(typed_trainer.callback_metrics) == ["train_acc"]
@@ -291,7 +306,9 @@ def fit_typed(configure: Callable[[], Any], tmp_path: Path, **settings: Any) -> 
     return model
 
 
-def accuracy(update: Callable[[Any, Any], Any] = lambda r, b: (r.metadata["logits"], b[1]), **options: Any) -> StepMetric[Any]:
+def accuracy(
+    update: Callable[[Any, Any], Any] = lambda r, b: (r.metadata["logits"], b[1]), **options: Any
+) -> StepMetric[Any]:
     return StepMetric(MulticlassAccuracy(3), update=update, **options)
 
 
@@ -302,9 +319,13 @@ class StateBeforeBatch(pl.Callback):
         self.batch_idx = batch_idx
         self.saved: dict[str, dict[str, Any]] = {}
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if batch_idx == self.batch_idx:
-            self.saved = {k: clone_state(m) for k, m in step_metric_objects(pl_module).items() if k.startswith("train/")}
+            self.saved = {
+                k: clone_state(m) for k, m in step_metric_objects(pl_module).items() if k.startswith("train/")
+            }
 
 
 def clone_state(metric: Metric) -> dict[str, Any]:
@@ -316,7 +337,7 @@ def clone_state(metric: Metric) -> dict[str, Any]:
 def assert_states_equal(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert a.keys() == b.keys()
     for key in a:
-        assert (torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key]), key
+        assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
 
 
 def fit_failing_at_batch_2(model: pl.LightningModule, tmp_path: Path) -> tuple[StepResultError, StateBeforeBatch]:
@@ -373,7 +394,9 @@ def test_a_metric_that_changes_its_state_before_failing_is_put_back(on_step: boo
     keeper = StateBeforeBatch(failing_batch)
     with pytest.raises(StepResultError) as info:
         make_trainer(tmp_path, max_epochs=1, callbacks=[keeper]).fit(model, train_loader())
-    assert info.value.got.endswith("which AppendsThenRefuses.update refused: ValueError: refused after changing its state")
+    assert info.value.got.endswith(
+        "which AppendsThenRefuses.update refused: ValueError: refused after changing its state"
+    )
     restored = step_metric_objects(model)["train/odd"]
     saved = keeper.saved["train/odd"]
     assert len(restored.seen) == len(saved["seen"]) == failing_batch
@@ -401,7 +424,8 @@ class MetricsModel(lst_pytorch_lightning.TypedLightningModule):
 
 def test_a_missing_metadata_key_names_the_closest_and_leaves_the_state_unchanged(tmp_path: Path) -> None:
     model = MetricsModel(
-        {"acc": accuracy()}, lambda logits, i: {"logits": logits} if i < 2 else {"logit": logits, "target_probs": logits}
+        {"acc": accuracy()},
+        lambda logits, i: {"logits": logits} if i < 2 else {"logit": logits, "target_probs": logits},
     )
     error, keeper = fit_failing_at_batch_2(model, tmp_path)
     assert error.hook == "MetricsModel.training_step"
@@ -417,7 +441,9 @@ def test_a_missing_metadata_key_names_the_closest_and_leaves_the_state_unchanged
 
 
 def test_a_wrong_shape_inside_metric_update_says_what_it_wanted(tmp_path: Path) -> None:
-    mse = StepMetric(MeanSquaredError(), update=lambda r, b: (r.metadata["logits"][:, :1], b[1].float()), stages=("train",))
+    mse = StepMetric(
+        MeanSquaredError(), update=lambda r, b: (r.metadata["logits"][:, :1], b[1].float()), stages=("train",)
+    )
     model = MetricsModel({"mse": mse}, lambda logits, i: {"logits": logits})
     with pytest.raises(StepResultError) as info:
         make_trainer(tmp_path, max_epochs=1).fit(model, train_loader())
@@ -458,7 +484,10 @@ def test_a_collection_member_failing_leaves_every_member_unchanged(on_step: bool
     """
     collection = MetricCollection({"mse": MeanSquaredError(), "refuses": FailsOnItsThirdUpdate()})
     update = lambda r, b: (r.metadata["logits"][:, 0], b[1].float())  # noqa: E731
-    model = MetricsModel({"reg": StepMetric(collection, update=update, stages=("train",), on_step=on_step)}, lambda logits, i: {"logits": logits})
+    model = MetricsModel(
+        {"reg": StepMetric(collection, update=update, stages=("train",), on_step=on_step)},
+        lambda logits, i: {"logits": logits},
+    )
     failing_batch = 1 if on_step else 2  # a full-state forward calls update twice
     keeper = StateBeforeBatch(failing_batch)
     with pytest.raises(StepResultError) as info:
@@ -473,13 +502,21 @@ def test_a_collection_member_failing_leaves_every_member_unchanged(on_step: bool
 
 SETUP_ERRORS: dict[str, tuple[Callable[[], Any], str, str]] = {
     # name -> (the declaration, error.where, the start of error.got)
-    "not a StepMetric": (lambda: {"acc": MulticlassAccuracy(3)}, "['acc']", "torchmetrics.classification.accuracy.MulticlassAccuracy"),
+    "not a StepMetric": (
+        lambda: {"acc": MulticlassAccuracy(3)},
+        "['acc']",
+        "torchmetrics.classification.accuracy.MulticlassAccuracy",
+    ),
     "not a torchmetrics metric": (
         lambda: {"acc": StepMetric(lambda p, t: (p == t).float().mean(), update=lambda r, b: (r, b))},  # type: ignore[arg-type]
         "['acc'].metric",
         "function",
     ),
-    "unknown stage": (lambda: {"acc": accuracy(stages=("train", "validation"))}, "['acc'].stages", "str 'validation' in ('train', 'validation')"),
+    "unknown stage": (
+        lambda: {"acc": accuracy(stages=("train", "validation"))},
+        "['acc'].stages",
+        "str 'validation' in ('train', 'validation')",
+    ),
     "same log name twice": (
         lambda: {"acc": accuracy(log_name="{stage}_accuracy"), "accuracy": accuracy()},
         "['accuracy']",
@@ -554,13 +591,18 @@ def test_metrics_declared_by_the_adapter_and_the_module_must_not_clash(tmp_path:
     adapter = lst_pytorch_lightning.StepResultAdapter(metrics={"acc": accuracy()})
     with pytest.raises(StepResultError) as info:
         make_trainer(tmp_path, max_epochs=1, callbacks=[adapter]).fit(model, train_loader())
-    assert info.value.got == "log name 'train_acc' for stage 'train', which StepResultAdapter(metrics=...)['acc'] logs already"
+    assert (
+        info.value.got
+        == "log name 'train_acc' for stage 'train', which StepResultAdapter(metrics=...)['acc'] logs already"
+    )
 
 
 def test_typed_module_with_adapter_metrics_logs_both(tmp_path: Path) -> None:
     model = MetricsModel({"acc": accuracy()}, lambda logits, i: {"logits": logits})
     mse = StepMetric(MeanSquaredError(), update=lambda r, b: (r.metadata["logits"][:, 0], b[1].float()))
-    trainer = make_trainer(tmp_path, max_epochs=1, callbacks=[lst_pytorch_lightning.StepResultAdapter(metrics={"mse": mse})])
+    trainer = make_trainer(
+        tmp_path, max_epochs=1, callbacks=[lst_pytorch_lightning.StepResultAdapter(metrics={"mse": mse})]
+    )
     trainer.fit(model, train_loader())
     assert sorted(trainer.callback_metrics) == ["train_acc", "train_mse"]
 
@@ -607,7 +649,9 @@ def test_val_only_binding_types_its_result_as_val_result(tmp_path: Path) -> None
         return result.metadata["logits"], batch[1]
 
     typed = CLASSES_BY_FLAVOUR["pytorch_lightning"]["Typed"]()
-    typed.configure_step_metrics = lambda: {"acc": StepMetric(MulticlassAccuracy(3), update=update, stages=("val", "test"))}  # type: ignore[method-assign]
+    typed.configure_step_metrics = lambda: {
+        "acc": StepMetric(MulticlassAccuracy(3), update=update, stages=("val", "test"))
+    }  # type: ignore[method-assign]
     make_trainer(tmp_path, max_epochs=1, limit_val_batches=2).fit(typed, train_loader(), val_loaders()[0])
     assert seen == [ValStepResult, ValStepResult]
 
@@ -652,12 +696,18 @@ trainer:
 
 
 @pytest.mark.parametrize("flavour", list(FLAVOUR_PACKAGES))
-def test_lightning_cli_with_a_module_that_declares_metrics(flavour: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lightning_cli_with_a_module_that_declares_metrics(
+    flavour: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cli_class = pl.cli.LightningCLI if flavour == "pytorch_lightning" else lightning.pytorch.cli.LightningCLI
     config = tmp_path / "metrics.yaml"
     config.write_text(CLI_CONFIG.format(model=_name(flavour, "Typed")))
     monkeypatch.setattr("sys.argv", ["train.py"])
-    cli = cli_class(args=["--config", str(config), "--seed_everything=0", f"--trainer.default_root_dir={tmp_path / 'run'}"], run=False, subclass_mode_model=True)
+    cli = cli_class(
+        args=["--config", str(config), "--seed_everything=0", f"--trainer.default_root_dir={tmp_path / 'run'}"],
+        run=False,
+        subclass_mode_model=True,
+    )
     assert type(cli.model).__name__ == _name(flavour, "Typed") and cli.model.kind == "mse"
     cli.trainer.fit(cli.model, train_loader(), val_loaders())
     assert sorted(cli.trainer.callback_metrics) == ["train_mse", "val_mse/dataloader_idx_0", "val_mse/dataloader_idx_1"]
@@ -675,7 +725,9 @@ class RecordMetrics(pl.Callback):
 
 def fit_under_ddp(model: pl.LightningModule, root: Path) -> list[dict[str, float]]:
     def fit(run_root: Path) -> None:
-        trainer = make_trainer(run_root, devices=2, strategy="ddp_spawn", max_epochs=2, callbacks=[RecordMetrics(run_root)])
+        trainer = make_trainer(
+            run_root, devices=2, strategy="ddp_spawn", max_epochs=2, callbacks=[RecordMetrics(run_root)]
+        )
         trainer.fit(model, train_loader(), val_loaders())
 
     run_root = spawn_with_teardown_retry(fit, root, lambda r: all((r / f"rank{rank}.pt").exists() for rank in (0, 1)))

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib
 import dataclasses
 import difflib
+import importlib
 import importlib.util
 import io
 import json
@@ -52,7 +52,12 @@ from lightning_step_types.migrate import Migration, main, migrate_source  # noqa
 REPO = Path(__file__).resolve().parents[1]
 CASES_DIR = Path(__file__).resolve().parent / "migrate_cases"
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
-VERDICTS = (": rewritten", ": already typed", ": returns nothing to convert", ": not in a LightningModule, left as it is")
+VERDICTS = (
+    ": rewritten",
+    ": already typed",
+    ": returns nothing to convert",
+    ": not in a LightningModule, left as it is",
+)
 # What the codemod did to a class's base or an import: reported, nothing left for the user.
 DONE = (": base class switched: ", ": import removed: ", ": import kept: ")
 NOT_SKIPS = (*VERDICTS, *DONE, ": note: ", ": base class kept: ", ": Lightning 1.x: ")
@@ -780,7 +785,9 @@ class Model(pl.LightningModule):
         while True:
             return F.mse_loss(self(batch), batch)
 """
-    assert rewrite(source).module.code == """import pytorch_lightning as pl
+    assert (
+        rewrite(source).module.code
+        == """import pytorch_lightning as pl
 import torch.nn.functional as F
 from lightning_step_types import TrainStepResult, ValStepResult
 
@@ -800,6 +807,7 @@ class Model(pl.LightningModule):
         while True:
             return ValStepResult(loss=F.mse_loss(self(batch), batch))
 """
+    )
 
 
 def test_one_line_statements_get_their_log_calls_inline() -> None:
@@ -812,7 +820,9 @@ class Model(pl.LightningModule):
         if batch_idx == 0: return {"loss": loss, "log": {"first_loss": loss}}
         x = 1; return{"loss": loss}
 """
-    assert rewrite(source).module.code == """import pytorch_lightning as pl
+    assert (
+        rewrite(source).module.code
+        == """import pytorch_lightning as pl
 from lightning_step_types import TrainStepResult
 
 
@@ -822,6 +832,7 @@ class Model(pl.LightningModule):
         if batch_idx == 0: self.log_dict({"first_loss": loss}); return TrainStepResult(loss=loss)
         x = 1; return TrainStepResult(loss=loss)
 """
+    )
 
 
 def test_removed_entries_keep_the_comments_of_their_neighbours() -> None:
@@ -846,7 +857,9 @@ class Model(pl.LightningModule):
             },
         }
 """
-    assert rewrite(source).module.code == """import pytorch_lightning as pl
+    assert (
+        rewrite(source).module.code
+        == """import pytorch_lightning as pl
 from lightning_step_types import TrainStepResult, ValStepResult
 
 
@@ -870,6 +883,7 @@ class Model(pl.LightningModule):
             loss=loss,
         )
 """
+    )
 
 
 MODULE_BODY = """
@@ -880,25 +894,28 @@ class Model(LightningModule):
 """
 
 
-@pytest.mark.parametrize("imports, expected", [
-    (  # after the third-party section's plain imports, before its `from` lines that sort after it
-        "import math\n\nimport torch.nn.functional as F\nfrom pytorch_lightning import LightningModule\n\n"
-        "from .helpers import shared\n",
-        "import math\n\nimport torch.nn.functional as F\nfrom lightning_step_types import TrainStepResult\n"
-        "from pytorch_lightning import LightningModule\n\nfrom .helpers import shared\n",
-    ),
-    (  # at the section's end, never after the relative imports
-        "import torch.nn.functional as F\nfrom kornia import augmentation\nfrom lightning.pytorch import LightningModule\n\n"
-        "from . import shared\nfrom .models import Net\n",
-        "import torch.nn.functional as F\nfrom kornia import augmentation\nfrom lightning.pytorch import LightningModule\n"
-        "from lightning_step_types import TrainStepResult\n\nfrom . import shared\nfrom .models import Net\n",
-    ),
-    (  # first in its section: the blank line above the section stays above it
-        "import os\n\nfrom pytorch_lightning import LightningModule\nfrom torch.nn import functional as F\n",
-        "import os\n\nfrom lightning_step_types import TrainStepResult\nfrom pytorch_lightning import LightningModule\n"
-        "from torch.nn import functional as F\n",
-    ),
-])
+@pytest.mark.parametrize(
+    "imports, expected",
+    [
+        (  # after the third-party section's plain imports, before its `from` lines that sort after it
+            "import math\n\nimport torch.nn.functional as F\nfrom pytorch_lightning import LightningModule\n\n"
+            "from .helpers import shared\n",
+            "import math\n\nimport torch.nn.functional as F\nfrom lightning_step_types import TrainStepResult\n"
+            "from pytorch_lightning import LightningModule\n\nfrom .helpers import shared\n",
+        ),
+        (  # at the section's end, never after the relative imports
+            "import torch.nn.functional as F\nfrom kornia import augmentation\nfrom lightning.pytorch import LightningModule\n\n"
+            "from . import shared\nfrom .models import Net\n",
+            "import torch.nn.functional as F\nfrom kornia import augmentation\nfrom lightning.pytorch import LightningModule\n"
+            "from lightning_step_types import TrainStepResult\n\nfrom . import shared\nfrom .models import Net\n",
+        ),
+        (  # first in its section: the blank line above the section stays above it
+            "import os\n\nfrom pytorch_lightning import LightningModule\nfrom torch.nn import functional as F\n",
+            "import os\n\nfrom lightning_step_types import TrainStepResult\nfrom pytorch_lightning import LightningModule\n"
+            "from torch.nn import functional as F\n",
+        ),
+    ],
+)
 def test_the_added_import_lands_where_isort_puts_it(imports: str, expected: str) -> None:
     migration = rewrite(imports + MODULE_BODY)
     assert migration.module.code.startswith(expected), migration.module.code
@@ -912,7 +929,10 @@ def test_each_case_s_imports_are_isort_sorted_after_the_rewrite_where_they_were_
         (tmp_path / f"expected_{case.name}.py").write_bytes(case.expected)
     checked = subprocess.run(
         ["ruff", "check", "--isolated", "--select", "I", "--output-format", "json", "."],
-        cwd=tmp_path, capture_output=True, text=True, timeout=hang_limit(idle_s=2),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=2),
     )
     flagged = {Path(diagnostic["filename"]).name for diagnostic in json.loads(checked.stdout)}
     sorted_inputs = [case.name for case in CASES if f"input_{case.name}.py" not in flagged]
@@ -951,7 +971,10 @@ class Model(pl.LightningModule):
 '''
     assert rewrite(source).module.code == source.replace(
         "-> pl.utilities.types.STEP_OUTPUT:", "-> TrainStepResult:"
-    ).replace("        return F.mse_loss(self(batch), batch)\n", "        return TrainStepResult(loss=F.mse_loss(self(batch), batch))\n")
+    ).replace(
+        "        return F.mse_loss(self(batch), batch)\n",
+        "        return TrainStepResult(loss=F.mse_loss(self(batch), batch))\n",
+    )
 
 
 def test_keeps_crlf_line_endings_and_the_encoding() -> None:
@@ -1032,7 +1055,9 @@ def test_exit_code_is_0_when_everything_converts(tmp_path: Path) -> None:
 
 def test_unparseable_input_is_reported_and_left_alone(tmp_path: Path) -> None:
     broken = tmp_path / "broken.py"
-    broken.write_text("import pytorch_lightning as pl\n\n\nclass Model(pl.LightningModule):\n" "    def training_step(self, x:\n")
+    broken.write_text(
+        "import pytorch_lightning as pl\n\n\nclass Model(pl.LightningModule):\n    def training_step(self, x:\n"
+    )
     good = tmp_path / "good.py"
     good.write_bytes((CASES_DIR / "regression_tensor" / "input.py").read_bytes())
     result = run_cli(str(tmp_path))
@@ -1072,7 +1097,9 @@ def test_never_writes_a_file_that_does_not_parse(tmp_path: Path, monkeypatch: py
     result = run_cli(str(path))
     assert path.read_bytes() == original
     assert result.code == 1
-    assert result.lines[5].startswith(f"{path}: error: the rewritten file would not parse (")  # after 3 verdicts, 2 notes
+    assert result.lines[5].startswith(
+        f"{path}: error: the rewritten file would not parse ("
+    )  # after 3 verdicts, 2 notes
     assert result.lines[5].endswith("); file left unchanged")
     assert result.lines[-1] == summary(files=1, changed=0, rewritten=3, skipped=0, errors=1)
 
@@ -1084,7 +1111,11 @@ def test_says_what_to_install_without_libcst() -> None:
         "runpy.run_module('lightning_step_types.migrate', run_name='__main__', alter_sys=True)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, "--diff", "."], cwd=REPO, capture_output=True, text=True, timeout=hang_limit(idle_s=15)
+        [sys.executable, "-c", code, "--diff", "."],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=15),
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
@@ -1131,9 +1162,7 @@ def test_a_package_run_follows_bases_and_key_readers_across_files(
     assert package_files(root) == package_files(PACKAGE_CASE / "expected")
     again = run_cli("geo_trainers")
     assert package_files(root) == package_files(PACKAGE_CASE / "expected")
-    assert again.lines[-1] == summary(
-        files=5, changed=0, rewritten=0, typed=3, nothing=1, skipped=1, leftovers=1
-    )
+    assert again.lines[-1] == summary(files=5, changed=0, rewritten=0, typed=3, nothing=1, skipped=1, leftovers=1)
 
 
 def test_a_file_without_its_base_says_which_file_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1222,7 +1251,7 @@ def test_strict_keys_skips_renaming_rewrites(tmp_path: Path) -> None:
         summary(files=1, changed=1, rewritten=1, skipped=1),
     ]
     assert result.code == 2
-    assert "return {\"val_loss\": loss, \"val_acc\": acc}" in path.read_text()
+    assert 'return {"val_loss": loss, "val_acc": acc}' in path.read_text()
 
 
 def test_key_readers_are_looked_for_in_every_file_of_the_run(tmp_path: Path) -> None:
@@ -1278,7 +1307,7 @@ def test_a_detached_loss_is_a_loss() -> None:
     """)
     migration = rewrite(source)
     assert migration.module.code.endswith(
-        "        self.log_dict({\"train_loss\": loss.detach().sqrt()})\n"
+        '        self.log_dict({"train_loss": loss.detach().sqrt()})\n'
         "        return TrainStepResult(loss=loss.detach())\n"
     )
 
@@ -1361,10 +1390,11 @@ def test_a_log_dict_variable_beside_an_inline_progress_bar_dict_is_rewritten() -
     """)
     migration = migrate_source(source)
     assert [f.describe() for f in migration.findings] == [
-        "Model.training_step line 7: rewritten", f"Model.training_step line 10: {LOG_DICTS_NOTE}"
+        "Model.training_step line 7: rewritten",
+        f"Model.training_step line 10: {LOG_DICTS_NOTE}",
     ]
     assert migration.module.code.endswith(
-        "        self.log_dict(logs)\n        self.log_dict({\"loss_now\": loss}, prog_bar=True)\n"
+        '        self.log_dict(logs)\n        self.log_dict({"loss_now": loss}, prog_bar=True)\n'
         "        return TrainStepResult(loss=loss)\n"
     )
 
@@ -1442,7 +1472,7 @@ def test_an_attribute_holding_a_torch_loss_function_is_a_loss_function() -> None
             return {"loss": train_loss, "log": {"train_loss": train_loss}}
     """)
     assert rewrite(source).module.code.endswith(
-        "        self.log_dict({\"train_loss\": train_loss})\n        return TrainStepResult(loss=train_loss)\n"
+        '        self.log_dict({"train_loss": train_loss})\n        return TrainStepResult(loss=train_loss)\n'
     )
 
 
@@ -1453,7 +1483,7 @@ def test_a_removed_epoch_end_hook_of_another_class_is_not_this_steps_reader() ->
             return {"val_loss": F.mse_loss(self(batch), batch)}
         """,
         after="\n\nclass Other(pl.LightningModule):\n    def validation_epoch_end(self, outputs):\n"
-        "        return outputs[0][\"val_loss\"]\n",
+        '        return outputs[0]["val_loss"]\n',
     )
     notes = [f.describe() for f in migrate_source(source).findings if f.kind == "note"]
     assert notes == [
@@ -1540,10 +1570,13 @@ def test_base_class_removes_the_lightning_import_unless_still_used(imports: str,
 
 
 def test_an_import_the_file_binds_twice_or_of_another_package_stays() -> None:
-    twice = step("""
+    twice = step(
+        """
         def training_step(self, batch, batch_idx):
             return F.mse_loss(self(batch), batch)
-    """, before="import lightning as pl\n")  # `pl` is bound twice: which one a reader means is not shown
+    """,
+        before="import lightning as pl\n",
+    )  # `pl` is bound twice: which one a reader means is not shown
     migrated = migrate_source(twice, base_class=True)
     assert "import pytorch_lightning as pl\n" in migrated.module.code
     kept = [f.describe() for f in migrated.findings if f.kind == "import-kept"]
@@ -1599,8 +1632,14 @@ def test_callbacks_receive_a_mapping_once_a_tensor_returning_step_is_rewritten(t
         torch.manual_seed(0)
         recorder = Outputs()
         trainer = pl.Trainer(
-            accelerator="cpu", devices=1, limit_val_batches=2, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
+            accelerator="cpu",
+            devices=1,
+            limit_val_batches=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=str(tmp_path),
             callbacks=[recorder, *callbacks],
         )
         trainer.validate(module.WaveRegressor(), verbose=False)
@@ -1645,13 +1684,16 @@ def test_a_removed_hook_the_class_calls_itself_is_a_helper_unless_lightning_refu
         " and clear it there",
         "Model.on_batch_end line 20: Lightning 1.x: removed in Lightning 2.0: use `on_train_batch_end`",
     ]
-    subclass = step("""
+    subclass = step(
+        """
         def training_step(self, batch, batch_idx):
             return F.mse_loss(self(batch), batch)
 
         def on_train_epoch_end(self):
             self.on_epoch_end([])
-    """, after="\n\nclass Child(Model):\n    def on_epoch_end(self, outputs):\n        pass\n")
+    """,
+        after="\n\nclass Child(Model):\n    def on_epoch_end(self, outputs):\n        pass\n",
+    )
     assert [f for f in migrate_source(subclass).findings if f.kind == "leftover"] == []
 
 
@@ -1698,9 +1740,11 @@ HINTS = {
                 self.log_dict(loss_dict)
                 return {"loss": loss, "progress_bar": {"total": loss}}
         """),
-        ["Model.training_step line 7: rewritten",
-         "Model.training_step line 12: note: keys changed: 'progress_bar' -> self.log_dict; nothing in the files"
-         " given reads them (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)"],
+        [
+            "Model.training_step line 7: rewritten",
+            "Model.training_step line 12: note: keys changed: 'progress_bar' -> self.log_dict; nothing in the files"
+            " given reads them (a callback elsewhere that does must follow; --strict-keys leaves such steps alone)",
+        ],
     ),
     "variable None on a path": (
         *REFUSALS["variable None on a path"],  # the step and its skip
@@ -1754,15 +1798,18 @@ HINTS = {
                 return self.shared(batch)
         """),
         "Model.validation_step line 11: returns what `self.shared` returns: a dict (line 8); build the result"
-        " from it (`out = self.shared(...)`, then `loss=out[\"val_loss\"]`)",
-        step("""
+        ' from it (`out = self.shared(...)`, then `loss=out["val_loss"]`)',
+        step(
+            """
             def shared(self, batch):
                 return {"val_loss": F.mse_loss(self(batch), batch), "mean": batch.mean()}
 
             def validation_step(self, batch, batch_idx):
                 out = self.shared(batch)
                 return ValStepResult(loss=out["val_loss"], metadata={"mean": out["mean"]})
-        """, before="from lightning_step_types import ValStepResult\n"),
+        """,
+            before="from lightning_step_types import ValStepResult\n",
+        ),
         ["Model.validation_step line 11: rewritten"],  # its annotation: the return was already typed
     ),
     "helper holding its dict in a variable": (
@@ -1778,7 +1825,8 @@ HINTS = {
         "Model.validation_step line 13: returns what `self.shared` returns: `shared` line 10 returns a variable"
         " `metrics` holding a dict built at line 8; in the step, build the result from the dict its call returns"
         " (`out = self.shared(...)`, then `loss=out[...]` (the key that holds the loss))",
-        step("""
+        step(
+            """
             def shared(self, batch, stage):
                 metrics = {f"{stage}_loss": F.mse_loss(self(batch), batch)}
                 self.log_dict(metrics)
@@ -1787,7 +1835,9 @@ HINTS = {
             def validation_step(self, batch, batch_idx):
                 out = self.shared(batch, "val")
                 return ValStepResult(loss=out["val_loss"])
-        """, before="from lightning_step_types import ValStepResult\n"),
+        """,
+            before="from lightning_step_types import ValStepResult\n",
+        ),
         ["Model.validation_step line 13: rewritten"],
     ),
     "assigned step": (
@@ -1836,7 +1886,9 @@ HINTS = {
 
 
 @pytest.mark.parametrize("source, skip, fixed, findings", HINTS.values(), ids=list(HINTS))
-def test_each_fix_hint_once_followed_leads_to_a_rewrite(source: str, skip: str, fixed: str, findings: list[str]) -> None:
+def test_each_fix_hint_once_followed_leads_to_a_rewrite(
+    source: str, skip: str, fixed: str, findings: list[str]
+) -> None:
     assert [f.describe() for f in migrate_source(source).skipped] == [skip]
     again = migrate_source(fixed)
     assert [f.describe() for f in again.findings] == findings
@@ -1863,16 +1915,23 @@ def test_the_fix_for_a_base_in_another_file_leads_to_a_rewrite(tmp_path: Path, m
 
 def test_the_fix_for_a_shared_step_with_a_literal_stage_leads_to_a_typed_step() -> None:
     case = CASES_DIR / "shared_step_with_literal_stage"
-    fixed = (case / "expected.py").read_text().replace(
-        '    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:\n'
-        '        return self._shared_step(batch, "val")\n',
-        '    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> ValStepResult:\n'
-        '        out = self._shared_step(batch, "val")\n'
-        '        return ValStepResult(loss=out["val_loss"], metadata={"val_acc": out["val_acc"]})\n',
-    ).replace("import TrainStepResult\n", "import TrainStepResult, ValStepResult\n")
+    fixed = (
+        (case / "expected.py")
+        .read_text()
+        .replace(
+            "    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:\n"
+            '        return self._shared_step(batch, "val")\n',
+            "    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> ValStepResult:\n"
+            '        out = self._shared_step(batch, "val")\n'
+            '        return ValStepResult(loss=out["val_loss"], metadata={"val_acc": out["val_acc"]})\n',
+        )
+        .replace("import TrainStepResult\n", "import TrainStepResult, ValStepResult\n")
+    )
     findings = [f.describe() for f in migrate_source(fixed).findings]
-    assert findings[:2] == ["LogisticRegression.training_step line 33: already typed",
-                            "LogisticRegression.validation_step line 36: already typed"]
+    assert findings[:2] == [
+        "LogisticRegression.training_step line 33: already typed",
+        "LogisticRegression.validation_step line 36: already typed",
+    ]
     assert [f.split(" line ")[0] for f in findings[2:]] == ["LogisticRegression.test_step"]  # not followed there
 
 
@@ -1887,7 +1946,7 @@ def test_a_dict_built_in_the_step_may_also_be_logged() -> None:
     migration = migrate_source(source)
     assert [f.describe() for f in migration.findings] == ["Model.training_step line 7: rewritten"]
     assert migration.module.code.endswith(
-        "        self.log_dict(metrics, on_step=True)\n        return TrainStepResult(loss=metrics[\"loss\"])\n"
+        '        self.log_dict(metrics, on_step=True)\n        return TrainStepResult(loss=metrics["loss"])\n'
     )
     # given to log_dict and kept elsewhere too: an alias, left alone
     logged = "        self.log_dict(metrics, on_step=True)\n"

@@ -53,9 +53,7 @@ def test_every_fixture_has_expectations() -> None:
     assert sorted(EXPECTED["fixtures"]) == sorted(FIXTURE_NAMES)
     # issue 11: at least 12 LightningModules over at least 6 repositories
     assert len({release.repository for release in RELEASES}) >= 6
-    classes = {
-        (name, key.split(".")[0]) for name, entry in EXPECTED["fixtures"].items() for key in entry["verdicts"]
-    }
+    classes = {(name, key.split(".")[0]) for name, entry in EXPECTED["fixtures"].items() for key in entry["verdicts"]}
     assert len(classes) >= 12
 
 
@@ -107,7 +105,9 @@ def test_diff_prints_the_change_and_writes_nothing(runs: dict[str, measure.Run],
 def test_no_step_is_left_unreported(runs: dict[str, measure.Run]) -> None:
     # issue 11's target: every step that returns a value gets a verdict from the run
     unreported = [
-        f"{name}:{key}" for name, run in runs.items() for key, verdict in measure.verdicts(run).items()
+        f"{name}:{key}"
+        for name, run in runs.items()
+        for key, verdict in measure.verdicts(run).items()
         if verdict == "unreported"
     ]
     assert unreported == []

@@ -98,10 +98,14 @@ class ParamsPerBatch(pl.Callback):
         self.start: dict[int, dict[str, torch.Tensor]] = {}
         self.end: dict[int, dict[str, torch.Tensor]] = {}
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         self.start[batch_idx] = params_of(pl_module)
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.end[batch_idx] = params_of(pl_module)
 
 

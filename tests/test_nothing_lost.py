@@ -114,7 +114,9 @@ class SnapshotAtFailingBatch(pl.Callback):
     params: dict[str, torch.Tensor]
     optimizer_state: dict[str, Any]
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if trainer.current_epoch == 0 and batch_idx == FAIL_AT:
             self.params = params_of(pl_module)
             self.optimizer_state = copy.deepcopy(trainer.optimizers[0].state_dict())

@@ -142,12 +142,23 @@ class RaisingLenMapping(ReadOnlyMapping):
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 FLOAT8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)  # floating, but Lightning cannot divide them
-OTHER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128)
+OTHER_DTYPES = (
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+    torch.complex128,
+)
 SHAPES = ((), (1,), (1, 1), (0,), (3,), (2, 3), (0, 2))
 ELEMENTS = (0.0, 1.5, -2.0, 0.25, math.nan, math.inf, -math.inf)
 
 
-def tensors(source: nn.Parameter, dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES + OTHER_DTYPES) -> st.SearchStrategy[torch.Tensor]:
+def tensors(
+    source: nn.Parameter, dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES + OTHER_DTYPES
+) -> st.SearchStrategy[torch.Tensor]:
     """Tensors of the given dtypes and ``SHAPES``; floating and complex ones may require grad:
     as a leaf, through a graph to ``source`` (a module parameter), or through a graph to an input only."""
 
@@ -236,7 +247,9 @@ def results(source: nn.Parameter) -> st.SearchStrategy[StepResult[Any]]:
     )
 
 
-def step_returns(source: nn.Parameter, *, copyless_top_level: bool = True, hostile: bool = False) -> st.SearchStrategy[Any]:
+def step_returns(
+    source: nn.Parameter, *, copyless_top_level: bool = True, hostile: bool = False
+) -> st.SearchStrategy[Any]:
     """Anything a step could return; dicts with a 'loss' key are drawn often, to reach the deep checks.
 
     ``copyless_top_level``: whether the returned object itself may be a Mapping without ``copy()``
@@ -299,7 +312,14 @@ def snapshot(value: Any) -> Any:
             tuple(tensor_bytes(value).tolist()),
         )
     if isinstance(value, StepResult):
-        return ("result", id(value), type(value), snapshot(value.loss), snapshot(value.metadata._data), value.batch_size)
+        return (
+            "result",
+            id(value),
+            type(value),
+            snapshot(value.loss),
+            snapshot(value.metadata._data),
+            value.batch_size,
+        )
     if isinstance(value, ReadOnlyMapping):  # its own storage: its __len__ may raise
         return ("mapping", id(value), type(value), snapshot(value._data))
     if isinstance(value, dict):
@@ -379,7 +399,9 @@ def test_checks_accept_or_raise_step_result_error(
 ) -> None:
     module = CheckedModule()
     module.automatic_optimization = automatic
-    manual_training = hook == "training_step" and not automatic  # see test_mapping_without_copy_under_manual_optimization
+    manual_training = (
+        hook == "training_step" and not automatic
+    )  # see test_mapping_without_copy_under_manual_optimization
     output = data.draw(step_returns(module.weight, copyless_top_level=not manual_training), label="returned")
     check_and_hand_over(output, hook, module, strict, nonfinite, automatic)
 
@@ -568,8 +590,12 @@ ONE_BATCH = [torch.zeros(1)]
     kind=st.sampled_from(("typed", "adapter", "adapter-strict")),
     automatic=st.booleans(),
 )
-def test_generated_returns_through_a_trainer(data: st.DataObject, hook: str, kind: str, automatic: bool, tmp_path_factory: pytest.TempPathFactory) -> None:
-    manual_training = hook == "training_step" and not automatic  # see test_mapping_without_copy_under_manual_optimization
+def test_generated_returns_through_a_trainer(
+    data: st.DataObject, hook: str, kind: str, automatic: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    manual_training = (
+        hook == "training_step" and not automatic
+    )  # see test_mapping_without_copy_under_manual_optimization
 
     def draw(weight: nn.Parameter) -> Any:
         return data.draw(step_returns(weight, copyless_top_level=not manual_training), label="returned")

@@ -134,6 +134,7 @@ def test_a_lost_store_ends_every_wait(store: Any, monkeypatch: pytest.MonkeyPatc
         def __getattr__(self, name: str) -> Any:
             def fail(*args: Any) -> Any:
                 raise RuntimeError("Connection reset by peer")
+
             return fail
 
     monkeypatch.setattr(rank_exchange, "process_group_store", lambda: Lost())

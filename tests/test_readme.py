@@ -183,8 +183,13 @@ def test_ci_runs_each_readme_command_as_written_in_a_fresh_venv_and_builds_the_d
     assert 'python3 -m venv "$work/$name"' in script
     assert '(. "$work/$name/bin/activate" && bash -euo pipefail -c "$command")' in script
     runs = re.findall(r"^in_fresh_venv (\w+) (.+)$", script, re.M)
-    assert runs == [("demo", '"${commands[0]}"'), ("lint", '"$lint_command"'), ("docs", '"$docs_command"'),
-                    ("ray", '"$ray_command"'), ("tests", '"${commands[1]}"')]
+    assert runs == [
+        ("demo", '"${commands[0]}"'),
+        ("lint", '"$lint_command"'),
+        ("docs", '"$docs_command"'),
+        ("ray", '"$ray_command"'),
+        ("tests", '"${commands[1]}"'),
+    ]
     assert f"docs_command='{DOCS_COMMAND}'" in script
     # Ray Train's tests (docs/scaling.md), in a venv with the `ray` extra; the suite's summary stays last.
     assert """ray_command='pip install torch==2.13.0 && pip install -e ".[test,ray]" &&""" in script
@@ -223,7 +228,6 @@ def test_every_install_of_the_checkout_is_one_the_typing_tests_install() -> None
         # No --config-settings/-C: `editable_mode=lenient` or `compat` would hide the stubs from
         # mypy and pyright; the build backend makes `-e .` strict by itself.
         assert form in CHECKED_FORMS, f"{place}: pip install {' '.join(args)}"
-
 
 
 # --- one install story: torch pinned as the README pins it ---------------------------------------
@@ -274,14 +278,17 @@ def page_lines(page: Path) -> list[str]:
 
 
 def test_the_install_check_finds_an_unpinned_torch_and_a_project_install_before_it() -> None:
-    assert install_problems("page.md", [
-        "pip install torch   # first: a 2.1+ build",
-        "pip install -e .",
-        'pip install torch==2.13.0 && pip install -e ".[migrate]"',
-        "pip install torch>=2.1 && pip install -e .",
-        "pip install torchdata==0.11.0",
-        "pip install torchdata==0.11.0  # the tested release; it keeps the installed torch",
-    ]) == [
+    assert install_problems(
+        "page.md",
+        [
+            "pip install torch   # first: a 2.1+ build",
+            "pip install -e .",
+            'pip install torch==2.13.0 && pip install -e ".[migrate]"',
+            "pip install torch>=2.1 && pip install -e .",
+            "pip install torchdata==0.11.0",
+            "pip install torchdata==0.11.0  # the tested release; it keeps the installed torch",
+        ],
+    ) == [
         "page.md:1: pip install torch: pin it: `pip install torch==2.13.0`",
         "page.md:2: pip install -e .: install `torch==2.13.0` first: `pip install torch==2.13.0 && ...`",
         "page.md:4: pip install torch>=2.1: pin it: `pip install torch==2.13.0`",
@@ -290,6 +297,8 @@ def test_the_install_check_finds_an_unpinned_torch_and_a_project_install_before_
 
 
 def test_every_install_line_pins_torch_as_the_readme_does() -> None:
-    problems = [problem for page in INSTALL_PAGES for problem in install_problems(str(page.relative_to(REPO)), page_lines(page))]
+    problems = [
+        problem for page in INSTALL_PAGES for problem in install_problems(str(page.relative_to(REPO)), page_lines(page))
+    ]
     assert problems == []
     assert f"pip install {TORCH_PIN} && pip install -e ." in readme_commands()[0]

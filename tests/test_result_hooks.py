@@ -462,7 +462,9 @@ def test_an_existing_modules_batch_end_hooks_still_run_and_get_typed_results(tmp
     assert trainer.global_step > 0
     assert len(model.train_outputs) == trainer.global_step
     assert all(type(outputs) is TrainStepResult for outputs in model.train_outputs)
-    assert all(not outputs.loss.requires_grad and list(outputs.metadata) == ["preds"] for outputs in model.train_outputs)
+    assert all(
+        not outputs.loss.requires_grad and list(outputs.metadata) == ["preds"] for outputs in model.train_outputs
+    )
     assert len(model.val_outputs) == len(make_loader(seed=1)) * trainer.max_epochs
     assert all(type(outputs) is ValStepResult for outputs in model.val_outputs)
 

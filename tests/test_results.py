@@ -198,9 +198,7 @@ def test_rejected_losses(cls: type[TrainStepResult], loss: object, got: str, fix
     error = info.value
     assert error_parts(error) == (f"{cls.__name__}.loss", got, LOSS_EXPECTED, fix)
     assert error.hook is None  # only the adapter knows which step built it
-    assert str(error) == (
-        f"{cls.__name__}.loss\n  got:      {got}\n  expected: {LOSS_EXPECTED}\n  fix:      {fix}"
-    )
+    assert str(error) == (f"{cls.__name__}.loss\n  got:      {got}\n  expected: {LOSS_EXPECTED}\n  fix:      {fix}")
     assert isinstance(error, TypeError)  # StepResultError is a TypeError, as wrong argument types are
 
 
@@ -214,7 +212,9 @@ def test_rejected_losses(cls: type[TrainStepResult], loss: object, got: str, fix
             "pass a dict, not a list of pairs: `metadata=dict(pairs)`",
             id="list-of-pairs",
         ),
-        pytest.param(object(), "object <object object at", "pass a dict, e.g. `metadata={'logits': logits}`", id="object"),
+        pytest.param(
+            object(), "object <object object at", "pass a dict, e.g. `metadata={'logits': logits}`", id="object"
+        ),
         pytest.param("logits", "str 'logits'", "pass a dict, e.g. `metadata={'logits': logits}`", id="str"),
     ],
 )

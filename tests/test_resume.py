@@ -19,11 +19,13 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torchmetrics
+from models import RegressorParts, assert_same_metrics, assert_same_params, make_dataset, trainer_kwargs
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+import lightning_step_types.resume_messages as resume_messages
 from lightning_step_types import (
     LossLogging,
     StepMetric,
@@ -32,9 +34,7 @@ from lightning_step_types import (
     TrainStepResult,
     TypedLightningModule,
 )
-import lightning_step_types.resume_messages as resume_messages
 from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
-from models import RegressorParts, assert_same_metrics, assert_same_params, make_dataset, trainer_kwargs
 
 BATCHES = 11  # 21 samples in batches of 2: the last batch holds one
 
@@ -136,7 +136,9 @@ def fit(
     val = overrides.pop("val_dataloaders", None)
     callbacks: list[pl.Callback] = []
     if every is not None:
-        callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=every, save_top_k=-1, filename="{step}"))
+        callbacks.append(
+            ModelCheckpoint(dirpath=root / "ckpt", every_n_train_steps=every, save_top_k=-1, filename="{step}")
+        )
     if adapter:
         callbacks.append(StepResultAdapter(exact_resume=exact_resume, metrics=adapter_metrics))
     logger = CSVLogger(root, name="csv", version=0)
@@ -206,13 +208,18 @@ def test_plain_lightning_epoch_aggregates_cover_only_the_batches_after_a_resume(
     ids=["after-first-batch", "mid-epoch", "before-last-batch", "mid-second-epoch"],
 )
 @pytest.mark.parametrize("how", ["typed", "adapter"])
-def test_resumed_epoch_aggregates_equal_the_uninterrupted_run(how: str, every: int, epochs: int, tmp_path: Path) -> None:
+def test_resumed_epoch_aggregates_equal_the_uninterrupted_run(
+    how: str, every: int, epochs: int, tmp_path: Path
+) -> None:
     make: Callable[[], pl.LightningModule] = TypedResume if how == "typed" else PlainResume
     adapter = how == "adapter"
     full = fit(tmp_path / "full", make, every=every, adapter=adapter, max_epochs=epochs)
     resumed = no_step_result_warnings(
         lambda: fit(
-            tmp_path / "resumed", make, adapter=adapter, max_epochs=epochs,
+            tmp_path / "resumed",
+            make,
+            adapter=adapter,
+            max_epochs=epochs,
             ckpt_path=tmp_path / "full" / "ckpt" / f"step={every}.ckpt",
         )
     )
@@ -233,7 +240,9 @@ def test_gradient_accumulation_resumes_exactly(tmp_path: Path) -> None:
     # every_n_train_steps counts optimizer steps: step 2 is after batch 4 of 11, between two windows of 2
     full = fit(tmp_path / "full", TypedResume, every=2, accumulate_grad_batches=2)
     resumed = fit(
-        tmp_path / "resumed", TypedResume, accumulate_grad_batches=2,
+        tmp_path / "resumed",
+        TypedResume,
+        accumulate_grad_batches=2,
         ckpt_path=tmp_path / "full" / "ckpt" / "step=2.ckpt",
     )
     assert_same_run(resumed, full)
@@ -247,8 +256,11 @@ def test_mid_epoch_validation_with_two_loaders_resumes_exactly(tmp_path: Path) -
     overrides: dict[str, Any] = dict(val_check_interval=0.5, limit_val_batches=2)
     full = fit(tmp_path / "full", TypedResume, every=7, val_dataloaders=val_loaders(), **overrides)
     resumed = fit(
-        tmp_path / "resumed", TypedResume, val_dataloaders=val_loaders(),
-        ckpt_path=tmp_path / "full" / "ckpt" / "step=7.ckpt", **overrides,
+        tmp_path / "resumed",
+        TypedResume,
+        val_dataloaders=val_loaders(),
+        ckpt_path=tmp_path / "full" / "ckpt" / "step=7.ckpt",
+        **overrides,
     )
     assert "val_loss/dataloader_idx_1" in resumed.trainer.callback_metrics
     assert_same_run(resumed, full)
@@ -257,6 +269,7 @@ def test_mid_epoch_validation_with_two_loaders_resumes_exactly(tmp_path: Path) -
 @exact
 def test_a_checkpoint_saved_by_mid_epoch_validation_resumes_exactly(tmp_path: Path) -> None:
     """ModelCheckpoint without every_n_train_steps saves after each validation: every 5 batches, so after batches 5 and 10 of 11."""
+
     def val_loaders() -> list[DataLoader[Any]]:
         return [DataLoader(dataset(1), batch_size=4), DataLoader(dataset(2), batch_size=4)]
 
@@ -287,7 +300,9 @@ def test_lightning_pytorch_flavour_resumes_exactly(tmp_path: Path) -> None:
             return TrainStepResult(loss=self.log_training(batch))
 
     def run(root: Path, ckpt: Path | None) -> tuple[lp.Trainer, LightningResume]:
-        callbacks = [lp.callbacks.ModelCheckpoint(dirpath=root, every_n_train_steps=5, save_top_k=-1, filename="{step}")]
+        callbacks = [
+            lp.callbacks.ModelCheckpoint(dirpath=root, every_n_train_steps=5, save_top_k=-1, filename="{step}")
+        ]
         kwargs = trainer_kwargs(root, callbacks=callbacks, enable_checkpointing=True)
         trainer, module = lp.Trainer(**kwargs), LightningResume()
         trainer.fit(module, stateful_loader(), ckpt_path=ckpt)
@@ -423,7 +438,10 @@ def test_exact_resume_false_saves_and_restores_nothing(tmp_path: Path) -> None:
     plain = fit(tmp_path / "plain", PlainResume, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
     switched_off = no_step_result_warnings(
         lambda: fit(
-            tmp_path / "off", PlainResume, adapter=True, exact_resume=False,
+            tmp_path / "off",
+            PlainResume,
+            adapter=True,
+            exact_resume=False,
             ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt",
         )
     )
@@ -433,14 +451,21 @@ def test_exact_resume_false_saves_and_restores_nothing(tmp_path: Path) -> None:
 @exact
 def test_an_end_of_epoch_checkpoint_has_nothing_in_flight(tmp_path: Path) -> None:
     """Saved in on_train_epoch_end: the next epoch starts fresh in both runs, so there is nothing to warn about."""
-    full = fit(tmp_path / "full", TypedResume, max_epochs=2, enable_checkpointing=True,
-               callbacks=[ModelCheckpoint(dirpath=tmp_path / "full" / "ckpt", save_top_k=-1, filename="{epoch}")])
+    full = fit(
+        tmp_path / "full",
+        TypedResume,
+        max_epochs=2,
+        enable_checkpointing=True,
+        callbacks=[ModelCheckpoint(dirpath=tmp_path / "full" / "ckpt", save_top_k=-1, filename="{epoch}")],
+    )
     checkpoint = torch.load(tmp_path / "full" / "ckpt" / "epoch=0.ckpt", weights_only=False)
     state = checkpoint[CHECKPOINT_KEY]["epoch_state"]
     assert (state["point"]["kind"], state["point"]["epoch"]) == ("epoch", 1)  # the next epoch, from its start
     assert "logged" not in state["ranks"][0]  # nothing of epoch 0 is in flight
     resumed = no_step_result_warnings(
-        lambda: fit(tmp_path / "resumed", TypedResume, max_epochs=2, ckpt_path=tmp_path / "full" / "ckpt" / "epoch=0.ckpt")
+        lambda: fit(
+            tmp_path / "resumed", TypedResume, max_epochs=2, ckpt_path=tmp_path / "full" / "ckpt" / "epoch=0.ckpt"
+        )
     )
     assert_same_run(resumed, full)
 
@@ -461,8 +486,13 @@ def test_a_checkpoint_at_an_epoch_s_last_batch_ends_that_epoch_in_the_resumed_ru
     assert resumed.trainer.global_step == 2 * BATCHES
     assert_same_run(resumed, full)
     fit(tmp_path / "plain_full", PlainResume, every=BATCHES, max_epochs=2, loader=make_loader)
-    plain = fit(tmp_path / "plain", PlainResume, max_epochs=2, loader=make_loader,
-                ckpt_path=tmp_path / "plain_full" / "ckpt" / f"step={BATCHES}.ckpt")
+    plain = fit(
+        tmp_path / "plain",
+        PlainResume,
+        max_epochs=2,
+        loader=make_loader,
+        ckpt_path=tmp_path / "plain_full" / "ckpt" / f"step={BATCHES}.ckpt",
+    )
     assert plain.trainer.global_step == (BATCHES if loader == "stateful" else 2 * BATCHES)
     assert not any(row.get("epoch") == "0" and "train_loss_epoch" in row for row in plain.rows)  # epoch 0 never ended
 
@@ -494,7 +524,9 @@ def test_a_checkpoint_from_before_the_module_changed_restores_the_rest(tmp_path:
     for unchanged in ("train_loss_epoch", "train_sum"):  # restored: equal to the uninterrupted run
         assert torch.equal(resumed.trainer.callback_metrics[unchanged], full.trainer.callback_metrics[unchanged])
     # train_min, no longer logged, goes on as saved: Lightning logs its value of batches 0 to 4 at the epoch's end
-    assert float(resumed.trainer.callback_metrics["train_min"]) == min(float(r["train_loss_step"]) for r in full.rows[:5])
+    assert float(resumed.trainer.callback_metrics["train_min"]) == min(
+        float(r["train_loss_step"]) for r in full.rows[:5]
+    )
     assert message == (
         "ChangedLogging: resuming epoch 0 at the end of batch 4\n"
         "  got:      a checkpoint from before the module changed what it logs or declares; these start fresh:"

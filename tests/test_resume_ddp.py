@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from models import assert_same_metrics, spawn_with_teardown_retry, trainer_kwargs
 from pytorch_lightning.callbacks import ModelCheckpoint
 from test_resume import EXACT, Logs, stateful_loader
-from models import assert_same_metrics, spawn_with_teardown_retry, trainer_kwargs
 
 from lightning_step_types import StepResultWarning, TrainStepResult, TypedLightningModule
 
@@ -58,9 +58,13 @@ def fit_on_two(root: Path, ckpt_path: Path | None) -> tuple[list[dict[str, Any]]
     def fit(run_root: Path) -> None:
         callbacks: list[pl.Callback] = [RecordMetrics(run_root)]
         if ckpt_path is None:
-            checkpoints = ModelCheckpoint(dirpath=run_root / "ckpt", every_n_train_steps=3, save_top_k=-1, filename="{step}")
+            checkpoints = ModelCheckpoint(
+                dirpath=run_root / "ckpt", every_n_train_steps=3, save_top_k=-1, filename="{step}"
+            )
             callbacks.append(checkpoints)
-        kwargs = trainer_kwargs(run_root, devices=2, strategy="ddp_spawn", callbacks=callbacks, enable_checkpointing=True)
+        kwargs = trainer_kwargs(
+            run_root, devices=2, strategy="ddp_spawn", callbacks=callbacks, enable_checkpointing=True
+        )
         pl.Trainer(**kwargs).fit(DistributedResume(), stateful_loader(), ckpt_path=ckpt_path)
 
     run_root = spawn_with_teardown_retry(fit, root, lambda r: all((r / f"rank{rank}.pt").exists() for rank in (0, 1)))

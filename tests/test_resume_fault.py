@@ -22,14 +22,10 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from models import assert_same_metrics, assert_same_params
 from pytorch_lightning.callbacks import OnExceptionCheckpoint
 from pytorch_lightning.plugins.environments import SLURMEnvironment
 from pytorch_lightning.utilities.exceptions import SIGTERMException
-from torch.utils.data import DataLoader
-
-from lightning_step_types import StepMetric, StepResultAdapter, StepResultWarning, TrainStepResult
-from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
-from models import assert_same_metrics, assert_same_params
 from test_resume import (
     BATCHES,
     Logs,
@@ -42,6 +38,10 @@ from test_resume import (
     exact,
     fit,
 )
+from torch.utils.data import DataLoader
+
+from lightning_step_types import StepMetric, StepResultAdapter, StepResultWarning, TrainStepResult
+from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
 
 FAULT_BATCH = 5
 
@@ -103,7 +103,9 @@ class Faults(Logs):
 
 
 class FaultyTyped(Faults, TypedResume):
-    def __init__(self, fault: str | None = None, save_to: Path | None = None, fault_at: tuple[int, int] = (0, FAULT_BATCH)) -> None:
+    def __init__(
+        self, fault: str | None = None, save_to: Path | None = None, fault_at: tuple[int, int] = (0, FAULT_BATCH)
+    ) -> None:
         super().__init__()
         self.setup_fault(fault, save_to, fault_at)
 
@@ -112,7 +114,9 @@ class FaultyTyped(Faults, TypedResume):
 
 
 class FaultyPlain(Faults, PlainResume):
-    def __init__(self, fault: str | None = None, save_to: Path | None = None, fault_at: tuple[int, int] = (0, FAULT_BATCH)) -> None:
+    def __init__(
+        self, fault: str | None = None, save_to: Path | None = None, fault_at: tuple[int, int] = (0, FAULT_BATCH)
+    ) -> None:
         super().__init__()
         self.setup_fault(fault, save_to, fault_at)
 
@@ -129,8 +133,11 @@ def run(root: Path, how: str, fault: str | None = None, *, callbacks: list[Any] 
     save_to, fault_at = root / "in_step.ckpt", kwargs.pop("fault_at", (0, FAULT_BATCH))
     extra = list(callbacks or []) + ([StepResultAdapter()] if how == "adapter" else [])
     return fit(
-        root, lambda: model(how)(fault, save_to, fault_at), callbacks=extra,
-        enable_checkpointing=any(isinstance(c, OnExceptionCheckpoint) for c in extra), **kwargs,
+        root,
+        lambda: model(how)(fault, save_to, fault_at),
+        callbacks=extra,
+        enable_checkpointing=any(isinstance(c, OnExceptionCheckpoint) for c in extra),
+        **kwargs,
     )
 
 
@@ -139,7 +146,9 @@ def fault_then_resume(tmp_path: Path, how: str, fault: str, **kwargs: Any) -> tu
     full = run(tmp_path / "full", how, **kwargs)
     with pytest.raises(SimulatedFault):
         run(tmp_path / "faulty", how, fault, callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")], **kwargs)
-    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", **kwargs))
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", **kwargs)
+    )
     return full, resumed
 
 
@@ -162,11 +171,20 @@ def test_plain_lightning_never_trains_the_batch_in_flight(tmp_path: Path) -> Non
     """The figures docs/resume.md quotes: an exception after batch 5's self.log calls, OnExceptionCheckpoint."""
     full = fit(tmp_path / "full", FaultyPlain)
     with pytest.raises(SimulatedFault):
-        fit(tmp_path / "faulty", lambda: FaultyPlain("after_log"), enable_checkpointing=True,
-            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
+        fit(
+            tmp_path / "faulty",
+            lambda: FaultyPlain("after_log"),
+            enable_checkpointing=True,
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+        )
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
     fit_loop = checkpoint["loops"]["fit_loop"]
-    assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 6, "started": 6, "processed": 5, "completed": 5}
+    assert fit_loop["epoch_loop.batch_progress"]["current"] == {
+        "ready": 6,
+        "started": 6,
+        "processed": 5,
+        "completed": 5,
+    }
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 6  # batch 5 already fetched
     resumed = fit(tmp_path / "resumed", FaultyPlain, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
     assert (full.trainer.global_step, resumed.trainer.global_step) == (BATCHES, BATCHES - 1)
@@ -189,7 +207,12 @@ def test_an_exception_inside_a_batch_resumes_by_training_that_batch(how: str, fa
     assert lightning_progress["ready"] == 6 and lightning_progress["completed"] == 5
     # the library's copy, rewritten as saved just before batch 5 was fetched, is what its resume loads
     fit_loop = checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]
-    assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
+    assert fit_loop["epoch_loop.batch_progress"]["current"] == {
+        "ready": 5,
+        "started": 5,
+        "processed": 5,
+        "completed": 5,
+    }
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
     point = checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]
     assert (point["kind"], point["epoch"], point["batch"]) == ("batch", 0, FAULT_BATCH)
@@ -204,8 +227,14 @@ def test_an_exception_in_the_first_batch_of_the_second_epoch_resumes_exactly(how
     # batch 0 of an epoch: the loader state from before its fetch is the epoch's new iterator
     full = run(tmp_path / "full", how, max_epochs=2)
     with pytest.raises(SimulatedFault):
-        run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
-            max_epochs=2, fault_at=(1, 0))
+        run(
+            tmp_path / "faulty",
+            how,
+            "after_log",
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+            max_epochs=2,
+            fault_at=(1, 0),
+        )
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
     assert "combined_loader" not in checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]["state_dict"]
     resumed = no_step_result_warning(
@@ -221,7 +250,9 @@ def test_save_checkpoint_from_inside_a_batch_resumes_exactly(how: str, fault: st
     full = run(tmp_path / "full", how)
     saving = run(tmp_path / "saving", how, fault)
     assert_same_run(saving, full)  # saving changes nothing for the run that goes on
-    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt"))
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt")
+    )
     assert_same_run(resumed, full)
 
 
@@ -232,8 +263,13 @@ def test_a_checkpoint_saved_after_the_optimizer_step_goes_on_after_that_batch_ex
     run(tmp_path / "saving", how, "save_after_optimizer_step")
     checkpoint = torch.load(tmp_path / "saving" / "in_step.ckpt", weights_only=False)
     point = checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]
-    assert (point["kind"], point["batch"]) == ("batch_end", FAULT_BATCH)  # the weights hold batch 5: its end comes first
-    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt"))
+    assert (point["kind"], point["batch"]) == (
+        "batch_end",
+        FAULT_BATCH,
+    )  # the weights hold batch 5: its end comes first
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt")
+    )
     assert_same_run(resumed, full)
 
 
@@ -243,12 +279,19 @@ def test_a_fault_inside_an_accumulation_window_carries_the_window_s_gradients(ho
     # accumulate_grad_batches=2: batch 5 is the second of the window 4-5; batch 4's gradients are only in .grad
     full = run(tmp_path / "full", how, accumulate_grad_batches=2)
     with pytest.raises(SimulatedFault):
-        run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
-            accumulate_grad_batches=2)
+        run(
+            tmp_path / "faulty",
+            how,
+            "after_log",
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+            accumulate_grad_batches=2,
+        )
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
     assert sorted(checkpoint[CHECKPOINT_KEY]["epoch_state"]["ranks"][0]["gradients"]) == ["net.bias", "net.weight"]
     resumed = no_step_result_warning(
-        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
+        lambda: run(
+            tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2
+        )
     )
     assert_same_run(resumed, full)
 
@@ -261,7 +304,9 @@ def test_a_save_after_the_window_s_last_backward_names_the_lost_gradients(how: s
     run(tmp_path / "saving", how, "save_in_hook", accumulate_grad_batches=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = run(tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt", accumulate_grad_batches=2)
+        resumed = run(
+            tmp_path / "resumed", how, ckpt_path=tmp_path / "saving" / "in_step.ckpt", accumulate_grad_batches=2
+        )
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     assert messages == [
         f"{model(how).__name__}: resuming epoch 0 at batch 5\n"
@@ -282,10 +327,18 @@ def test_a_save_after_the_window_s_last_backward_names_the_lost_gradients(how: s
 def test_a_fault_in_the_first_batch_of_an_accumulation_window_resumes_exactly(how: str, tmp_path: Path) -> None:
     full = run(tmp_path / "full", how, accumulate_grad_batches=2)
     with pytest.raises(SimulatedFault):
-        run(tmp_path / "faulty", how, "after_log", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
-            accumulate_grad_batches=2, fault_at=(0, 4))
+        run(
+            tmp_path / "faulty",
+            how,
+            "after_log",
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+            accumulate_grad_batches=2,
+            fault_at=(0, 4),
+        )
     resumed = no_step_result_warning(
-        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2)
+        lambda: run(
+            tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt", accumulate_grad_batches=2
+        )
     )
     assert_same_run(resumed, full)
 
@@ -319,7 +372,9 @@ def test_declared_metrics_updated_before_a_backward_fault_count_the_batch_once(h
     full = go(tmp_path / "full")
     with pytest.raises(SimulatedFault):
         go(tmp_path / "faulty", "backward", callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
-    resumed = no_step_result_warning(lambda: go(tmp_path / "resumed", ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    resumed = no_step_result_warning(
+        lambda: go(tmp_path / "resumed", ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    )
     assert "train_mse" in full.trainer.callback_metrics
     assert_same_run(resumed, full)
 
@@ -339,7 +394,11 @@ def on_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Pa
         scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
         monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
         for name, value in dict(
-            SLURM_NTASKS="1", SLURM_JOB_NAME="train", SLURM_JOB_ID="4242", SLURM_PROCID="0", SLURM_LOCALID="0",
+            SLURM_NTASKS="1",
+            SLURM_JOB_NAME="train",
+            SLURM_JOB_ID="4242",
+            SLURM_PROCID="0",
+            SLURM_LOCALID="0",
             SLURM_NODEID="0",
         ).items():
             monkeypatch.setenv(name, value)
@@ -356,7 +415,9 @@ def test_a_slurm_requeue_signal_inside_a_step_resumes_exactly(
     full = run(tmp_path / "full", how)  # off SLURM
     requeued = on_slurm()
     job = tmp_path / "job"
-    signalled = run(job / "first", how, "slurm_signal", plugins=[SLURMEnvironment(auto_requeue=True)], default_root_dir=str(job))
+    signalled = run(
+        job / "first", how, "slurm_signal", plugins=[SLURMEnvironment(auto_requeue=True)], default_root_dir=str(job)
+    )
     assert requeued.read_text() == "requeue 4242\n"
     assert sorted(path.name for path in job.glob("*.ckpt")) == ["hpc_ckpt_1.ckpt"]
     assert_same_run(signalled, full)  # SLURM kills the job later; here it ran on, unchanged by the save
@@ -379,7 +440,9 @@ def test_sigterm_inside_a_step_is_handled_at_the_batch_end_and_resumes_exactly(h
     # saved after batch 5 ended: nothing in flight, nothing rewritten
     progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]
     assert progress == {"ready": 6, "started": 6, "processed": 6, "completed": 6}
-    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    )
     assert_same_run(resumed, full)
 
 
@@ -389,9 +452,9 @@ def test_sigterm_inside_a_step_is_handled_at_the_batch_end_and_resumes_exactly(h
 @exact
 def test_lightning_pytorch_flavour_resumes_a_fault_inside_a_batch_exactly(tmp_path: Path) -> None:
     import lightning.pytorch as lp
+    from test_resume import stateful_loader
 
     from lightning_step_types.lightning_pytorch import TypedLightningModule as LTyped
-    from test_resume import stateful_loader
 
     class LightningFaulty(Faults, LTyped):
         def __init__(self, fault: str | None = None) -> None:
@@ -406,8 +469,14 @@ def test_lightning_pytorch_flavour_resumes_a_fault_inside_a_batch_exactly(tmp_pa
     def fit_lp(root: Path, fault: str | None = None, ckpt: Path | None = None) -> tuple[Any, Any]:
         callbacks = [lp.callbacks.OnExceptionCheckpoint(root)]
         trainer = lp.Trainer(
-            accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_progress_bar=False,
-            enable_model_summary=False, default_root_dir=str(root), callbacks=callbacks,
+            accelerator="cpu",
+            devices=1,
+            max_epochs=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=str(root),
+            callbacks=callbacks,
         )
         module = LightningFaulty(fault)
         trainer.fit(module, stateful_loader(), ckpt_path=ckpt)
@@ -445,7 +514,9 @@ def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s
     full = fit(tmp_path / "full", SeenBatches, every=5, loader=loader)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = fit(tmp_path / "resumed", SeenBatches, loader=loader, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt")
+        resumed = fit(
+            tmp_path / "resumed", SeenBatches, loader=loader, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt"
+        )
     lightning_warnings = [str(w.message) for w in caught if "not resumable" in str(w.message)]
     assert lightning_warnings == [
         "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable."
@@ -471,14 +542,18 @@ class FailAtBatchStart(pl.Callback):
     def __init__(self, at: tuple[int, int] = (0, FAULT_BATCH)) -> None:
         self.at = at
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if (trainer.current_epoch, batch_idx) == self.at:
             raise SimulatedFault("in an earlier callback's on_train_batch_start")
 
 
 @exact
 @pytest.mark.parametrize("how", HOWS)
-def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_that_batch(how: str, tmp_path: Path) -> None:
+def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_that_batch(
+    how: str, tmp_path: Path
+) -> None:
     # the callback comes before StepResultAdapter(); the typed module's hook runs after every callback's
     full = run(tmp_path / "full", how)
     with pytest.raises(SimulatedFault):
@@ -486,9 +561,16 @@ def test_an_exception_in_an_earlier_callback_s_batch_start_resumes_by_training_t
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
     fit_loop = checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]  # what the library's resume loads
     assert checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["ready"] == 6  # Lightning's own
-    assert fit_loop["epoch_loop.batch_progress"]["current"] == {"ready": 5, "started": 5, "processed": 5, "completed": 5}
+    assert fit_loop["epoch_loop.batch_progress"]["current"] == {
+        "ready": 5,
+        "started": 5,
+        "processed": 5,
+        "completed": 5,
+    }
     assert fit_loop["state_dict"]["combined_loader"][0]["_num_yielded"] == 5
-    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    )
     assert resumed.trainer.global_step == BATCHES
     assert_same_run(resumed, full)
 
@@ -499,8 +581,12 @@ def test_an_exception_in_an_earlier_callback_s_start_of_an_epoch_resumes_exactly
     # batch 0 of epoch 1: the last noted batch is epoch 0's; the resumed run makes the epoch's iterator anew
     full = run(tmp_path / "full", how, max_epochs=2)
     with pytest.raises(SimulatedFault):
-        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart((1, 0)), OnExceptionCheckpoint(tmp_path / "faulty")],
-            max_epochs=2)
+        run(
+            tmp_path / "faulty",
+            how,
+            callbacks=[FailAtBatchStart((1, 0)), OnExceptionCheckpoint(tmp_path / "faulty")],
+            max_epochs=2,
+        )
     checkpoint = torch.load(tmp_path / "faulty" / "on_exception.ckpt", weights_only=False)
     assert "combined_loader" not in checkpoint[CHECKPOINT_KEY]["epoch_state"]["fit_loop"]["state_dict"]
     resumed = no_step_result_warning(
@@ -532,12 +618,21 @@ class NormedFaulty(FaultyTyped):
 def test_running_statistics_count_the_batch_in_flight_twice_with_one_warning(tmp_path: Path) -> None:
     full = fit(tmp_path / "full", NormedFaulty, loader=batches_of_three)
     with pytest.raises(SimulatedFault):
-        fit(tmp_path / "faulty", lambda: NormedFaulty("backward"), loader=batches_of_three, enable_checkpointing=True,
-            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")])
+        fit(
+            tmp_path / "faulty",
+            lambda: NormedFaulty("backward"),
+            loader=batches_of_three,
+            enable_checkpointing=True,
+            callbacks=[OnExceptionCheckpoint(tmp_path / "faulty")],
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = fit(tmp_path / "resumed", NormedFaulty, loader=batches_of_three,
-                      ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+        resumed = fit(
+            tmp_path / "resumed",
+            NormedFaulty,
+            loader=batches_of_three,
+            ckpt_path=tmp_path / "faulty" / "on_exception.ckpt",
+        )
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     assert messages == [
         "NormedFaulty: resuming epoch 0 at batch 5\n"
@@ -560,14 +655,22 @@ def test_running_statistics_count_the_batch_in_flight_twice_with_one_warning(tmp
 
 @exact
 @pytest.mark.parametrize("how", HOWS)
-def test_a_fault_in_an_earlier_callback_at_a_resumed_run_s_first_batch_resumes_exactly(how: str, tmp_path: Path) -> None:
+def test_a_fault_in_an_earlier_callback_at_a_resumed_run_s_first_batch_resumes_exactly(
+    how: str, tmp_path: Path
+) -> None:
     # resumed from step=5.ckpt, the run fails at its first batch (5), in a callback's on_train_batch_start
     full = fit(tmp_path / "saving", model(how), every=5, adapter=how == "adapter")
     with pytest.raises(SimulatedFault):
-        run(tmp_path / "faulty", how, callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")],
-            ckpt_path=tmp_path / "saving" / "ckpt" / "step=5.ckpt")
+        run(
+            tmp_path / "faulty",
+            how,
+            callbacks=[FailAtBatchStart(), OnExceptionCheckpoint(tmp_path / "faulty")],
+            ckpt_path=tmp_path / "saving" / "ckpt" / "step=5.ckpt",
+        )
     gc.collect()
-    resumed = no_step_result_warning(lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt"))
+    resumed = no_step_result_warning(
+        lambda: run(tmp_path / "resumed", how, ckpt_path=tmp_path / "faulty" / "on_exception.ckpt")
+    )
     assert resumed.trainer.global_step == BATCHES
     assert_same_params(resumed.module, full.module)
     assert_same_metrics(resumed.trainer.callback_metrics, full.trainer.callback_metrics)
@@ -589,7 +692,9 @@ def test_a_save_after_the_optimizer_step_makes_up_the_scheduler_step_that_follow
     checkpoint = torch.load(tmp_path / "in_step.ckpt", weights_only=False)
     assert checkpoint[CHECKPOINT_KEY]["epoch_state"]["point"]["update_schedulers"] is True
     assert checkpoint["lr_schedulers"][0]["last_epoch"] == FAULT_BATCH  # saved before batch 5's scheduler step
-    resumed = no_step_result_warning(lambda: fit(tmp_path / "resumed", ScheduledFaulty, ckpt_path=tmp_path / "in_step.ckpt"))
+    resumed = no_step_result_warning(
+        lambda: fit(tmp_path / "resumed", ScheduledFaulty, ckpt_path=tmp_path / "in_step.ckpt")
+    )
     full_lr = full.trainer.optimizers[0].param_groups[0]["lr"]
     resumed_lr = resumed.trainer.optimizers[0].param_groups[0]["lr"]
     assert full_lr == resumed_lr == 0.1 * 0.5**BATCHES
@@ -624,7 +729,10 @@ def test_a_save_after_the_optimizer_step_names_what_on_train_batch_end_logs_afte
         "  fix:      log these values in training_step (or a hook before the optimizer step), or save the checkpoint"
         " from the LightningModule's on_train_batch_end after they are logged"
     ]
-    assert (float(full.trainer.callback_metrics["ends"]), float(resumed.trainer.callback_metrics["ends"])) == (11.0, 10.0)
+    assert (float(full.trainer.callback_metrics["ends"]), float(resumed.trainer.callback_metrics["ends"])) == (
+        11.0,
+        10.0,
+    )
     assert_same_params(resumed.module, full.module)  # everything else is exact
 
 

@@ -25,6 +25,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from models import assert_same_params, trainer_kwargs
 from pytorch_lightning.callbacks import ModelCheckpoint, OnExceptionCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -41,7 +42,6 @@ from lightning_step_types import (
     declared_metric,
     not_resumed,
 )
-from models import assert_same_params, trainer_kwargs
 
 
 class SimulatedFault(RuntimeError):
@@ -90,9 +90,14 @@ class Classifier(TypedLightningModule):
         self.fault, self.exact_resume = fault, exact_resume
 
     def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
-        return {"acc": StepMetric(MulticlassAccuracy(num_classes=3),
-                                  update=lambda result, batch: (result.metadata["logits"], batch[1]),
-                                  stages=("val",), log_name="{stage}/{name}")}
+        return {
+            "acc": StepMetric(
+                MulticlassAccuracy(num_classes=3),
+                update=lambda result, batch: (result.metadata["logits"], batch[1]),
+                stages=("val",),
+                log_name="{stage}/{name}",
+            )
+        }
 
     def on_train_start(self) -> None:
         self.val_acc_best.reset()  # the sanity check's value does not count
@@ -122,11 +127,20 @@ STEPS_BEFORE_FAULT = FAULT_EPOCH * 6 + FAULT_BATCH  # 6 batches an epoch: the ch
 
 def _fit_classifier(root: Path, module: Classifier, ckpt_path: Path | None = None) -> pl.Trainer:
     """A fit that saves every 3 steps (``ModelCheckpoint``), and on the fault (``OnExceptionCheckpoint``)."""
-    callbacks: list[pl.Callback] = [ModelCheckpoint(root / "every", every_n_train_steps=3, save_top_k=-1, filename="{step}")]
+    callbacks: list[pl.Callback] = [
+        ModelCheckpoint(root / "every", every_n_train_steps=3, save_top_k=-1, filename="{step}")
+    ]
     if module.fault:
         callbacks.append(OnExceptionCheckpoint(root))
-    kwargs = trainer_kwargs(root, max_epochs=EPOCHS, callbacks=callbacks, logger=CSVLogger(root, name="csv", version=0),
-                            log_every_n_steps=1, enable_checkpointing=True, num_sanity_val_steps=2)
+    kwargs = trainer_kwargs(
+        root,
+        max_epochs=EPOCHS,
+        callbacks=callbacks,
+        logger=CSVLogger(root, name="csv", version=0),
+        log_every_n_steps=1,
+        enable_checkpointing=True,
+        num_sanity_val_steps=2,
+    )
     trainer = pl.Trainer(**kwargs)
     train = StatefulDataLoader(_classification(0, 24), batch_size=4)
     val = StatefulDataLoader(_classification(1, 12), batch_size=4)
@@ -139,12 +153,15 @@ def _resumed_classifier(tmp_path: Path, how: str, exact_resume: bool) -> tuple[p
     with pytest.raises(SimulatedFault):
         _fit_classifier(tmp_path / "faulty", Classifier(fault=True, exact_resume=exact_resume))
     ckpt = "on_exception.ckpt" if how == "exception" else f"every/step={STEPS_BEFORE_FAULT}.ckpt"
-    return _step_result_warnings(lambda: _fit_classifier(
-        tmp_path / "resumed", Classifier(exact_resume=exact_resume), tmp_path / "faulty" / ckpt))
+    return _step_result_warnings(
+        lambda: _fit_classifier(tmp_path / "resumed", Classifier(exact_resume=exact_resume), tmp_path / "faulty" / ckpt)
+    )
 
 
 @pytest.mark.parametrize("how", ["exception", "every_n_train_steps"])
-def test_the_best_value_recipe_resumes_exactly_after_a_fault_in_the_epoch_after_the_best(how: str, tmp_path: Path) -> None:
+def test_the_best_value_recipe_resumes_exactly_after_a_fault_in_the_epoch_after_the_best(
+    how: str, tmp_path: Path
+) -> None:
     full = _fit_classifier(tmp_path / "full", Classifier())
     accuracy, best = _column(_rows(tmp_path / "full"), "val/acc"), _column(_rows(tmp_path / "full"), "val/acc_best")
     # the case the recipe exists for: the best epoch is the one before the fault's, and the fault's is worse
@@ -154,9 +171,11 @@ def test_the_best_value_recipe_resumes_exactly_after_a_fault_in_the_epoch_after_
     resumed, warned = _resumed_classifier(tmp_path, how, exact_resume=True)
     assert warned == []
     assert_same_params(resumed.lightning_module, full.lightning_module)
-    assert resumed.callback_metrics["val/acc_best"].item() == full.callback_metrics["val/acc_best"].item() == max(accuracy)
+    assert (
+        resumed.callback_metrics["val/acc_best"].item() == full.callback_metrics["val/acc_best"].item() == max(accuracy)
+    )
     resumed_rows = _rows(tmp_path / "resumed")
-    assert resumed_rows == _rows(tmp_path / "full")[-len(resumed_rows):]
+    assert resumed_rows == _rows(tmp_path / "full")[-len(resumed_rows) :]
     assert _column(resumed_rows, "val/acc_best") == best[FAULT_EPOCH:]
 
 
@@ -229,23 +248,35 @@ class PlainHandComputed(HandComputed, pl.LightningModule):
 def _regression(rows: int = 32) -> torch.utils.data.TensorDataset:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(rows, 3, generator=generator)
-    return torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True) + 0.1 * torch.randn(rows, 1, generator=generator))
+    return torch.utils.data.TensorDataset(
+        x, x.sum(dim=1, keepdim=True) + 0.1 * torch.randn(rows, 1, generator=generator)
+    )
 
 
 def _fit_hand_computed(root: Path, module: HandComputed, way: str, ckpt_path: Path | None = None) -> pl.Trainer:
-    callbacks: list[pl.Callback] = [ModelCheckpoint(root / "every", every_n_train_steps=2, save_top_k=-1, filename="{step}")]
+    callbacks: list[pl.Callback] = [
+        ModelCheckpoint(root / "every", every_n_train_steps=2, save_top_k=-1, filename="{step}")
+    ]
     if module.fault:
         callbacks.append(OnExceptionCheckpoint(root))
     if way == "adapter":
         callbacks.append(StepResultAdapter(exact_resume=module.exact_resume))
-    kwargs = trainer_kwargs(root, max_epochs=2, callbacks=callbacks, logger=CSVLogger(root, name="csv", version=0),
-                            log_every_n_steps=1, enable_checkpointing=True)
+    kwargs = trainer_kwargs(
+        root,
+        max_epochs=2,
+        callbacks=callbacks,
+        logger=CSVLogger(root, name="csv", version=0),
+        log_every_n_steps=1,
+        enable_checkpointing=True,
+    )
     trainer = pl.Trainer(**kwargs)
     trainer.fit(module, StatefulDataLoader(_regression(), batch_size=4), ckpt_path=ckpt_path)
     return trainer
 
 
-def _hand_computed(way: str, holder: str, *, fault: bool = False, exact_resume: bool = True, opted_out: bool = False) -> HandComputed:
+def _hand_computed(
+    way: str, holder: str, *, fault: bool = False, exact_resume: bool = True, opted_out: bool = False
+) -> HandComputed:
     cls = TypedHandComputed if way == "typed" else PlainHandComputed
     module = cls(holder, fault, exact_resume, opted_out)
     if way == "typed":
@@ -253,11 +284,16 @@ def _hand_computed(way: str, holder: str, *, fault: bool = False, exact_resume: 
     return module
 
 
-def _hand_computed_after_a_fault(tmp_path: Path, way: str, holder: str, ckpt: str = "on_exception.ckpt", **options: Any) -> tuple[float, list[str]]:
+def _hand_computed_after_a_fault(
+    tmp_path: Path, way: str, holder: str, ckpt: str = "on_exception.ckpt", **options: Any
+) -> tuple[float, list[str]]:
     with pytest.raises(SimulatedFault):
         _fit_hand_computed(tmp_path / "faulty", _hand_computed(way, holder, fault=True, **options), way)
-    resumed, warned = _step_result_warnings(lambda: _fit_hand_computed(
-        tmp_path / "resumed", _hand_computed(way, holder, **options), way, tmp_path / "faulty" / ckpt))
+    resumed, warned = _step_result_warnings(
+        lambda: _fit_hand_computed(
+            tmp_path / "resumed", _hand_computed(way, holder, **options), way, tmp_path / "faulty" / ckpt
+        )
+    )
     return resumed.callback_metrics["train_mse_by_hand"].item(), warned
 
 
@@ -270,16 +306,20 @@ def test_a_metric_computed_by_hand_at_the_epoch_s_end_resumes_exactly(way: str, 
     assert warned == []
     assert value == expected
     resumed_rows = _rows(tmp_path / "resumed")
-    assert resumed_rows == _rows(tmp_path / "full")[-len(resumed_rows):]
+    assert resumed_rows == _rows(tmp_path / "full")[-len(resumed_rows) :]
 
 
 @pytest.mark.parametrize("way", ["typed", "adapter"])
-def test_without_exact_resume_or_opted_out_the_hand_computed_value_covers_the_resumed_batches_only(way: str, tmp_path: Path) -> None:
+def test_without_exact_resume_or_opted_out_the_hand_computed_value_covers_the_resumed_batches_only(
+    way: str, tmp_path: Path
+) -> None:
     full = _fit_hand_computed(tmp_path / "full", _hand_computed(way, "attribute"), way)
     expected = full.callback_metrics["train_mse_by_hand"].item()
     before_fault = "every/step=12.ckpt"  # epoch 1's batches 0 to 3 done (8 batches an epoch); the fault is in batch 4
     plain, _ = _hand_computed_after_a_fault(tmp_path / "plain", way, "attribute", before_fault, exact_resume=False)
-    opted_out, warned = _hand_computed_after_a_fault(tmp_path / "opted_out", way, "attribute", before_fault, opted_out=True)
+    opted_out, warned = _hand_computed_after_a_fault(
+        tmp_path / "opted_out", way, "attribute", before_fault, opted_out=True
+    )
     exact, _ = _hand_computed_after_a_fault(tmp_path / "exact", way, "attribute", before_fault)
     # epoch 1's batches 4 to 7 only, in both: plain Lightning's behaviour, and what not_resumed() asks for
     assert plain == opted_out != expected == exact
@@ -290,18 +330,29 @@ class MicroAccuracyClassifier(Classifier):
     """The same module, its declared accuracy now micro-averaged: the same metric class, other state shapes."""
 
     def configure_step_metrics(self) -> Mapping[str, StepMetric[Any]]:
-        return {"acc": StepMetric(MulticlassAccuracy(num_classes=3, average="micro"),
-                                  update=lambda result, batch: (result.metadata["logits"], batch[1]),
-                                  stages=("val",), log_name="{stage}/{name}")}
+        return {
+            "acc": StepMetric(
+                MulticlassAccuracy(num_classes=3, average="micro"),
+                update=lambda result, batch: (result.metadata["logits"], batch[1]),
+                stages=("val",),
+                log_name="{stage}/{name}",
+            )
+        }
 
 
 def test_a_metric_whose_states_no_longer_fit_starts_fresh_named_in_one_warning(tmp_path: Path) -> None:
     with pytest.raises(SimulatedFault):
         _fit_classifier(tmp_path / "faulty", Classifier(fault=True))
-    resumed, warned = _step_result_warnings(lambda: _fit_classifier(
-        tmp_path / "resumed", MicroAccuracyClassifier(), tmp_path / "faulty" / "on_exception.ckpt"))
+    resumed, warned = _step_result_warnings(
+        lambda: _fit_classifier(
+            tmp_path / "resumed", MicroAccuracyClassifier(), tmp_path / "faulty" / "on_exception.ckpt"
+        )
+    )
     assert len(warned) == 1, warned
     assert warned[0].startswith(f"MicroAccuracyClassifier: resuming epoch {FAULT_EPOCH} at batch {FAULT_BATCH}\n")
-    assert "these start fresh: metric 'declared val/acc' (torchmetrics.classification.accuracy.MulticlassAccuracy)" in warned[0]
+    assert (
+        "these start fresh: metric 'declared val/acc' (torchmetrics.classification.accuracy.MulticlassAccuracy)"
+        in warned[0]
+    )
     # the rest is restored: the best value goes on from the checkpoint's
     assert resumed.callback_metrics["val/acc_best"].item() >= torch.tensor(7 / 9).item()  # epoch 1's 7 of 9

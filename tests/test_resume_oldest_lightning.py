@@ -41,12 +41,18 @@ def test_resume_tests_pass_on_the_oldest_lightning(tmp_path: Path) -> None:
     )
     versions = subprocess.run(
         [python, "-c", "import torch, pytorch_lightning as pl; print(torch.__version__, pl.__version__)"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     assert versions == [torch.__version__, OLDEST]
     run = subprocess.run(
         [python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_resume.py"],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=hang_limit(idle_s=75),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=hang_limit(idle_s=75),
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "test_before_lightning_2_5_exact_resume_warns_once_and_restores_nothing PASSED" in run.stdout

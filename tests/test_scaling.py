@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-
 import scaling
+import torch
 from launching import Job, launch, same_tensors
 from limits import hang_limit
 from test_resume import EXACT
@@ -46,17 +45,17 @@ def assert_resumed_exactly(resumed: Path, full: Path, attempt: int = 0) -> None:
     """The resumed run's batches, weights, epoch values and rows are the uninterrupted run's."""
     for rank in (0, 1):
         done, reference = scaling.record(resumed, rank, attempt), scaling.record(full, rank)
-        assert done["seen"] == reference["seen"][-len(done["seen"]):], rank
+        assert done["seen"] == reference["seen"][-len(done["seen"]) :], rank
         assert same_tensors(done["params"], reference["params"]), rank
         assert same_tensors(done["callback"], reference["callback"]), rank
         assert same_tensors(done["logged"], reference["logged"]), rank
     rows, reference_rows = scaling.rows(resumed, attempt), scaling.rows(full)
-    assert rows and rows == reference_rows[-len(rows):]
+    assert rows and rows == reference_rows[-len(rows) :]
 
 
 def same_batches(resumed: Path, full: Path, rank: int) -> tuple[int, int]:
     done, reference = scaling.record(resumed, rank), scaling.record(full, rank)
-    tail = reference["seen"][-len(done["seen"]):]
+    tail = reference["seen"][-len(done["seen"]) :]
     return sum(a == b for a, b in zip(done["seen"], tail)), len(done["seen"])
 
 
@@ -69,9 +68,16 @@ def largest_weight_difference(resumed: Path, full: Path, rank: int) -> float:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Uninterrupted runs, typed and plain, saving mid-epoch and at each epoch's end."""
     root = tmp_path_factory.mktemp("reference")
-    runs = [{"root": str(root / f"{module}-{sampler}-{workers}"), "module": module, "sampler": sampler,
-             "workers": workers, "epoch_checkpoints": True}
-            for module, sampler, workers in [*CASES, ("typed", "weighted", 0)]]
+    runs = [
+        {
+            "root": str(root / f"{module}-{sampler}-{workers}"),
+            "module": module,
+            "sampler": sampler,
+            "workers": workers,
+            "epoch_checkpoints": True,
+        }
+        for module, sampler, workers in [*CASES, ("typed", "weighted", 0)]
+    ]
     assert_ok(launch(root, runs, limit=hang_limit(idle_s=FIT_S * len(runs))))
     return root
 
@@ -79,8 +85,17 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # (module, sampler, workers) of the uninterrupted runs
 CASES = [
     (module, sampler, workers)
-    for sampler, workers in [("injected", 0), ("wrapper", 0), ("user", 0), ("stateful", 0),
-                             ("injected", 2), ("wrapper", 2), ("user", 2), ("stateful", 2), ("plain-injected", 2)]
+    for sampler, workers in [
+        ("injected", 0),
+        ("wrapper", 0),
+        ("user", 0),
+        ("stateful", 0),
+        ("injected", 2),
+        ("wrapper", 2),
+        ("user", 2),
+        ("stateful", 2),
+        ("plain-injected", 2),
+    ]
     for module in ("typed", "plain")
 ]
 
@@ -112,8 +127,13 @@ def test_an_exception_on_one_rank_ends_the_job_in_seconds_and_its_checkpoint_res
 def test_plain_lightning_hangs_on_the_same_fault(tmp_path: Path) -> None:
     """Rank 1 waits in save_checkpoint's barrier, rank 0 in the next gradient all-reduce: until the
     process group's timeout (30 minutes). Killed here once it has run on for HANG_SHOWN_S after the fault."""
-    faulty = {"root": str(tmp_path / "plain"), "module": "plain", "sampler": "injected", "on_exception": True,
-              "fault": FAULT}
+    faulty = {
+        "root": str(tmp_path / "plain"),
+        "module": "plain",
+        "sampler": "injected",
+        "on_exception": True,
+        "fault": FAULT,
+    }
     job = launch(tmp_path / "plain", [faulty], limit=LIMIT, hung_after=(tmp_path / "plain" / "faulted-1", HANG_SHOWN_S))
     assert job.timed_out, job.output[-6000:]
     assert (tmp_path / "plain" / "faulted-1").exists()  # the fault happened; the traceback is never printed
@@ -131,8 +151,10 @@ def test_a_save_or_a_signal_on_one_rank_alone_never_blocks_and_the_resume_names_
     assert job.seconds < hang_limit(idle_s=15), job.seconds  # one wait of 10 s, not the process group's 30 minutes
     # the run itself went on unchanged
     for rank in (0, 1):
-        assert same_tensors(scaling.record(root / "save", rank)["params"],
-                            scaling.record(reference / "typed-injected-0", rank)["params"])
+        assert same_tensors(
+            scaling.record(root / "save", rank)["params"],
+            scaling.record(reference / "typed-injected-0", rank)["params"],
+        )
     saved = torch.load(root / "save" / "alone.ckpt", weights_only=False)["lightning_step_types"]["epoch_state"]
     assert saved["ranks"][0] is not None and saved["ranks"][1] is None
 
@@ -144,7 +166,9 @@ def test_a_save_or_a_signal_on_one_rank_alone_never_blocks_and_the_resume_names_
     # run's (rank 1's epoch 1 started fresh, as the warning says)
     for rank in (0, 1):
         assert same_batches(root / "resumed", reference / "typed-injected-0", rank) == (25, 25)
-    assert same_tensors(scaling.record(root / "resumed", 0)["callback"], scaling.record(reference / "typed-injected-0", 0)["callback"])
+    assert same_tensors(
+        scaling.record(root / "resumed", 0)["callback"], scaling.record(reference / "typed-injected-0", 0)["callback"]
+    )
 
 
 RANKS_WARNING = (
@@ -161,17 +185,31 @@ RANKS_WARNING = (
 # --- 2. the data order resumes exactly under DDP ------------------------------------------------------
 
 
-def test_the_data_order_resumes_exactly_where_plain_lightning_draws_other_batches(tmp_path: Path, reference: Path) -> None:
+def test_the_data_order_resumes_exactly_where_plain_lightning_draws_other_batches(
+    tmp_path: Path, reference: Path
+) -> None:
     """Each sampler Lightning's DDP finds, resumed mid-epoch (no workers) and from an epoch's end (2
     workers), typed against plain Lightning from the same kind of checkpoint."""
     runs = []
     for module, sampler, workers in CASES:
         name = f"{module}-{sampler}-{workers}"
         checkpoint = reference / name / "ckpt" / (MID_EPOCH if workers == 0 else EPOCH_END)
-        runs.append({"root": str(tmp_path / name), "module": module, "sampler": sampler, "workers": workers,
-                     "ckpt": str(checkpoint)})
-    runs.append({"root": str(tmp_path / "weighted"), "sampler": "weighted",
-                 "ckpt": str(reference / "typed-weighted-0" / "ckpt" / MID_EPOCH)})
+        runs.append(
+            {
+                "root": str(tmp_path / name),
+                "module": module,
+                "sampler": sampler,
+                "workers": workers,
+                "ckpt": str(checkpoint),
+            }
+        )
+    runs.append(
+        {
+            "root": str(tmp_path / "weighted"),
+            "sampler": "weighted",
+            "ckpt": str(reference / "typed-weighted-0" / "ckpt" / MID_EPOCH),
+        }
+    )
     assert_ok(launch(tmp_path, runs, limit=hang_limit(idle_s=FIT_S * len(runs))))
 
     plain: dict[str, Any] = {}
@@ -182,15 +220,22 @@ def test_the_data_order_resumes_exactly_where_plain_lightning_draws_other_batche
             assert scaling.record(tmp_path / name, 0)["warnings"] == []
         else:
             difference = largest_weight_difference(tmp_path / name, reference / name, 0)
-            plain[f"{sampler}-{workers}"] = (same_batches(tmp_path / name, reference / name, 0),
-                                             "equal" if difference == 0.0 else "off" if difference > 0.01 else difference)
+            plain[f"{sampler}-{workers}"] = (
+                same_batches(tmp_path / name, reference / name, 0),
+                "equal" if difference == 0.0 else "off" if difference > 0.01 else difference,
+            )
     # plain Lightning: (batches equal to the uninterrupted run's, of those trained; its final weights).
     # "off": more than 0.01 from the uninterrupted run's (0.013-0.04 measured, by machine), no float noise.
     assert plain == {
-        "injected-0": ((15, 25), "off"), "wrapper-0": ((0, 25), "off"), "user-0": ((15, 25), "off"),
+        "injected-0": ((15, 25), "off"),
+        "wrapper-0": ((0, 25), "off"),
+        "user-0": ((15, 25), "off"),
         "stateful-0": ((25, 25), "equal"),  # torchdata's StatefulDistributedSampler: the one exact data order
-        "injected-2": ((15, 30), "off"), "wrapper-2": ((0, 30), "off"), "user-2": ((15, 30), "off"),
-        "stateful-2": ((15, 30), "off"), "plain-injected-2": ((15, 30), "off"),
+        "injected-2": ((15, 30), "off"),
+        "wrapper-2": ((0, 30), "off"),
+        "user-2": ((15, 30), "off"),
+        "stateful-2": ((15, 30), "off"),
+        "plain-injected-2": ((15, 30), "off"),
     }
     (warning,) = scaling.record(tmp_path / "weighted", 0)["warnings"]
     assert warning == SAMPLER_WARNING

@@ -35,9 +35,12 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_recipe_is_the_one_tested() -> None:
     (block,) = [b.code for b in fenced_blocks(DOCS / "scaling.md") if b.marker == "recipe: ray"]
     source = (TESTS / "scaling_ray.py").read_text()
-    for line in ("strategy=RayDDPStrategy(), plugins=[RayLightningEnvironment()]",
-                 "ray.train.report({\"step\": trainer.global_step}, checkpoint=checkpoint)",
-                 "failure_config=FailureConfig(max_failures=1)", "ScalingConfig(num_workers=2"):
+    for line in (
+        "strategy=RayDDPStrategy(), plugins=[RayLightningEnvironment()]",
+        'ray.train.report({"step": trainer.global_step}, checkpoint=checkpoint)',
+        "failure_config=FailureConfig(max_failures=1)",
+        "ScalingConfig(num_workers=2",
+    ):
         assert line in block and line in source, line
 
 

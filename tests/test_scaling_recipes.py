@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import scaling
 import torch
 from launching import Job, free_port, launch, launch_together, same_tensors, torchrun
@@ -46,7 +45,7 @@ def example_resumed_exactly(root: Path, full: Path, version: int, last_checkpoin
     (tests/scaling.py, the same model and data): the same rows from its start on, and the same weights in
     the last checkpoint (step 44) of a DDP run."""
     rows, reference_rows = scaling.rows(root, version), scaling.rows(full)
-    assert len(rows) > 20 and rows == reference_rows[-len(rows):]
+    assert len(rows) > 20 and rows == reference_rows[-len(rows) :]
     if last_checkpoint:
         done = torch.load(root / "ckpt" / "last.ckpt", weights_only=False)
         reference = torch.load(full / "ckpt" / "last.ckpt", weights_only=False)
@@ -75,12 +74,26 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     start; the FSDP2 one with it, as its recipe runs."""
     root = tmp_path_factory.mktemp("reference")
     launcher = torchrun("--nproc-per-node=2", "--max-restarts=1")
-    assert_ok(launch(root, [{**RUN, "root": str(root / "ddp"), "ckpt": None}], limit=LIMIT, launcher=launcher,
-                     env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}))
+    assert_ok(
+        launch(
+            root,
+            [{**RUN, "root": str(root / "ddp"), "ckpt": None}],
+            limit=LIMIT,
+            launcher=launcher,
+            env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"},
+        )
+    )
     # With the shared store, the process groups a second fit's device mesh makes can fail to connect
     # too (Gloo connectFullMesh ... Connection refused, 1 of 22 runs): the setting, as the recipe says.
-    assert_ok(launch(root, [{**RUN, "root": str(root / "fsdp2"), "ckpt": None, "strategy": "model_parallel"}],
-                     limit=LIMIT, launcher=launcher, env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}))
+    assert_ok(
+        launch(
+            root,
+            [{**RUN, "root": str(root / "fsdp2"), "ckpt": None, "strategy": "model_parallel"}],
+            limit=LIMIT,
+            launcher=launcher,
+            env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"},
+        )
+    )
     return root
 
 
@@ -109,9 +122,13 @@ def plain_figures(root: Path, reference: Path, attempt: int) -> dict[str, Any]:
     resumed, full = scaling.rows(root, attempt), scaling.rows(reference)
     return {
         "largest weight difference": round(largest_weight_difference_at(root, reference, attempt), 4),
-        **{f"{name} (uninterrupted, resumed)": (round(scaling.epoch_value(full, name, 1), 5),
-                                                 round(scaling.epoch_value(resumed, name, 1), 5))
-           for name in ("train_loss_epoch", "train_max_epoch")},
+        **{
+            f"{name} (uninterrupted, resumed)": (
+                round(scaling.epoch_value(full, name, 1), 5),
+                round(scaling.epoch_value(resumed, name, 1), 5),
+            )
+            for name in ("train_loss_epoch", "train_max_epoch")
+        },
     }
 
 
@@ -135,7 +152,10 @@ def restarted(job: Job) -> None:
 
 @pytest.mark.parametrize("module", ["typed", "plain"])
 def test_torchrun_with_restarts(module: str, tmp_path: Path, reference: Path) -> None:
-    assert recipe("torchrun") == "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nproc-per-node=2 --max-restarts=1 train.py"
+    assert (
+        recipe("torchrun")
+        == "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nproc-per-node=2 --max-restarts=1 train.py"
+    )
     env, command = command_of("torchrun")
     if module == "typed":
         restarted(launch(tmp_path, [], limit=LIMIT, launcher=command, env=env, script=EXAMPLE, arguments=["--fault"]))
@@ -163,8 +183,17 @@ def test_two_nodes_on_one_host(module: str, tmp_path: Path, reference: Path) -> 
     command = [word.replace("29400", str(free_port())) for word in command]  # a port no other test holds
     if module == "typed":
         arguments = ["--nodes", "2", "--devices", "1", "--fault"]
-        restarted(launch_together(tmp_path, [], limit=LIMIT, launchers=[command, command], envs=[env, env],
-                                  script=EXAMPLE, arguments=arguments))
+        restarted(
+            launch_together(
+                tmp_path,
+                [],
+                limit=LIMIT,
+                launchers=[command, command],
+                envs=[env, env],
+                script=EXAMPLE,
+                arguments=arguments,
+            )
+        )
         example_resumed_exactly(tmp_path, reference / "ddp", version=1)
         return
     run = {**RUN, "root": str(tmp_path), "module": module, "fault": FAULT, "devices": 1, "num_nodes": 2}
@@ -182,9 +211,15 @@ def slurm_tasks(tmp_path: Path, restart: int) -> list[dict[str, str]]:
     scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
     job_id = str(4000 + free_port() % 1000)  # Lightning's port: 15000 + the job id's last 4 digits
     common = {
-        "PATH": f"{bin_dir}:{__import__('os').environ['PATH']}", "SLURM_NTASKS": "2", "SLURM_NNODES": "2",
-        "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": job_id,
-        "SLURM_NODELIST": "localhost", "SLURM_LOCALID": "0", "SLURM_RESTART_COUNT": str(restart),
+        "PATH": f"{bin_dir}:{__import__('os').environ['PATH']}",
+        "SLURM_NTASKS": "2",
+        "SLURM_NNODES": "2",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_JOB_ID": job_id,
+        "SLURM_NODELIST": "localhost",
+        "SLURM_LOCALID": "0",
+        "SLURM_RESTART_COUNT": str(restart),
     }
     return [{**common, "SLURM_PROCID": str(rank), "SLURM_NODEID": str(rank)} for rank in (0, 1)]
 
@@ -197,19 +232,43 @@ def test_the_slurm_batch_script_asks_for_the_requeue_signal() -> None:
 
 @pytest.mark.parametrize("module", ["typed", "plain"])
 def test_slurm_requeue_after_the_signal_on_both_nodes(module: str, tmp_path: Path, reference: Path) -> None:
-    run = {**RUN, "root": str(tmp_path), "module": module, "ckpt": None, "devices": 1, "num_nodes": 2,
-           "slurm": True, "fault": {**FAULT, "kind": "signal", "ranks": [0, 1]}}
+    run = {
+        **RUN,
+        "root": str(tmp_path),
+        "module": module,
+        "ckpt": None,
+        "devices": 1,
+        "num_nodes": 2,
+        "slurm": True,
+        "fault": {**FAULT, "kind": "signal", "ranks": [0, 1]},
+    }
     python = [__import__("sys").executable]
     # the recipe's `srun python train.py`: each task starts the script (the example for the typed module)
     started = {"script": EXAMPLE, "arguments": [*recipe("slurm").splitlines()[-1].split()[3:], "--fault"]}
     runs = [] if module == "typed" else [run]
-    assert_ok(launch_together(tmp_path, runs, limit=LIMIT, launchers=[python, python], envs=slurm_tasks(tmp_path, 0),
-                              **(started if module == "typed" else {})))
+    assert_ok(
+        launch_together(
+            tmp_path,
+            runs,
+            limit=LIMIT,
+            launchers=[python, python],
+            envs=slurm_tasks(tmp_path, 0),
+            **(started if module == "typed" else {}),
+        )
+    )
     assert (tmp_path / "requeued").read_text().split()[0] == "requeue"
     assert (tmp_path / "hpc_ckpt_1.ckpt").exists()
     # the requeued job: Lightning finds hpc_ckpt_1.ckpt in its default_root_dir by itself
-    assert_ok(launch_together(tmp_path, runs, limit=LIMIT, launchers=[python, python], envs=slurm_tasks(tmp_path, 1),
-                              **(started if module == "typed" else {})))
+    assert_ok(
+        launch_together(
+            tmp_path,
+            runs,
+            limit=LIMIT,
+            launchers=[python, python],
+            envs=slurm_tasks(tmp_path, 1),
+            **(started if module == "typed" else {}),
+        )
+    )
     if module == "typed":
         # it ran on after the save (SLURM ends the job later), so its last checkpoint is not the reference's
         example_resumed_exactly(tmp_path, reference / "ddp", version=1, last_checkpoint=False)
@@ -230,8 +289,15 @@ SLURM_PLAIN = {
 def test_slurms_signal_on_one_node_alone_never_blocks(tmp_path: Path, reference: Path) -> None:
     """The signal reaches rank 1 only: its save waits 10 s for rank 0 and goes on; nothing is written
     (rank 0 writes checkpoints) and nothing requeued, and the run ends as the uninterrupted one."""
-    run = {**RUN, "root": str(tmp_path), "ckpt": None, "devices": 1, "num_nodes": 2, "slurm": True,
-           "fault": {**FAULT, "kind": "signal", "ranks": [1]}}
+    run = {
+        **RUN,
+        "root": str(tmp_path),
+        "ckpt": None,
+        "devices": 1,
+        "num_nodes": 2,
+        "slurm": True,
+        "fault": {**FAULT, "kind": "signal", "ranks": [1]},
+    }
     python = [__import__("sys").executable]
     job = launch_together(tmp_path, [run], limit=LIMIT, launchers=[python, python], envs=slurm_tasks(tmp_path, 0))
     assert_ok(job)
@@ -243,13 +309,28 @@ def test_slurms_signal_on_one_node_alone_never_blocks(tmp_path: Path, reference:
 
 @pytest.mark.parametrize("module", ["typed", "plain"])
 def test_model_parallel_with_fully_shard(module: str, tmp_path: Path, reference: Path) -> None:
-    assert recipe("fsdp2") == "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nproc-per-node=2 --max-restarts=1 train.py --strategy fsdp2"
-    assert "ModelParallelStrategy(data_parallel_size=args.nodes * args.devices, tensor_parallel_size=1)" in EXAMPLE.read_text()
+    assert (
+        recipe("fsdp2")
+        == "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nproc-per-node=2 --max-restarts=1 train.py --strategy fsdp2"
+    )
+    assert (
+        "ModelParallelStrategy(data_parallel_size=args.nodes * args.devices, tensor_parallel_size=1)"
+        in EXAMPLE.read_text()
+    )
     assert 'fully_shard(self.net, mesh=self.device_mesh["data_parallel"])' in EXAMPLE.read_text()
     env, command = command_of("torchrun")
     if module == "typed":
-        restarted(launch(tmp_path, [], limit=LIMIT, launcher=command, env=env, script=EXAMPLE,
-                         arguments=["--strategy", "fsdp2", "--fault"]))
+        restarted(
+            launch(
+                tmp_path,
+                [],
+                limit=LIMIT,
+                launcher=command,
+                env=env,
+                script=EXAMPLE,
+                arguments=["--strategy", "fsdp2", "--fault"],
+            )
+        )
         example_resumed_exactly(tmp_path, reference / "fsdp2", version=1, last_checkpoint=False)
         return
     run = {**RUN, "root": str(tmp_path), "module": module, "fault": FAULT, "strategy": "model_parallel"}

@@ -91,7 +91,9 @@ def use_metric(self: Any, stage: str, logits: torch.Tensor, y: torch.Tensor) -> 
     metric = metric_for(self, stage)
     metric.update(logits, y)
     if isinstance(metric, MetricCollection):
-        self.log_dict({f"{stage}_{name}": member for name, member in metric.items(keep_base=True)}, on_step=False, on_epoch=True)
+        self.log_dict(
+            {f"{stage}_{name}": member for name, member in metric.items(keep_base=True)}, on_step=False, on_epoch=True
+        )
     else:
         self.log(f"{stage}_acc", metric, on_step=False, on_epoch=True)
 
@@ -122,7 +124,9 @@ def model_class(flavour: str, way: str, name: str = "MyModel", **namespace: Any)
     package, lst = FLAVOURS[flavour]
     base = lst.TypedLightningModule if way == "typed" else package.LightningModule
     body = {**STEPS, "typed": way != "plain", "_own_class": None, **namespace}
-    cls = types.new_class(name, (Parts, base), exec_body=lambda ns: ns.update(body, __module__=__name__, __qualname__=name))
+    cls = types.new_class(
+        name, (Parts, base), exec_body=lambda ns: ns.update(body, __module__=__name__, __qualname__=name)
+    )
     cls._own_class = cls
     return cls
 
@@ -197,7 +201,10 @@ def test_a_shared_metric_gives_a_wrong_training_value_under_plain_lightning(flav
     for shared in (False, True):
         models[shared] = model_class(flavour, "plain")(shared=shared)
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"The ``compute`` method of metric MulticlassAccuracy was called before the ``update`` method")
+            warnings.filterwarnings(
+                "ignore",
+                message=r"The ``compute`` method of metric MulticlassAccuracy was called before the ``update`` method",
+            )
             trainer = fit(flavour, "plain", models[shared], tmp_path / str(shared))
         values[shared] = {name: float(value) for name, value in trainer.callback_metrics.items()}
     # One object per stage: the accuracy over the epoch's 40 training samples, and over the last validation.
@@ -209,7 +216,9 @@ def test_a_shared_metric_gives_a_wrong_training_value_under_plain_lightning(flav
     # and the last validation counted the 20 training samples since the previous validation.
     shared_hits = models[True].hits
     assert values[True]["train_acc"] == 0.0
-    assert values[True]["val_acc"] == pytest.approx(accuracy_of(shared_hits["train"][5:] + shared_hits["val"][10:]), abs=1e-7)
+    assert values[True]["val_acc"] == pytest.approx(
+        accuracy_of(shared_hits["train"][5:] + shared_hits["val"][10:]), abs=1e-7
+    )
     assert values[True]["val_acc"] != values[False]["val_acc"]
 
 
@@ -219,7 +228,9 @@ def test_a_shared_metric_gives_a_wrong_training_value_under_plain_lightning(flav
 @pytest.mark.parametrize("flavour", FLAVOUR_IDS)
 @pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("where", list(WHERE))
-def test_a_metric_shared_by_training_and_validation_is_named_once(flavour: str, way: str, where: str, tmp_path: Path) -> None:
+def test_a_metric_shared_by_training_and_validation_is_named_once(
+    flavour: str, way: str, where: str, tmp_path: Path
+) -> None:
     model = model_class(flavour, way)(where=where)
     # Two epochs, validation twice in each: four validation runs, one warning.
     with step_result_warnings() as messages:
@@ -246,7 +257,9 @@ def test_a_shared_collection_validation_only_updates_is_named_once(way: str, tmp
 
 
 @pytest.mark.parametrize("way", WAYS)
-def test_each_shared_object_is_named_once_and_the_warning_points_at_the_validation_step(way: str, tmp_path: Path) -> None:
+def test_each_shared_object_is_named_once_and_the_warning_points_at_the_validation_step(
+    way: str, tmp_path: Path
+) -> None:
     def two_members(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, "MetricCollection")
         self.collection.add_metrics({"top2": Accuracy(task="multiclass", num_classes=CLASSES, top_k=2)})
@@ -262,7 +275,9 @@ def test_each_shared_object_is_named_once_and_the_warning_points_at_the_validati
         self.acc.update(*self.forward_batch(batch)[1:])
         return validation_step(self, batch, batch_idx)
 
-    model = model_class("pytorch_lightning", way, __init__=two_members, training_step=training, validation_step=validation)()
+    model = model_class(
+        "pytorch_lightning", way, __init__=two_members, training_step=training, validation_step=validation
+    )()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
@@ -315,8 +330,15 @@ def test_under_ddp_the_warning_is_given_on_rank_0_only(way: str, tmp_path: Path)
     # In a fresh interpreter: forking the test process, whose threads earlier tests started, could hang.
     code = f"import test_stage_isolation as t; t.fit_on_two_ranks({way!r}, {str(tmp_path)!r})"
     run = subprocess.run(
-        [sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=hang_limit(idle_s=40),
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])},
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=40),
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+        },
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert (tmp_path / "rank0.txt").read_text() == expected_warning(way, "attribute")
@@ -342,7 +364,13 @@ def test_strict_adapter_warns_too(tmp_path: Path) -> None:
     assert messages == [expected_warning("adapter", "attribute")]
     assert trainer.global_step == 10
     with pytest.raises(StepResultError):  # strict is on: a loss tensor from training_step is refused
-        fit("pytorch_lightning", "adapter", model_class("pytorch_lightning", "plain")(shared=False), tmp_path, strict=True)
+        fit(
+            "pytorch_lightning",
+            "adapter",
+            model_class("pytorch_lightning", "plain")(shared=False),
+            tmp_path,
+            strict=True,
+        )
 
 
 # --- what stays silent -----------------------------------------------------------------------------------
@@ -350,7 +378,9 @@ def test_strict_adapter_warns_too(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("flavour", FLAVOUR_IDS)
 @pytest.mark.parametrize("way", WAYS)
-def test_one_object_per_stage_and_validation_sharing_with_test_give_no_warning(flavour: str, way: str, tmp_path: Path) -> None:
+def test_one_object_per_stage_and_validation_sharing_with_test_give_no_warning(
+    flavour: str, way: str, tmp_path: Path
+) -> None:
     model = model_class(flavour, way)(shared=False, test_shares_val=True)
     with step_result_warnings() as messages:
         trainer = fit(flavour, way, model, tmp_path, max_epochs=2, num_sanity_val_steps=2)
@@ -381,7 +411,9 @@ def test_a_collection_per_stage_gives_no_warning(way: str, tmp_path: Path) -> No
         trainer = fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
     assert messages == []
     assert sorted(trainer.callback_metrics) == ["train_acc", "train_precision", "val_acc", "val_precision"]
-    assert float(trainer.callback_metrics["train_acc"]) == pytest.approx(accuracy_of(model.hits["train"][10:]), abs=1e-7)
+    assert float(trainer.callback_metrics["train_acc"]) == pytest.approx(
+        accuracy_of(model.hits["train"][10:]), abs=1e-7
+    )
     assert float(trainer.callback_metrics["val_acc"]) == pytest.approx(accuracy_of(model.hits["val"][-10:]), abs=1e-7)
 
 
@@ -404,7 +436,11 @@ def test_a_validation_metric_kept_across_runs_without_logging_gives_no_warning(w
         return training_step(self, batch, batch_idx)
 
     model = model_class(
-        "pytorch_lightning", way, __init__=with_seen, validation_step=counts_all_validation, training_step=also_train_only
+        "pytorch_lightning",
+        way,
+        __init__=with_seen,
+        validation_step=counts_all_validation,
+        training_step=also_train_only,
     )()
     with step_result_warnings() as messages:
         fit("pytorch_lightning", way, model, tmp_path, max_epochs=2, num_sanity_val_steps=2)
@@ -421,8 +457,13 @@ def test_declared_metrics_give_no_warning(flavour: str, way: str, tmp_path: Path
     if way == "typed":
         model, callbacks = CLASSES_BY_FLAVOUR[flavour][f"{prefix}Typed"](), []
     else:
-        model, callbacks = CLASSES_BY_FLAVOUR[flavour][f"{prefix}Plain"](), [lst.StepResultAdapter(metrics=declared("acc", False))]
-    trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(tmp_path, val_check_interval=5, max_epochs=2), callbacks=callbacks)
+        model, callbacks = (
+            CLASSES_BY_FLAVOUR[flavour][f"{prefix}Plain"](),
+            [lst.StepResultAdapter(metrics=declared("acc", False))],
+        )
+    trainer = FLAVOURS[flavour][0].Trainer(
+        **trainer_kwargs(tmp_path, val_check_interval=5, max_epochs=2), callbacks=callbacks
+    )
     with step_result_warnings() as messages:
         trainer.fit(model, loader(0, 40, 4), loader(1, 40, 4))
     assert messages == []

@@ -178,7 +178,15 @@ class StaticChecks:
         env["PYTHONPATH"] = str(package.parent)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         return _run(
-            [sys.executable, "-m", "pyright", "--outputjson", "--verifytypes", "lightning_step_types", "--ignoreexternal"],
+            [
+                sys.executable,
+                "-m",
+                "pyright",
+                "--outputjson",
+                "--verifytypes",
+                "lightning_step_types",
+                "--ignoreexternal",
+            ],
             env=env,
         )
 
@@ -214,7 +222,9 @@ def checks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StaticChecks]:
 def _case_params() -> list[object]:
     params = []
     for case in ALL_CASES:
-        marks = [] if NEEDS.get(case.name, True) else [pytest.mark.skip(reason=f"{case.name} needs an optional package")]
+        marks = (
+            [] if NEEDS.get(case.name, True) else [pytest.mark.skip(reason=f"{case.name} needs an optional package")]
+        )
         params.append(pytest.param(case, id=case.stem, marks=marks))
     return params
 
@@ -232,17 +242,13 @@ def test_case_verdict(checks: StaticChecks, case: Path, checker: str) -> None:
     for diagnostic in diagnostics:
         got[diagnostic.line].add(diagnostic.code)
     want = {line: set(item.codes) for line, item in expected.items()}
-    assert dict(got) == want, (
-        f"{checker} on {case.name}: expected {want or 'no errors'}, got:\n{_format(diagnostics)}"
-    )
+    assert dict(got) == want, f"{checker} on {case.name}: expected {want or 'no errors'}, got:\n{_format(diagnostics)}"
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
 def test_checkers_report_nothing_outside_the_cases(checks: StaticChecks, checker: str) -> None:
     # The stubs themselves, and anything the cases import, must be clean under the same settings.
-    outside = {
-        path: found for path, found in checks.case_diagnostics(checker).items() if path.parent != CASES_DIR
-    }
+    outside = {path: found for path, found in checks.case_diagnostics(checker).items() if path.parent != CASES_DIR}
     assert outside == {}, f"{checker} reported diagnostics outside tests/typing_cases: {outside}"
 
 
@@ -293,7 +299,9 @@ def test_the_guides_idioms_type_check_as_written() -> None:
 
 def test_runtime_package_passes_mypy_strict(checks: StaticChecks) -> None:
     run = checks.mypy("package")
-    assert run.returncode == 0, f"mypy --strict on lightning_step_types:\n{_format(parse_mypy(run.stdout))}\n{run.stderr}"
+    assert run.returncode == 0, (
+        f"mypy --strict on lightning_step_types:\n{_format(parse_mypy(run.stdout))}\n{run.stderr}"
+    )
 
 
 def test_runtime_package_and_stubs_pass_pyright_strict(checks: StaticChecks) -> None:

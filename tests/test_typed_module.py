@@ -81,7 +81,9 @@ def assert_untouched(model: pl.LightningModule, before: dict[str, torch.Tensor])
 # --- same training as plain Lightning ---------------------------------------------------------
 
 
-def fit_validate_test(model: pl.LightningModule, root: Path, **overrides: Any) -> tuple[pl.Trainer, list[dict[str, Any]]]:
+def fit_validate_test(
+    model: pl.LightningModule, root: Path, **overrides: Any
+) -> tuple[pl.Trainer, list[dict[str, Any]]]:
     trainer = make_trainer(root, **{"num_sanity_val_steps": 2, "max_epochs": 2, **overrides})
     trainer.fit(model, make_loader(), make_loader(seed=1))
     metrics = [dict(trainer.callback_metrics), dict(trainer.logged_metrics)]
@@ -355,12 +357,8 @@ STRICT_TRAINING_ERRORS = [
         "return `TrainStepResult(loss=..., metadata=...)`",
         id="val-result",
     ),
-    pytest.param(
-        detached_return, "return value.loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="detached"
-    ),
-    pytest.param(
-        no_grad_return, "return value.loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="no-grad"
-    ),
+    pytest.param(detached_return, "return value.loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="detached"),
+    pytest.param(no_grad_return, "return value.loss", CUT_FROM_GRAPH, NEEDS_GRAPH, KEEP_GRAPH_FIX, id="no-grad"),
     pytest.param(
         leaf_return,
         "return value.loss",

@@ -168,7 +168,9 @@ def verdicts(install: Install, project: Path) -> dict[str, subprocess.CompletedP
     files = [*WHEEL_CASES, "probe.py"]
     return {
         # -v logs the file each module is parsed from; --no-incremental so that it parses them all.
-        "mypy": _run([python, "-m", "mypy", "-v", "--no-incremental", "--output", "json", *files], project, install.env),
+        "mypy": _run(
+            [python, "-m", "mypy", "-v", "--no-incremental", "--output", "json", *files], project, install.env
+        ),
         "pyright": _run([python, "-m", "pyright", "--outputjson", *files], project, install.env),
     }
 

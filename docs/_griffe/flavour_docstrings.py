@@ -25,13 +25,14 @@ class FlavourDocstrings(griffe.Extension):
         if runtime_doc:
             cls.docstring = griffe.Docstring(inspect.cleandoc(runtime_doc), parent=cls)
 
-
     def on_function_instance(self, *, node: ast.AST | griffe.ObjectNode, func: griffe.Function, **kwargs: Any) -> None:
         for parameter in func.parameters:
             if str(parameter.default) == "DEFAULT_NONFINITE_LOSS":
                 parameter.default = "'raise'"
 
-    def on_attribute_instance(self, *, node: ast.AST | griffe.ObjectNode, attr: griffe.Attribute, **kwargs: Any) -> None:
+    def on_attribute_instance(
+        self, *, node: ast.AST | griffe.ObjectNode, attr: griffe.Attribute, **kwargs: Any
+    ) -> None:
         if str(attr.value) == "DEFAULT_NONFINITE_LOSS":
             attr.value = "'raise'"
 

@@ -46,8 +46,8 @@ if importlib.util.find_spec("libcst") is None:  # checked first, so the error sa
     raise ModuleNotFoundError(_MISSING_LIBCST, name="libcst")
 
 from lightning_step_types.migrate.cli import main
-from lightning_step_types.migrate.report import Finding, Migration
 from lightning_step_types.migrate.facts import Options
+from lightning_step_types.migrate.report import Finding, Migration
 from lightning_step_types.migrate.rewrite import migrate_module, migrate_run, migrate_source
 
 __all__ = ["Finding", "Migration", "Options", "main", "migrate_module", "migrate_run", "migrate_source"]

@@ -1,5 +1,4 @@
-"""Return annotations: which ones the codemod may replace, and what replaces them.
-"""
+"""Return annotations: which ones the codemod may replace, and what replaces them."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ from typing import Literal
 import libcst as cst
 
 from lightning_step_types.migrate.syntax import ImportTable, is_none, tail_name
-
 
 _KNOWN_ANNOTATION_NAMES = {
     "Tensor", "STEP_OUTPUT", "dict", "Dict", "OrderedDict", "Mapping", "MutableMapping", "Any", "object",

@@ -102,7 +102,10 @@ def _parse(path: Path, totals: _Totals) -> tuple[bytes, cst.Module | None] | Non
         return data, cst.parse_module(data)
     except cst.ParserSyntaxError as error:
         totals.errors += 1
-        print(f"{path}: error: cannot parse: {error.message} (line {error.raw_line}); file left unchanged", file=sys.stderr)
+        print(
+            f"{path}: error: cannot parse: {error.message} (line {error.raw_line}); file left unchanged",
+            file=sys.stderr,
+        )
     except (UnicodeDecodeError, LookupError) as error:  # bytes that are not in the file's declared encoding
         totals.errors += 1
         print(f"{path}: error: cannot decode: {error}; file left unchanged", file=sys.stderr)
@@ -201,7 +204,9 @@ def summary(totals: _Totals, diff: bool) -> str:
         parts.append(f"{_plural(totals.ignored, 'method')} not in a LightningModule")
     parts.append(f"{_plural(totals.skipped, 'method')} skipped")
     if totals.switched_bases:
-        parts.append(f"{_plural(totals.switched_bases, 'base class', 'base classes')} {'to switch' if diff else 'switched'}")
+        parts.append(
+            f"{_plural(totals.switched_bases, 'base class', 'base classes')} {'to switch' if diff else 'switched'}"
+        )
     if totals.kept_bases:
         parts.append(f"{_plural(totals.kept_bases, 'base class', 'base classes')} kept")
     if totals.imports_removed:
@@ -259,4 +264,3 @@ def main(argv: list[str] | None = None) -> int:
     if totals.errors:
         return 1
     return 2 if totals.skipped or totals.kept_bases or totals.leftovers else 0
-

@@ -1,5 +1,4 @@
-"""When a returned dict can become a typed result, and the ``self.log_dict`` calls for its 0.x entries.
-"""
+"""When a returned dict can become a typed result, and the ``self.log_dict`` calls for its 0.x entries."""
 
 from __future__ import annotations
 
@@ -248,10 +247,15 @@ class DictRules:
                 for i, k in enumerate(rest)
             ]
             args = [args[0].with_changes(comma=space), keyword_arg("metadata", cst.Dict(elements))]
-        logs: list[tuple[cst.BaseExpression, bool]] = [(item(k), LEGACY_LOG_KEYS[k]) for k in LEGACY_LOG_KEYS if k in entries]
+        logs: list[tuple[cst.BaseExpression, bool]] = [
+            (item(k), LEGACY_LOG_KEYS[k]) for k in LEGACY_LOG_KEYS if k in entries
+        ]
         if "log" in entries and "progress_bar" in entries:
             return ReturnPlan(
-                node, "problem", line, problem=f"returns `{name}`, a dict built in the method with both 'log' and 'progress_bar'"
+                node,
+                "problem",
+                line,
+                problem=f"returns `{name}`, a dict built in the method with both 'log' and 'progress_bar'",
             )
         return ReturnPlan(node, "built", line, built=cst.Call(cst.Name(step.result_name), args), built_logs=logs)
 
@@ -321,25 +325,37 @@ class DictRules:
                 if keys is None:  # `"log": loss_dict`, a dict a call returned: its keys are not in the code
                     other = "progress_bar" if key == "log" else "log"
                     prog_bar = ", prog_bar=True" if key == "progress_bar" else ""
-                    return [], [], (
-                        f"the {key!r} value `{short(expr)}` is a dict a call returns, whose keys the code does not"
-                        f" show, so they cannot be compared with the {other!r} dict's; log it in the step with"
-                        f" self.log_dict({short(expr)}{prog_bar}) and drop the {key!r} key"
+                    return (
+                        [],
+                        [],
+                        (
+                            f"the {key!r} value `{short(expr)}` is a dict a call returns, whose keys the code does not"
+                            f" show, so they cannot be compared with the {other!r} dict's; log it in the step with"
+                            f" self.log_dict({short(expr)}{prog_bar}) and drop the {key!r} key"
+                        ),
                     )
             assert log[1] is not None and bar[1] is not None
             shared = set(log[1]) & set(bar[1])
             for key in sorted(shared):
                 if log[1][key] != bar[1][key]:
-                    return [], [], (
-                        f"'log' and 'progress_bar' both have {key!r}, with different values; give one of them"
-                        " another name (self.log_dict logs each name once per step)"
+                    return (
+                        [],
+                        [],
+                        (
+                            f"'log' and 'progress_bar' both have {key!r}, with different values; give one of them"
+                            " another name (self.log_dict logs each name once per step)"
+                        ),
                     )
             if shared and not isinstance(log[0], cst.Dict):
                 names = ", ".join(repr(key) for key in sorted(shared))
-                return [], [], (
-                    f"'log' (the dict `{short(log[0])}`) and 'progress_bar' both have {names}, which self.log_dict"
-                    f" would log twice; remove {'it' if len(shared) == 1 else 'them'} from `{short(log[0])}`"
-                    " (the progress bar's values are logged to the logger as well)"
+                return (
+                    [],
+                    [],
+                    (
+                        f"'log' (the dict `{short(log[0])}`) and 'progress_bar' both have {names}, which self.log_dict"
+                        f" would log twice; remove {'it' if len(shared) == 1 else 'them'} from `{short(log[0])}`"
+                        " (the progress bar's values are logged to the logger as well)"
+                    ),
                 )
             if shared:  # logged once, with prog_bar=True (logger=True is self.log's default)
                 log_dict = log[0]

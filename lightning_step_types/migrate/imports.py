@@ -429,7 +429,9 @@ def _lightning_bindings(small: cst.Import | cst.ImportFrom) -> list[str]:
             return []
         return [a.evaluated_alias or a.evaluated_name for a in small.names]
     return [
-        a.evaluated_alias or a.evaluated_name.split(".")[0] for a in small.names if _is_lightning_module_path(a.evaluated_name)
+        a.evaluated_alias or a.evaluated_name.split(".")[0]
+        for a in small.names
+        if _is_lightning_module_path(a.evaluated_name)
     ]
 
 

@@ -20,8 +20,7 @@ _EPOCH_END = (
     " outputs; append what the step computes to a list attribute and clear it there"
 )
 _STEP_END = (
-    "removed in Lightning 2.0: do its work at the end of `{hook}` (on several devices, gather with"
-    " `self.all_gather`)"
+    "removed in Lightning 2.0: do its work at the end of `{hook}` (on several devices, gather with `self.all_gather`)"
 )
 
 # Hook defined in a LightningModule -> what replaces it in Lightning 2.

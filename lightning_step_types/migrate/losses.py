@@ -151,11 +151,7 @@ def scope_of(
 
 def is_loss_module_constructor(value: cst.BaseExpression) -> bool:
     """``nn.CrossEntropyLoss(...)``, ``smp.losses.JaccardLoss(...)``: a loss module, one value per call."""
-    return (
-        isinstance(value, cst.Call)
-        and (tail_name(value.func) or "").endswith("Loss")
-        and not _unreduced(value)
-    )
+    return isinstance(value, cst.Call) and (tail_name(value.func) or "").endswith("Loss") and not _unreduced(value)
 
 
 class LossRules:
@@ -247,7 +243,9 @@ class LossRules:
                 return f"returns a variable `{name}` computed with {how} at line {line} ({why})"
             inner = self.problem(value, dataclasses.replace(scope, current=binding.node))
             if inner is not None:
-                why = _strip_returns(inner).removeprefix(f"`{short(value)}`").removeprefix(":").removeprefix(",").strip()
+                why = (
+                    _strip_returns(inner).removeprefix(f"`{short(value)}`").removeprefix(":").removeprefix(",").strip()
+                )
                 joint = ", " if why.startswith("which") else ": "
                 inner = f"returns a variable `{name}` (from `{short(value)}`, line {line}){joint}{why}"
             evidence.append(inner)
@@ -292,7 +290,11 @@ class LossRules:
 
     def _item_problem(self, expr: cst.Subscript, scope: Scope) -> str | None:
         """``out["loss"]``: a key of a dict literal of this function, or of the dicts a helper returns."""
-        key = string_key(expr.slice[0].slice.value) if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) else None
+        key = (
+            string_key(expr.slice[0].slice.value)
+            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
+            else None
+        )
         fail = f"returns `{short(expr)}`, which the code does not show to be a loss tensor"
         if key is None or not isinstance(expr.value, cst.Name):
             return fail
@@ -471,7 +473,10 @@ class LossRules:
                 return [(bindings[0].node, scope.owner, scope.file)]  # a function nested in this one
             if bindings:
                 values = [b.value for b in bindings]
-                if all(b.kind == "assign" and v is not None and is_loss_module_constructor(v) for b, v in zip(bindings, values)):
+                if all(
+                    b.kind == "assign" and v is not None and is_loss_module_constructor(v)
+                    for b, v in zip(bindings, values)
+                ):
                     return []
                 return f"`{func.value}` is a local variable the code does not show to be a loss function"
             function = scope.file.functions.get(func.value)

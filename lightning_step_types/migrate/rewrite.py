@@ -225,7 +225,6 @@ class _Rewriter(cst.CSTTransformer):
         return updated_node if name is None else updated_node.with_changes(value=cst.Name(name))
 
 
-
 def migrate_run(
     sources: Sequence[tuple[str, cst.Module]], options: Options, texts: Sequence[tuple[str, str]] = ()
 ) -> list[Migration]:

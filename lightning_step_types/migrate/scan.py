@@ -12,7 +12,6 @@ import libcst as cst
 from lightning_step_types.migrate.conventions import LOSS_PRESERVING_METHODS, NUMBER_BUILTINS, NUMBER_METHODS
 from lightning_step_types.migrate.syntax import ImportTable
 
-
 # Calls without side effects, whose evaluation order does not matter.
 _PURE_METHODS = LOSS_PRESERVING_METHODS | NUMBER_METHODS | {
     "detach", "cpu", "half", "long", "int", "bool", "argmax", "argmin", "max", "min", "softmax", "log_softmax",

@@ -102,9 +102,7 @@ def _decide(test: cst.BaseExpression, literals: Mapping[str, LiteralValue]) -> b
     return None
 
 
-def reachable_returns(
-    function: cst.FunctionDef, scan: BodyScan, literals: Literals
-) -> tuple[list[cst.Return], bool]:
+def reachable_returns(function: cst.FunctionDef, scan: BodyScan, literals: Literals) -> tuple[list[cst.Return], bool]:
     """The returns of ``function`` a call with these literals may reach, and whether that call always
     ends in a return or raise (else it may fall off the end, returning None)."""
     known = dict(literals)

@@ -1,5 +1,4 @@
-"""The codemod's picture of a file: its LightningModule classes, their steps, and each return's plan.
-"""
+"""The codemod's picture of a file: its LightningModule classes, their steps, and each return's plan."""
 
 from __future__ import annotations
 
@@ -240,7 +239,11 @@ def _find_base(
             return fitting[0]
     module = module.lstrip(".")
     if module:
-        fitting = [c for c in others if c.file is not None and (c.file.dotted == module or c.file.dotted.endswith("." + module))]
+        fitting = [
+            c
+            for c in others
+            if c.file is not None and (c.file.dotted == module or c.file.dotted.endswith("." + module))
+        ]
         if len(fitting) == 1:
             return fitting[0]
     return others[0] if len(others) == 1 else None
@@ -274,7 +277,13 @@ class ReturnPlan:
     problem: str = ""
 
     def shape(self) -> str:
-        shapes = {"typed": "a typed result", "loss": "a loss tensor", "dict": "a dict", "built": "a dict", "none": "None"}
+        shapes = {
+            "typed": "a typed result",
+            "loss": "a loss tensor",
+            "dict": "a dict",
+            "built": "a dict",
+            "none": "None",
+        }
         if self.kind == "delegate" and self.delegate is not None:
             receiver = "super()" if self.delegate[0] == "super" else "self"
             return f"`{receiver}.{self.delegate[1]}(...)`"

@@ -1,5 +1,4 @@
-"""Small read-only helpers over libcst nodes: names, literals, and the module's import aliases.
-"""
+"""Small read-only helpers over libcst nodes: names, literals, and the module's import aliases."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import re
 import libcst as cst
 
 from lightning_step_types.migrate.conventions import LOSS_FUNCTIONS
-
 
 EMPTY_MODULE = cst.Module(body=[])
 

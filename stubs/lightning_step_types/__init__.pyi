@@ -7,9 +7,9 @@
 
 from lightning_step_types.compiling import compiled as compiled
 from lightning_step_types.errors import StepResultError as StepResultError
+from lightning_step_types.errors import StepResultWarning as StepResultWarning
 from lightning_step_types.metrics import StepMetric as StepMetric
 from lightning_step_types.metrics import declared_metric as declared_metric
-from lightning_step_types.errors import StepResultWarning as StepResultWarning
 from lightning_step_types.policy import LossLogging as LossLogging
 from lightning_step_types.policy import NonFiniteLoss as NonFiniteLoss
 from lightning_step_types.pytorch_lightning import StepResultAdapter as StepResultAdapter

@@ -1,9 +1,7 @@
 """How the adapter treats what a step returns: strictness, non-finite losses, loss logging."""
 
 from dataclasses import dataclass
-from typing import Literal
-
-from typing_extensions import TypeAlias
+from typing import Literal, TypeAlias
 
 __all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy"]
 

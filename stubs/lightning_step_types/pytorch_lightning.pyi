@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytorch_lightning as pl
+
 from lightning_step_types.metrics import StepMetric
 from lightning_step_types.policy import LossLogging, NonFiniteLoss
 from lightning_step_types.results import TrainStepResult, ValStepResult

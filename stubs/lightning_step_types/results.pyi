@@ -103,7 +103,9 @@ class TrainStepResult(StepResult[MetaT]):
     """What ``training_step`` returns: ``TrainStepResult(loss=loss, metadata={"logits": logits})``."""
 
     @overload
-    def __init__(self: TrainStepResult[Mapping[str, Any]], loss: torch.Tensor, *, batch_size: int | None = None) -> None: ...
+    def __init__(
+        self: TrainStepResult[Mapping[str, Any]], loss: torch.Tensor, *, batch_size: int | None = None
+    ) -> None: ...
     @overload
     def __init__(self, loss: torch.Tensor, metadata: MetaT, batch_size: int | None = None) -> None: ...
 
@@ -111,7 +113,9 @@ class ValStepResult(StepResult[MetaT]):
     """What ``validation_step`` and ``test_step`` return: ``ValStepResult(loss=loss, metadata={...})``."""
 
     @overload
-    def __init__(self: ValStepResult[Mapping[str, Any]], loss: torch.Tensor, *, batch_size: int | None = None) -> None: ...
+    def __init__(
+        self: ValStepResult[Mapping[str, Any]], loss: torch.Tensor, *, batch_size: int | None = None
+    ) -> None: ...
     @overload
     def __init__(self, loss: torch.Tensor, metadata: MetaT, batch_size: int | None = None) -> None: ...
 

@@ -55,8 +55,19 @@ def wheel(release: Release) -> Path:
     if found:
         return found[0]
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-        "--no-input", "--timeout", "30", "--dest", str(folder), release.requirement,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--timeout",
+        "30",
+        "--dest",
+        str(folder),
+        release.requirement,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=hang_limit(idle_s=75))
     found = sorted(folder.glob(_wheel_prefix(release) + "*.whl"))

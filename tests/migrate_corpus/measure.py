@@ -52,7 +52,11 @@ def run_codemod(root: Path, files: tuple[str, ...], *args: str) -> tuple[int, st
     env["PYTHONPATH"] = os.pathsep.join([codemod_root, *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-m", "lightning_step_types.migrate", *args, *files],
-        cwd=root, env=env, capture_output=True, text=True, timeout=hang_limit(idle_s=40),
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=40),
     )
     return done.returncode, done.stdout, done.stderr
 

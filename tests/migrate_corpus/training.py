@@ -17,9 +17,9 @@ them, and without removing them neither the original nor the migrated module can
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import os
-import dataclasses
 import shutil
 import sys
 import tempfile
@@ -37,8 +37,13 @@ LEGACY_HOOKS = ("training_epoch_end", "validation_epoch_end", "test_epoch_end")
 
 # Imported for real before any substitute is in place: torchmetrics (imported lazily by Lightning)
 # probes for torchvision and matplotlib when first imported, and must see what is installed.
-_REAL_FIRST = ("pytorch_lightning", "lightning.pytorch", "torchmetrics", "torchmetrics.classification",
-               "torchmetrics.regression")
+_REAL_FIRST = (
+    "pytorch_lightning",
+    "lightning.pytorch",
+    "torchmetrics",
+    "torchmetrics.classification",
+    "torchmetrics.regression",
+)
 
 
 @contextlib.contextmanager
@@ -151,7 +156,9 @@ def train(recipe: Recipe, files: dict[str, bytes], adapter: bool = False) -> dic
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     test_loaders = fit_kwargs.pop("test_dataloaders", fit_kwargs.get("val_dataloaders"))
     log_dir = tempfile.mkdtemp(prefix="corpus-train-")
-    trainer = trainer_for(cls, log_dir, adapter, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2)
+    trainer = trainer_for(
+        cls, log_dir, adapter, max_epochs=2, limit_train_batches=2, limit_val_batches=2, limit_test_batches=2
+    )
     cwd = os.getcwd()
     os.chdir(log_dir)  # whatever a module writes relative to the working folder lands in the temporary one
     try:
@@ -221,7 +228,7 @@ def _template(cls: type) -> tuple[Any, dict[str, Any]]:
 
 
 def _bolts_stability() -> dict[str, types.ModuleType]:
-    stability = fake_module("pl_bolts.utils.stability", under_review=lambda: (lambda obj: obj))
+    stability = fake_module("pl_bolts.utils.stability", under_review=lambda: lambda obj: obj)
     return {"pl_bolts.utils": fake_module("pl_bolts.utils", stability=stability), "pl_bolts.utils.stability": stability}
 
 
@@ -258,8 +265,10 @@ class _TinyDecoder(nn.Module):
 def _bolts_autoencoder() -> dict[str, types.ModuleType]:
     components = fake_module(
         "pl_bolts.models.autoencoders.components",
-        resnet18_decoder=_TinyDecoder, resnet18_encoder=_TinyEncoder,
-        resnet50_decoder=_TinyDecoder, resnet50_encoder=_TinyEncoder,
+        resnet18_decoder=_TinyDecoder,
+        resnet18_encoder=_TinyEncoder,
+        resnet50_decoder=_TinyDecoder,
+        resnet50_encoder=_TinyEncoder,
     )
     return {
         "pl_bolts": fake_module("pl_bolts", _HTTPS_AWS_HUB="https://example.invalid"),
@@ -327,8 +336,9 @@ class _TinyFCN(nn.Module):
 
     def __init__(self, in_channels: int, classes: int, num_filters: int = 3) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(in_channels, num_filters, 3, padding=1), nn.ReLU(),
-                                 nn.Conv2d(num_filters, classes, 3, padding=1))
+        self.net = nn.Sequential(
+            nn.Conv2d(in_channels, num_filters, 3, padding=1), nn.ReLU(), nn.Conv2d(num_filters, classes, 3, padding=1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -363,7 +373,8 @@ def _torchgeo_imports() -> dict[str, types.ModuleType]:
         "torchvision.models": fake_module("torchvision.models", _api=api),
         "torchvision.models._api": api,
         "torchgeo.datasets": fake_module(
-            "torchgeo.datasets", RGBBandsMissingError=type("RGBBandsMissingError", (Exception,), {}),
+            "torchgeo.datasets",
+            RGBBandsMissingError=type("RGBBandsMissingError", (Exception,), {}),
             unbind_samples=_Placeholder,
         ),
         "torchgeo.models": fake_module("torchgeo.models", get_weight=_Placeholder, FCN=_TinyFCN),
@@ -443,12 +454,14 @@ class _TinyDetector(nn.Module):
 
 def _bolts_detection() -> dict[str, types.ModuleType]:
     faster_rcnn = fake_module(
-        "torchvision.models.detection.faster_rcnn", FasterRCNN=_TinyDetector, FastRCNNPredictor=_TinyBoxPredictor,
+        "torchvision.models.detection.faster_rcnn",
+        FasterRCNN=_TinyDetector,
+        FastRCNNPredictor=_TinyBoxPredictor,
         fasterrcnn_resnet50_fpn=_TinyDetector,
     )
     ops = fake_module("torchvision.ops", box_iou=None)
     utils = fake_module("pl_bolts.utils", _TORCHVISION_AVAILABLE=True)
-    stability = fake_module("pl_bolts.utils.stability", under_review=lambda: (lambda obj: obj))
+    stability = fake_module("pl_bolts.utils.stability", under_review=lambda: lambda obj: obj)
     return {
         "torchvision": fake_module("torchvision"),
         "torchvision.models": fake_module("torchvision.models"),
@@ -498,45 +511,166 @@ def _segmentation_task(cls: type) -> tuple[Any, dict[str, Any]]:
 _TORCHGEO_BASE = (("torchgeo/trainers/base.py", "torchgeo.trainers.base"),)
 
 RECIPES = (
-    Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
-           "BoringModel", _own_loaders, test=True),
-    Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
-           "ManualOptimBoringModel", _own_loaders),
-    Recipe("lightning-boring-classes", _DEMOS + "boring_classes.py", "lightning.pytorch.demos.boring_classes",
-           "DemoModel", _demo_model),
-    Recipe("lightning-lstm", _DEMOS + "lstm.py", "lightning.pytorch.demos.lstm", "LightningLSTM", _lstm,
-           data_hooks=("prepare_data",)),
-    Recipe("lightning-lstm-base-class", _DEMOS + "lstm.py", "lightning.pytorch.demos.lstm", "LightningLSTM", _lstm,
-           data_hooks=("prepare_data",)),
-    Recipe("lightning-transformer", _DEMOS + "transformer.py", "lightning.pytorch.demos.transformer",
-           "LightningTransformer", _transformer, data_hooks=("prepare_data",)),
-    Recipe("pl-examples-template", "pl_examples/models/lightning_template.py", "pl_examples.models.lightning_template",
-           "LightningTemplateModel", _template, _torchvision, test=True, data_hooks=("prepare_data", "setup")),
-    Recipe("bolts-basic-ae-base-class", "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
-           "pl_bolts.models.autoencoders.basic_ae.basic_ae_module", "AE", _basic_ae, _bolts_autoencoder),
-    Recipe("bolts-linear-regression", "pl_bolts/models/regression/linear_regression.py",
-           "pl_bolts.models.regression.linear_regression", "LinearRegression", _linear_regression, _bolts_stability,
-           test=True),
-    Recipe("bolts-faster-rcnn", "pl_bolts/models/detection/faster_rcnn/faster_rcnn_module.py",
-           "pl_bolts.models.detection.faster_rcnn.faster_rcnn_module", "FasterRCNN", _faster_rcnn, _bolts_detection),
-    Recipe("bolts-basic-ae", "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
-           "pl_bolts.models.autoencoders.basic_ae.basic_ae_module", "AE", _basic_ae, _bolts_autoencoder),
-    Recipe("bolts-vae", "pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",
-           "pl_bolts.models.autoencoders.basic_vae.basic_vae_module", "VAE", _basic_vae, _bolts_autoencoder),
-    Recipe("bolts-vae-base-class", "pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",
-           "pl_bolts.models.autoencoders.basic_vae.basic_vae_module", "VAE", _basic_vae, _bolts_autoencoder),
-    Recipe("bolts-logistic-regression", "pl_bolts/models/regression/logistic_regression.py",
-           "pl_bolts.models.regression.logistic_regression", "LogisticRegression", _logistic_regression,
-           _bolts_stability, test=True),
-    Recipe("torchgeo-trainers", "torchgeo/trainers/classification.py", "torchgeo.trainers.classification",
-           "ClassificationTask", _classification_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
-    Recipe("torchgeo-classification-assume-lightning", "torchgeo/trainers/classification.py",
-           "torchgeo.trainers.classification", "ClassificationTask", _classification_task, _torchgeo_imports, test=True,
-           siblings=_TORCHGEO_BASE),
-    Recipe("torchgeo-trainers", "torchgeo/trainers/regression.py", "torchgeo.trainers.regression",
-           "RegressionTask", _regression_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
-    Recipe("torchgeo-trainers", "torchgeo/trainers/segmentation.py", "torchgeo.trainers.segmentation",
-           "SemanticSegmentationTask", _segmentation_task, _torchgeo_imports, test=True, siblings=_TORCHGEO_BASE),
-    Recipe("asteroid-system", "asteroid/engine/system.py", "asteroid.engine.system", "System", _asteroid_system,
-           _asteroid_utils),
+    Recipe(
+        "lightning-boring-classes",
+        _DEMOS + "boring_classes.py",
+        "lightning.pytorch.demos.boring_classes",
+        "BoringModel",
+        _own_loaders,
+        test=True,
+    ),
+    Recipe(
+        "lightning-boring-classes",
+        _DEMOS + "boring_classes.py",
+        "lightning.pytorch.demos.boring_classes",
+        "ManualOptimBoringModel",
+        _own_loaders,
+    ),
+    Recipe(
+        "lightning-boring-classes",
+        _DEMOS + "boring_classes.py",
+        "lightning.pytorch.demos.boring_classes",
+        "DemoModel",
+        _demo_model,
+    ),
+    Recipe(
+        "lightning-lstm",
+        _DEMOS + "lstm.py",
+        "lightning.pytorch.demos.lstm",
+        "LightningLSTM",
+        _lstm,
+        data_hooks=("prepare_data",),
+    ),
+    Recipe(
+        "lightning-lstm-base-class",
+        _DEMOS + "lstm.py",
+        "lightning.pytorch.demos.lstm",
+        "LightningLSTM",
+        _lstm,
+        data_hooks=("prepare_data",),
+    ),
+    Recipe(
+        "lightning-transformer",
+        _DEMOS + "transformer.py",
+        "lightning.pytorch.demos.transformer",
+        "LightningTransformer",
+        _transformer,
+        data_hooks=("prepare_data",),
+    ),
+    Recipe(
+        "pl-examples-template",
+        "pl_examples/models/lightning_template.py",
+        "pl_examples.models.lightning_template",
+        "LightningTemplateModel",
+        _template,
+        _torchvision,
+        test=True,
+        data_hooks=("prepare_data", "setup"),
+    ),
+    Recipe(
+        "bolts-basic-ae-base-class",
+        "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
+        "pl_bolts.models.autoencoders.basic_ae.basic_ae_module",
+        "AE",
+        _basic_ae,
+        _bolts_autoencoder,
+    ),
+    Recipe(
+        "bolts-linear-regression",
+        "pl_bolts/models/regression/linear_regression.py",
+        "pl_bolts.models.regression.linear_regression",
+        "LinearRegression",
+        _linear_regression,
+        _bolts_stability,
+        test=True,
+    ),
+    Recipe(
+        "bolts-faster-rcnn",
+        "pl_bolts/models/detection/faster_rcnn/faster_rcnn_module.py",
+        "pl_bolts.models.detection.faster_rcnn.faster_rcnn_module",
+        "FasterRCNN",
+        _faster_rcnn,
+        _bolts_detection,
+    ),
+    Recipe(
+        "bolts-basic-ae",
+        "pl_bolts/models/autoencoders/basic_ae/basic_ae_module.py",
+        "pl_bolts.models.autoencoders.basic_ae.basic_ae_module",
+        "AE",
+        _basic_ae,
+        _bolts_autoencoder,
+    ),
+    Recipe(
+        "bolts-vae",
+        "pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",
+        "pl_bolts.models.autoencoders.basic_vae.basic_vae_module",
+        "VAE",
+        _basic_vae,
+        _bolts_autoencoder,
+    ),
+    Recipe(
+        "bolts-vae-base-class",
+        "pl_bolts/models/autoencoders/basic_vae/basic_vae_module.py",
+        "pl_bolts.models.autoencoders.basic_vae.basic_vae_module",
+        "VAE",
+        _basic_vae,
+        _bolts_autoencoder,
+    ),
+    Recipe(
+        "bolts-logistic-regression",
+        "pl_bolts/models/regression/logistic_regression.py",
+        "pl_bolts.models.regression.logistic_regression",
+        "LogisticRegression",
+        _logistic_regression,
+        _bolts_stability,
+        test=True,
+    ),
+    Recipe(
+        "torchgeo-trainers",
+        "torchgeo/trainers/classification.py",
+        "torchgeo.trainers.classification",
+        "ClassificationTask",
+        _classification_task,
+        _torchgeo_imports,
+        test=True,
+        siblings=_TORCHGEO_BASE,
+    ),
+    Recipe(
+        "torchgeo-classification-assume-lightning",
+        "torchgeo/trainers/classification.py",
+        "torchgeo.trainers.classification",
+        "ClassificationTask",
+        _classification_task,
+        _torchgeo_imports,
+        test=True,
+        siblings=_TORCHGEO_BASE,
+    ),
+    Recipe(
+        "torchgeo-trainers",
+        "torchgeo/trainers/regression.py",
+        "torchgeo.trainers.regression",
+        "RegressionTask",
+        _regression_task,
+        _torchgeo_imports,
+        test=True,
+        siblings=_TORCHGEO_BASE,
+    ),
+    Recipe(
+        "torchgeo-trainers",
+        "torchgeo/trainers/segmentation.py",
+        "torchgeo.trainers.segmentation",
+        "SemanticSegmentationTask",
+        _segmentation_task,
+        _torchgeo_imports,
+        test=True,
+        siblings=_TORCHGEO_BASE,
+    ),
+    Recipe(
+        "asteroid-system",
+        "asteroid/engine/system.py",
+        "asteroid.engine.system",
+        "System",
+        _asteroid_system,
+        _asteroid_utils,
+    ),
 )

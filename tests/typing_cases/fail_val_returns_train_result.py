@@ -3,7 +3,7 @@
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lightning_step_types import TypedLightningModule, TrainStepResult, ValStepResult
+from lightning_step_types import TrainStepResult, TypedLightningModule, ValStepResult
 
 
 class Model(TypedLightningModule):
