@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import pytorch_lightning as pl
+from limits import hang_limit
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 
 from lightning_step_types import StepResultAdapter
@@ -123,7 +124,7 @@ def test_plugin_injects_the_adapter_into_a_pytest_run(
     env["PYTHONPATH"] = os.pathsep.join([str(CONFORMANCE), *filter(None, [os.environ.get("PYTHONPATH")])])
     command = [sys.executable, "-m", "pytest", "test_inner.py", "-p", "step_adapter_plugin", "-p", "no:cacheprovider"]
     done = subprocess.run(
-        [*command, "-s", "-q", "-c", os.devnull], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        [*command, "-s", "-q", "-c", os.devnull], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=hang_limit(idle_s=60)
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"LOGGED {logged}" in done.stdout
