@@ -124,7 +124,12 @@ def test_plugin_injects_the_adapter_into_a_pytest_run(
     env["PYTHONPATH"] = os.pathsep.join([str(CONFORMANCE), *filter(None, [os.environ.get("PYTHONPATH")])])
     command = [sys.executable, "-m", "pytest", "test_inner.py", "-p", "step_adapter_plugin", "-p", "no:cacheprovider"]
     done = subprocess.run(
-        [*command, "-s", "-q", "-c", os.devnull], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=hang_limit(idle_s=60)
+        [*command, "-s", "-q", "-c", os.devnull],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=60),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"LOGGED {logged}" in done.stdout
