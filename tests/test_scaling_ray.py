@@ -36,7 +36,8 @@ def test_the_recipe_is_the_one_tested() -> None:
     (block,) = [b.code for b in fenced_blocks(DOCS / "scaling.md") if b.marker == "recipe: ray"]
     source = (TESTS / "scaling_ray.py").read_text()
     for line in (
-        "strategy=RayDDPStrategy(), plugins=[RayLightningEnvironment()]",
+        "strategy=RayDDPStrategy(),",
+        "plugins=[RayLightningEnvironment()],",
         'ray.train.report({"step": trainer.global_step}, checkpoint=checkpoint)',
         "failure_config=FailureConfig(max_failures=1)",
         "ScalingConfig(num_workers=2",
