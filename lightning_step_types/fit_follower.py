@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from lightning_step_types.holders import Holders
 from lightning_step_types.lightning_internals import (
     LoggedSnapshot,
     batch_start_counters,
@@ -142,12 +143,15 @@ class FitFollower:
         self.gradient_marks: list[tuple[int, int] | None] | None = None
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
+        self.holders: Holders | None = None  # the callbacks' and loggers' state at each point's start
 
     # --- the wrappers (lightning_internals.follow_fit_loop) --------------------------------------------
 
     def run_fit_start(self, original: Callable[[], None]) -> None:
-        original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         trainer = self.trainer()
+        if trainer is not None:
+            self.holders = Holders(trainer)
+        original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         if trainer is not None:
             optimizers = trainer.optimizers
             self._step_hooks = [_count_steps(optimizer, self.steps) for optimizer in optimizers]
@@ -184,6 +188,8 @@ class FitFollower:
         self.validated = True
         self.validation_views = {name: dict(view) for name, view in logger_metric_dicts(trainer).items()}
         self.validation_metrics = {name: metric_states_on_device(metric) for name, metric in self.metrics.items()}
+        if self.holders is not None:
+            self.holders.mark("validation")
         outputs = original()  # an exception leaves the phase where it came: a save in on_exception reads it
         self.phase = Phase.TAIL
         return outputs
@@ -201,6 +207,8 @@ class FitFollower:
         if self.resume is not None:
             self.resume.epoch_ending(self)
             self.resume = None
+        if self.holders is not None:
+            self.holders.mark("epoch_end")
         original()
         self.phase = Phase.OUTSIDE
 
@@ -227,6 +235,8 @@ class FitFollower:
             self.loaded_loaders = self.loaded_cycled = None
         self.epoch, self.batch = epoch, completed
         self.phase = Phase.BATCH
+        if self.holders is not None:
+            self.holders.batch_start()
         # gradients may be held over into this batch: Lightning zeroes them only where this index is a
         # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
         if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
@@ -289,6 +299,8 @@ class FitFollower:
 
     def stop(self, trainer: Any) -> None:
         unfollow_fit_loop(trainer)
+        if self.holders is not None:
+            self.holders.stop()
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []

@@ -1335,3 +1335,22 @@ def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
         own(instance)
 
     put_on_instance(instance, method, first)
+
+
+# --- who else holds state at a resume point (holders.py) ---
+
+
+def restart_inside_epoch(trainer: Any) -> str | None:
+    """Where inside an epoch Lightning restarted this fit: ``mid_epoch`` or ``epoch_end`` (for both
+    `_FitLoop.on_advance_start` skips the on_train_epoch_start hooks), ``after_batches`` (every batch
+    done, the epoch's end not: Lightning goes on at the next epoch), None (an epoch's start, or no
+    restart). Properties of the private `_FitLoop` read from its restart stage, which `reset` sets
+    before the run starts: `restarted_mid_epoch`, `restarted_on_epoch_end`, `resumed_on_epoch_end`."""
+    fit_loop = trainer.fit_loop
+    if getattr(fit_loop, "restarted_mid_epoch", False):
+        return "mid_epoch"
+    if getattr(fit_loop, "restarted_on_epoch_end", False):
+        return "epoch_end"
+    if getattr(fit_loop, "resumed_on_epoch_end", False):
+        return "after_batches"
+    return None

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from lightning_step_types.fit_follower import FitFollower, follower_of
+from lightning_step_types.holders import SAVED, loaded_holders, resume_holders
 from lightning_step_types.lightning_internals import (
     ResumePoint,
     batch_counters,
@@ -81,6 +82,7 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
+    loaded_holders(checkpoint, resume.holders)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -103,6 +105,7 @@ class Resume:
         self.where: str = ""
         self.results: Any = None
         self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
+        self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (holders.py)
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:
@@ -113,6 +116,8 @@ class Resume:
         self.point = Point(**point)
         self.encoded = ResumePoint(**saved["encoded"])
         self.saved_stopped = bool(saved.get("stopped"))
+        holders: Any = saved.get(SAVED)
+        self.holders = holders if isinstance(holders, Mapping) else None
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
         if len(ranks) != world_size:
@@ -136,6 +141,10 @@ class Resume:
         encoded = self.encoded
         if trainer is not None and encoded is not None and encoded.loader_states is not None:
             continue_loader_iterator(trainer, encoded.cycled, encoded.batches_done)
+        if trainer is not None:  # warned now: a restart at an epoch's end reaches no first batch
+            where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
+            for problem in resume_holders(trainer, module, follower.holders, self.holders, self.saved is None):
+                warn(module, where, problem)
         if trainer is None or state is None:
             return
         self.not_restored += restore_metrics(follower.metrics, state["metrics"])

@@ -16,12 +16,16 @@ __all__ = [
     "CHECKPOINT_KEY",
     "Problem",
     "batch_end_hooks_problem",
+    "batch_end_callbacks_problem",
     "changed_module_problem",
+    "epoch_start_hooks_problem",
     "format_problem_of",
     "gloo_restarts_problem",
     "gradients_problem",
     "manual_rest_problem",
+    "module_checkpoint_problem",
     "plain_checkpoint_problem",
+    "plain_epoch_end_problem",
     "ranks_problem",
     "running_stats_problem",
     "sampler_order_problem",
@@ -140,6 +144,60 @@ def running_stats_problem(batch: int, names: list[str]) -> Problem:
         " batch twice (num_batches_tracked is one higher); to avoid it save between batches (ModelCheckpoint("
         "every_n_train_steps=...)), or recompute the statistics after training with"
         " torch.optim.swa_utils.update_bn(loader, model)",
+    )
+
+
+_RUNS_AGAIN = {
+    "batch": "the batch it was saved in runs again from its fetch (its training_step and hooks)",
+    "validation": "the validation it was saved in runs again",
+    "epoch_end": "the epoch's end it was saved in runs again (its on_train_epoch_end hooks)",
+}
+
+
+def module_checkpoint_problem(module: str, runs_again: str) -> Problem:
+    return (
+        f"a checkpoint saved where {_RUNS_AGAIN[runs_again]}, and {module}.on_save_checkpoint saved the module's"
+        " own data as it was then: no point can take that data back, so whatever the module counts or"
+        " collects in what runs again (a counter incremented in training_step, a list it appends to) counts"
+        " that part twice",
+        f"a checkpoint saved between batches, or {module}.on_save_checkpoint data that what runs again does not change",
+        "keep such counts in a torchmetrics Metric (the library puts its state back at the point), or save"
+        " between batches (ModelCheckpoint(every_n_train_steps=...))",
+    )
+
+
+def batch_end_callbacks_problem(batch: int, callbacks: list[str]) -> Problem:
+    return (
+        f"a checkpoint saved after an exception in batch {batch}'s on_train_batch_end hooks, after its optimizer"
+        f" step: the resumed run goes on after batch {batch} and does not run those hooks again, so what these"
+        f" callbacks do there for batch {batch} may be missing (a ModelCheckpoint save that failed is not"
+        f" written): {', '.join(callbacks)}",
+        "a checkpoint saved before a batch's optimizer step, or after its on_train_batch_end hooks",
+        "nothing to do for the weights, which are exact; a ModelCheckpoint whose write failed writes its next"
+        " checkpoint when it is due (or call trainer.save_checkpoint(path) once the resumed run starts)",
+    )
+
+
+def plain_epoch_end_problem(epoch: int) -> Problem:
+    return (
+        f"a checkpoint of plain Lightning saved inside epoch {epoch}'s end hooks: Lightning resumes it after them,"
+        f" so what epoch {epoch}'s end had not done yet is not done (the epoch's logged row, the on_train_epoch_end"
+        " hooks after the save, a ModelCheckpoint save that failed)",
+        f"checkpoint[{CHECKPOINT_KEY!r}], which TypedLightningModule and StepResultAdapter() save, and which"
+        " runs an interrupted epoch's end again",
+        "nothing to do for this run: checkpoints saved from now on resume exactly",
+    )
+
+
+def epoch_start_hooks_problem(epoch: int, hooks: list[str]) -> Problem:
+    return (
+        f"a checkpoint saved inside epoch {epoch}: Lightning does not run the on_train_epoch_start hooks again"
+        f" when it restarts inside an epoch, so what these set up for epoch {epoch} is not set up in the"
+        f" resumed run until epoch {epoch + 1}: {', '.join(hooks)}",
+        "callbacks that keep what on_train_epoch_start sets up in their state_dict(), or set it up in"
+        " on_train_batch_start",
+        "return what on_train_epoch_start sets up from the callback's state_dict() and load it in"
+        " load_state_dict(), or set it up lazily at the epoch's first batch",
     )
 
 

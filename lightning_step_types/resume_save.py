@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
+from lightning_step_types.holders import SAVED
 from lightning_step_types.lightning_internals import (
     ResumePoint,
     batch_counters,
@@ -67,7 +68,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         # nothing has run since the checkpoint this fit resumed from: it resumes from the same point
         ours[STATE] = resume.saved
         return
-    point = point_of(_position(follower, trainer))
+    position = _position(follower, trainer)
+    point = point_of(position)
     encoded = _encoded(follower, trainer, point)
     fit_loop = fit_loop_at_point(checkpoint, encoded)
     if fit_loop is None:
@@ -83,6 +85,30 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         "stopped": interrupted(trainer),
         "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
     }
+    if follower.holders is not None:
+        unfinished = (
+            point.batch
+            if point.kind == "batch_end"
+            and follower.phase == Phase.BATCH
+            and position.interrupted
+            and not position.batch_hooks_done
+            else None
+        )
+        ours[STATE][SAVED] = follower.holders.saved(
+            _runs_again(follower, point, position), bool(trainer.should_stop), unfinished
+        )
+
+
+def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:
+    """Where the part of the fit that runs again after a resume from ``point`` began (None: nothing that ran
+    before the save runs again)."""
+    if point.kind == "batch" and follower.phase == Phase.BATCH:
+        return "batch" if position.step_started or position.batch_hooks_done else None
+    if point.kind == "epoch_end" and follower.phase == Phase.EPOCH_END:
+        return "epoch_end"
+    if point.from_validation:
+        return "validation"
+    return None
 
 
 def _position(follower: FitFollower, trainer: Any) -> Position:

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytorch_lightning as pl
 import torch
@@ -204,6 +204,9 @@ class Faults:
     def __init__(self, fault: Fault | None, root: Path) -> None:
         self.fault, self.root, self.fired = fault, root, False
         self.trainer: Any = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Faults:
+        return self  # a module copied whole (StochasticWeightAveraging's average model) shares the plan
 
     def due(self, where: str, batch: int | None = None) -> bool:
         fault, trainer = self.fault, self.trainer
@@ -671,6 +674,18 @@ class Segment:
     fired: bool  # whether its planned fault came
 
 
+class SegmentExtras(Protocol):
+    """What a matrix of its own adds to a fit (``fit_segment(..., extras=...)``)."""
+
+    def callbacks(self, faults: Faults, root: Path) -> list[Callback]: ...
+
+    def trainer_kwargs(self, faults: Faults, root: Path) -> dict[str, Any]: ...
+
+    def module_class(self, way: str, loop: Loop) -> type: ...
+
+    def adapter(self, way: str) -> bool: ...
+
+
 @contextlib.contextmanager
 def on_slurm(root: Path) -> Iterator[None]:
     """A job step as SLURM starts one, with a fake ``scontrol`` for Lightning's requeue call."""
@@ -700,16 +715,25 @@ def on_slurm(root: Path) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def fit_segment(way: str, loop: Loop, root: Path, fault: Fault | None, ckpt_path: Path | None) -> Segment:
+def fit_segment(
+    way: str,
+    loop: Loop,
+    root: Path,
+    fault: Fault | None,
+    ckpt_path: Path | None,
+    extras: SegmentExtras | None = None,
+) -> Segment:
     """One fit: the fault (if any) fires once where it is due."""
     root.mkdir(parents=True, exist_ok=True)
     faults = Faults(fault, root)
     how = fault.how if fault is not None else None
     callbacks: list[Callback] = [BatchHooks(faults, before=True)]
-    if way == "adapter":
+    if extras.adapter(way) if extras is not None else way == "adapter":
         callbacks.append(StepResultAdapter())
     callbacks += [BatchHooks(faults, before=False), BetweenBatches(faults), AfterBatchEnd(faults)]
-    if how in ("exception", "sigterm"):
+    if extras is not None:
+        callbacks += extras.callbacks(faults, root)
+    if how in ("exception", "sigterm", "write_fails"):
         callbacks.append(OnExceptionCheckpoint(root))
     if how == "checkpoint_kill" and fault is not None:
         callbacks.append(
@@ -744,9 +768,11 @@ def fit_segment(way: str, loop: Loop, root: Path, fault: Fault | None, ckpt_path
         kwargs["limit_train_batches"] = 7
     if how == "sigusr1":
         kwargs["plugins"] = [SLURMEnvironment(auto_requeue=True)]
+    if extras is not None:
+        kwargs.update(extras.trainer_kwargs(faults, root))
     trainer = pl.Trainer(**kwargs)
     rows.trainer = faults.trainer = trainer
-    module = module_class(way, loop)(loop, faults)
+    module = (extras.module_class(way, loop) if extras is not None else module_class(way, loop))(loop, faults)
     val = val_loader() if loop.validation != "none" else None
     error: BaseException | None = None
     slurm = on_slurm(root) if how == "sigusr1" else contextlib.nullcontext()
@@ -766,6 +792,7 @@ def _checkpoint_left(root: Path, how: str | None) -> Path | None:
     candidates = {
         "exception": root / "on_exception.ckpt",
         "sigterm": root / "on_exception.ckpt",
+        "write_fails": root / "on_exception.ckpt",  # the failed write raised OSError: OnExceptionCheckpoint saved
         "save": root / "saved.ckpt",
         "sigusr1": root / "hpc_ckpt_1.ckpt",
     }
@@ -811,8 +838,12 @@ def _state_differs(a: Any, b: Any) -> bool:
     return bool(a != b)
 
 
-def differences(reference: Segment, chain: list[Segment]) -> list[str]:
-    """What the chain's last segment (and the rows of all of them) ends with that the reference does not."""
+def differences(reference: Segment, chain: list[Segment], rows_to_fault: bool = False) -> list[str]:
+    """What the chain's last segment (and the rows of all of them) ends with that the reference does not.
+
+    ``rows_to_fault``: each segment's rows count up to where its run failed or saved (what its loggers
+    hold), not up to where the next one resumed: a row a resumed run writes again is a row too many.
+    """
     last = chain[-1]
     found: list[str] = []
     ref_state, state = reference.module.state_dict(), last.module.state_dict()
@@ -836,8 +867,28 @@ def differences(reference: Segment, chain: list[Segment]) -> list[str]:
     for index, (a, b) in enumerate(zip(reference.trainer.lr_scheduler_configs, last.trainer.lr_scheduler_configs)):
         if _state_differs(a.scheduler.state_dict(), b.scheduler.state_dict()):
             found.append(f"scheduler {index}")
-    found += _row_differences(reference.rows, [segment.rows for segment in chain])
+    if rows_to_fault:
+        found += _rows_differ({row.position: row for row in reference.rows}, rows_up_to_faults(chain))
+    else:
+        found += _row_differences(reference.rows, [segment.rows for segment in chain])
     return found
+
+
+def rows_up_to_faults(chain: list[Segment]) -> dict[tuple[int, int, int, int], Row]:
+    """Each segment's rows up to its fault (one that failed: all it wrote; one that went on after a save:
+    up to where the next resumed), then the last segment's, each numbered anew among the rows at its place."""
+    kept: dict[tuple[int, int, int, int], Row] = {}
+    counts: dict[tuple[int, ...], int] = {}
+    for index, segment in enumerate(chain):
+        rows = segment.rows
+        if index + 1 < len(chain) and segment.error is None:
+            resumed_at = chain[index + 1].rows[0].position[:3] if chain[index + 1].rows else None
+            rows = [row for row in rows if resumed_at is None or row.position[:3] < resumed_at]
+        for row in rows:
+            place = row.position[:3]
+            counts[place] = counts.get(place, 0) + 1
+            kept[(place[0], place[1], place[2], counts[place] - 1)] = row
+    return kept
 
 
 def chained_rows(segments: list[list[Row]]) -> dict[tuple[int, int, int, int], Row]:
@@ -852,8 +903,12 @@ def chained_rows(segments: list[list[Row]]) -> dict[tuple[int, int, int, int], R
 
 
 def _row_differences(reference: list[Row], segments: list[list[Row]]) -> list[str]:
-    expected = {row.position: row for row in reference}
-    got = chained_rows(segments)
+    return _rows_differ({row.position: row for row in reference}, chained_rows(segments))
+
+
+def _rows_differ(
+    expected: dict[tuple[int, int, int, int], Row], got: dict[tuple[int, int, int, int], Row]
+) -> list[str]:
     found: list[str] = []
     for position in sorted(set(expected) | set(got)):
         where = (
@@ -935,6 +990,7 @@ __all__ = [
     "HOWS",
     "Loop",
     "Outcome",
+    "SegmentExtras",
     "SimulatedFault",
     "TRAIN_WHERES",
     "VAL_WHERES",

@@ -1,0 +1,238 @@
+"""Who else holds state at a resume point: the callbacks, the loggers, the module's own checkpoint data.
+
+A resumed run goes on from a point (``resume_points.py``); what ran after that point in the run that
+saved runs again. For the weights, the loops and the logged aggregates the library saves the state
+at the point. For the other holders the one rule is: a resumed run neither repeats an effect the
+checkpoint already holds nor loses one.
+
+- A callback's ``state_dict()``: taken at the point's start (a batch's start, for the callbacks whose
+  batch hooks may change it; a validation's start and an epoch's end's start, for every stateful
+  callback) and saved under the library's key; the resumed run loads that in place of the
+  checkpoint's entry, so that the hooks that run again start from the state they started from
+  (``EarlyStopping`` counts one epoch once; ``ModelCheckpoint`` keeps and evicts the files the
+  uninterrupted run does).
+- A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
+  validation's own): the rows written since the point's start are saved, and the resumed run does
+  not write them again when its hooks write the same rows.
+- ``trainer.should_stop`` (an ``EarlyStopping`` or ``Timer`` stop): saved, and set again at the
+  resumed fit's start, so that a relaunch from ``last.ckpt`` stops where the run that saved stopped.
+- The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
+  ``StochasticWeightAveraging`` and ``GradientAccumulationScheduler`` (which set up from the epoch
+  and the checkpoint, whatever ran before) run at the resumed fit's start; any other callback's is
+  named in one warning.
+- What the module saves in its own ``on_save_checkpoint``: nothing can take it back to the point, so
+  one warning names the hook and what may count twice.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from lightning_step_types.lightning_internals import restart_inside_epoch
+from lightning_step_types.resume_messages import (
+    Problem,
+    batch_end_callbacks_problem,
+    epoch_start_hooks_problem,
+    module_checkpoint_problem,
+    plain_epoch_end_problem,
+)
+
+__all__ = ["Holders", "SAVED", "loaded_holders", "resume_holders"]
+
+SAVED = "holders"  # checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
+
+# Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
+# (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
+# epoch's window), so running it at a restart inside the epoch does what the skipped call would have.
+_EPOCH_START_AGAIN = ("StochasticWeightAveraging", "GradientAccumulationScheduler")
+# The batch hooks through which a callback can change its state inside a batch.
+_BATCH_HOOKS = (
+    "on_train_batch_start",
+    "on_train_batch_end",
+    "on_before_backward",
+    "on_after_backward",
+    "on_before_optimizer_step",
+    "on_before_zero_grad",
+)
+
+
+def _overrides(obj: Any, name: str, base: type) -> bool:
+    return getattr(type(obj), name, None) is not getattr(base, name, None)
+
+
+def _lightning_callback_base(callback: Any) -> type:
+    """The ``Callback`` class of the flavour ``callback`` comes from (the first base named so)."""
+    for cls in type(callback).__mro__:
+        if cls.__name__ == "Callback" and cls.__module__.endswith("callbacks.callback"):
+            return cls
+    return object
+
+
+def _named(callback: Any, names: tuple[str, ...]) -> bool:
+    return any(cls.__name__ in names for cls in type(callback).__mro__)
+
+
+def _library_callback(callback: Any) -> bool:
+    return type(callback).__module__.startswith("lightning_step_types")
+
+
+def _copied(state: Any) -> Any:
+    """The containers of a state copied; tensors by reference (Lightning's callbacks rebind theirs)."""
+    if isinstance(state, Mapping):
+        return {key: _copied(value) for key, value in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_copied(value) for value in state) if isinstance(state, list) else tuple(map(_copied, state))
+    if isinstance(state, torch.Tensor):
+        return state
+    return copy.copy(state)
+
+
+def _row(metrics: Mapping[str, Any]) -> dict[str, float]:
+    return {name: float(value) for name, value in metrics.items()}
+
+
+class _RowRecorder:
+    """In place of a logger's ``log_metrics`` for a fit: notes each row, and leaves out a resumed run's
+    rows that the run that saved wrote already."""
+
+    def __init__(self, holders: Holders, index: int, original: Any) -> None:
+        self.holders, self.index, self.original = holders, index, original
+
+    def __call__(self, metrics: Mapping[str, Any], step: int | None = None) -> Any:
+        row = (self.index, step, _row(metrics))
+        holders = self.holders
+        if holders.written:
+            if holders.written[0] == row:
+                holders.written.pop(0)
+                return None
+            holders.written = []  # the resumed run went another way: every row from here is its own
+        holders.rows.append(row)
+        return self.original(metrics, step)
+
+
+class Holders:
+    """The callbacks' states and the loggers' rows of one fit, at the starts of the points it can resume from."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.stateful: list[tuple[str, Any]] = [
+            (callback.state_key, callback)
+            for callback in trainer.callbacks
+            if not _library_callback(callback)
+            and _overrides(callback, "state_dict", _lightning_callback_base(callback))
+        ]
+        self.in_batch = [
+            (key, callback)
+            for key, callback in self.stateful
+            if any(_overrides(callback, hook, _lightning_callback_base(callback)) for hook in _BATCH_HOOKS)
+        ]
+        # the callbacks whose on_train_batch_end changes what a checkpoint holds (their state, or files)
+        self.batch_end_holders = [
+            callback
+            for callback in trainer.callbacks
+            if not _library_callback(callback)
+            and _overrides(callback, "on_train_batch_end", _lightning_callback_base(callback))
+            and (any(callback is held for _, held in self.stateful) or _named(callback, ("Checkpoint",)))
+        ]
+        self.marks: dict[str, dict[str, Any]] = {}  # batch | validation | epoch_end -> state_key -> state
+        self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
+        self.rows: list[tuple[int, int | None, dict[str, float]]] = []  # written since the batch's start
+        self.written: list[tuple[int, int | None, dict[str, float]]] = []  # a resumed run's rows written already
+        self.loggers: list[Any] = list(trainer.loggers)
+        for index, logger in enumerate(self.loggers):
+            original = logger.__dict__.get("log_metrics")  # an earlier fit's, which an exception ended
+            original = original.original if isinstance(original, _RowRecorder) else logger.log_metrics
+            logger.log_metrics = _RowRecorder(self, index, original)
+
+    def stop(self) -> None:
+        for logger in self.loggers:
+            if isinstance(logger.__dict__.get("log_metrics"), _RowRecorder):
+                del logger.log_metrics
+
+    # --- the marks ------------------------------------------------------------------------------------
+
+    def batch_start(self) -> None:
+        """At every batch's start: only the callbacks whose batch hooks may change their state."""
+        if self.rows:
+            self.rows = []
+        self.row_marks["batch"] = 0
+        if self.in_batch:
+            self.marks["batch"] = {key: _copied(callback.state_dict()) for key, callback in self.in_batch}
+
+    def mark(self, name: str) -> None:
+        """At a validation's start (``validation``) and an epoch's end's start (``epoch_end``)."""
+        self.row_marks[name] = len(self.rows)
+        if self.stateful:
+            self.marks[name] = {key: _copied(callback.state_dict()) for key, callback in self.stateful}
+
+    def saved(self, mark: str | None, stop: bool, unfinished_batch: int | None) -> dict[str, Any]:
+        """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries;
+        ``unfinished_batch``: an exception stopped that batch's on_train_batch_end hooks, which do not run again."""
+        saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop, "runs_again": None}
+        if mark is not None and mark in self.row_marks:
+            saved["callbacks"] = self.marks.get(mark, {})
+            saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[mark] :]]
+            saved["runs_again"] = mark
+        if unfinished_batch is not None:
+            names = [type(callback).__qualname__ for callback in self.batch_end_holders]
+            saved["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
+        return saved
+
+
+def loaded_holders(checkpoint: Any, saved: Mapping[str, Any] | None) -> None:
+    """The callbacks' states at the point, in place of the checkpoint's entries, before Lightning loads them
+    (the module's and every callback's ``on_load_checkpoint`` come before any ``load_state_dict``)."""
+    if saved is None or not isinstance(checkpoint, dict):
+        return
+    entries = checkpoint.get("callbacks")
+    if isinstance(entries, dict):
+        for key, state in saved.get("callbacks", {}).items():
+            if key in entries:
+                entries[key] = state
+
+
+def resume_holders(
+    trainer: Any, module: Any, holders: Holders | None, saved: Mapping[str, Any] | None, plain: bool
+) -> list[Problem]:
+    """At the resumed fit's start (after the on_train_start hooks): the stop, the rows not to write
+    again, the skipped epoch-start hooks; what cannot be put back, as problems for the warning.
+    ``plain``: a checkpoint without the library's state (plain Lightning's)."""
+    problems: list[Problem] = []
+    restart = restart_inside_epoch(trainer)
+    if plain and restart in ("epoch_end", "after_batches"):
+        problems.append(plain_epoch_end_problem(int(trainer.current_epoch)))
+    if saved is not None:
+        unfinished = saved.get("unfinished")
+        if unfinished:
+            problems.append(batch_end_callbacks_problem(int(unfinished["batch"]), list(unfinished["callbacks"])))
+        if saved.get("should_stop"):
+            trainer.should_stop = True
+        if holders is not None:
+            holders.written = [(int(index), step, dict(values)) for index, step, values in saved.get("rows", [])]
+        runs_again = saved.get("runs_again")
+        if runs_again is not None and _module_saves_its_own(module):
+            problems.append(module_checkpoint_problem(type(module).__qualname__, runs_again))
+    if restart in ("mid_epoch", "epoch_end"):
+        skipped: list[str] = []
+        for callback in trainer.callbacks:
+            base = _lightning_callback_base(callback)
+            if not _overrides(callback, "on_train_epoch_start", base) or _library_callback(callback):
+                continue
+            if _named(callback, _EPOCH_START_AGAIN):
+                callback.on_train_epoch_start(trainer, module)
+            elif not _named(callback, ("LearningRateMonitor",)) or callback.logging_interval != "step":
+                skipped.append(f"{type(callback).__qualname__}.on_train_epoch_start")
+        if skipped:
+            problems.append(epoch_start_hooks_problem(int(trainer.current_epoch), skipped))
+    return problems
+
+
+def _module_saves_its_own(module: Any) -> bool:
+    """Whether the module's class (not the library's or Lightning's) defines ``on_save_checkpoint``."""
+    for cls in type(module).__mro__:
+        if "on_save_checkpoint" in vars(cls):
+            return cls.__module__.split(".")[0] not in ("lightning_step_types", "pytorch_lightning", "lightning")
+    return False

@@ -1,0 +1,468 @@
+"""The fault-injection matrix, grown by who holds state, a failed checkpoint write, and where the checkpoint came from.
+
+The harness is ``fault_matrix``'s (one uninterrupted fit against an interrupted, resumed chain);
+each cell adds one holder of state to the fit:
+
+- Lightning's stateful callbacks: ``EarlyStopping``, ``ModelCheckpoint`` (``monitor``, top-2,
+  ``save_last``; at validation ends, at epoch ends, every few steps), ``LearningRateMonitor``,
+  ``StochasticWeightAveraging``, ``GradientAccumulationScheduler``, ``Timer``, ``BackboneFinetuning``;
+- a user's callback with ``state_dict``/``load_state_dict``, one that sets itself up in
+  ``on_train_epoch_start``, one that writes rows to the logger itself;
+- the module's own ``on_save_checkpoint``/``on_load_checkpoint`` data (a counter of rows seen).
+
+How it stops, one more: ``write_fails``, the checkpoint ``ModelCheckpoint`` writes raises ``OSError``
+(a full disk) once, at a batch's end, a validation's end or an epoch's end; ``OnExceptionCheckpoint``
+saves, and the run resumes from that. Where the checkpoint came from: ``library`` (the way in under
+test saved it) or ``plain`` (plain Lightning saved it: a user adopting the library mid-project).
+
+Compared on top of ``fault_matrix.differences``: every callback's ``state_dict()`` (``Timer``'s
+elapsed time by its keys only), the module's ``on_save_checkpoint`` data, the files in
+``ModelCheckpoint``'s directory, and every logger row, including rows a callback wrote directly; a
+failed segment's rows count up to where it failed (a run that went on after a save: up to the save).
+The outcome rule is the matrix's: ``exact``, ``warned`` (one ``StepResultWarning`` at resume names
+what differs), ``silent`` or ``crash``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fault_matrix import (
+    FEATURES,
+    Fault,
+    Faults,
+    Loop,
+    Outcome,
+    PlainMatrixModel,
+    Segment,
+    TypedMatrixModel,
+    differences,
+    fit_segment,
+)
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import (
+    BackboneFinetuning,
+    Callback,
+    EarlyStopping,
+    GradientAccumulationScheduler,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    StochasticWeightAveraging,
+    Timer,
+)
+from torch import nn
+
+HALF = Loop(validation="half")  # a validation after batches 4 and 9 of each epoch
+PLAIN_LOOP = Loop()  # no validation: ModelCheckpoint and EarlyStopping act at the epoch's end
+
+# --- the holders ------------------------------------------------------------------------------------
+
+
+class CountingCallback(Callback):
+    """A user's callback with state: it counts batch starts, batch ends and validation ends."""
+
+    def __init__(self) -> None:
+        self.counts = {"batch_start": 0, "batch_end": 0, "validation_end": 0}
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.counts["batch_start"] += 1
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.counts["batch_end"] += 1
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if not trainer.sanity_checking:
+            self.counts["validation_end"] += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.counts = dict(state_dict["counts"])
+
+
+class EpochSetupCallback(Callback):
+    """A user's callback that sets itself up in ``on_train_epoch_start`` (a weight per epoch) and sums with it."""
+
+    def __init__(self) -> None:
+        self.weight = 0.0
+        self.total = 0.0
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self.weight = 1.0 + trainer.current_epoch
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.total += self.weight
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total": self.total}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.total = state_dict["total"]
+
+
+class LoggerWriter(Callback):
+    """A user's callback that writes rows to the logger itself, at each batch's start and each validation's end."""
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        trainer.logger.log_metrics({"seen_batch": float(batch_idx)}, step=trainer.global_step)
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if not trainer.sanity_checking:
+            trainer.logger.log_metrics({"validations": float(trainer.global_step)}, step=trainer.global_step)
+
+
+class RowsSeen:
+    """The module's own checkpoint data: a counter of rows ``training_step`` saw, saved in ``on_save_checkpoint``."""
+
+    rows_seen: int
+
+    def train_on(self, *args: Any) -> torch.Tensor:
+        self.rows_seen = getattr(self, "rows_seen", 0) + len(args[0][1])
+        return super().train_on(*args)  # type: ignore[misc]
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)  # type: ignore[misc]
+        checkpoint["rows_seen"] = getattr(self, "rows_seen", 0)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)  # type: ignore[misc]
+        self.rows_seen = checkpoint.get("rows_seen", 0)
+
+
+class WithBackbone:
+    """A backbone ``Linear(8, 8)`` before the head, which BackboneFinetuning freezes and then unfreezes."""
+
+    net: nn.Module
+
+    def build(self, loop: Loop, faults: Faults) -> None:
+        super().build(loop, faults)  # type: ignore[misc]
+        backbone = nn.Linear(FEATURES, FEATURES)
+        generator = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            backbone.weight.copy_(torch.eye(FEATURES) + 0.1 * torch.randn(FEATURES, FEATURES, generator=generator))
+            backbone.bias.zero_()
+        self.backbone = backbone
+        self.net = nn.Sequential(backbone, self.net)
+
+    def configure_optimizers(self) -> Any:
+        trainable = [parameter for parameter in self.net.parameters() if parameter.requires_grad]
+        return torch.optim.SGD(trainable, lr=0.05, momentum=0.9)
+
+
+def _module_classes() -> dict[tuple[str, str], type]:
+    classes: dict[tuple[str, str], type] = {}
+    for way, base in (("plain", PlainMatrixModel), ("typed", TypedMatrixModel)):
+        classes[(way, "module_state")] = type(f"RowsSeen{base.__name__}", (RowsSeen, base), {})
+        classes[(way, "backbone")] = type(f"Backbone{base.__name__}", (WithBackbone, base), {})
+    return classes
+
+
+_MODULES = _module_classes()
+
+
+class FailingWrites(TorchCheckpointIO):
+    """Checkpoint writes to ``ModelCheckpoint``'s directory raise ``OSError`` once, from the fault's batch on
+    (a full disk); every other write goes through."""
+
+    def __init__(self, faults: Faults, directory: Path) -> None:
+        super().__init__()
+        self.faults, self.directory = faults, directory
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        faults, fault = self.faults, self.faults.fault
+        if (
+            fault is not None
+            and fault.how == "write_fails"
+            and not faults.fired
+            and Path(path).parent == self.directory
+        ):
+            trainer = faults.trainer
+            done = int(trainer.fit_loop.epoch_loop.batch_progress.current.completed)
+            if (int(trainer.current_epoch), done) >= (fault.epoch, fault.batch):
+                faults.fire()
+                raise OSError(28, "No space left on device", str(path))
+        super().save_checkpoint(checkpoint, path, storage_options)
+
+
+# where Lightning writes a checkpoint: the ModelCheckpoint that writes there, and the loop it needs
+WRITE_PLACES = ("write_batch_end", "write_validation_end", "write_epoch_end")
+
+
+def _checkpointing(where: str, directory: Path) -> ModelCheckpoint:
+    if where == "write_batch_end":
+        return ModelCheckpoint(
+            dirpath=directory,
+            monitor="train_loss_step",
+            save_top_k=2,
+            save_last=True,
+            every_n_train_steps=4,
+            save_on_train_epoch_end=False,
+            filename="{epoch}-{step}",
+        )
+    monitor = "val_loss" if where == "write_validation_end" else "train_loss_epoch"
+    return ModelCheckpoint(dirpath=directory, monitor=monitor, save_top_k=2, save_last=True, filename="{epoch}-{step}")
+
+
+HOLDERS = (
+    "early_stopping",
+    "checkpoint",  # ModelCheckpoint(monitor, save_top_k=2, save_last=True) at validation or epoch ends
+    "checkpoint_steps",  # ModelCheckpoint(every_n_train_steps=4, monitor="train_loss_step", save_top_k=2)
+    "early_stopping_checkpoint",
+    "lr_monitor",
+    "swa",
+    "accumulation_scheduler",
+    "timer",
+    "backbone",
+    "user_callback",
+    "epoch_setup_callback",
+    "logger_callback",
+    "module_state",
+)
+
+
+def holder_callbacks(holder: str, loop: Loop, directory: Path) -> list[Callback]:
+    monitor = "val_loss" if loop.validation != "none" else "train_loss_epoch"
+    found: dict[str, Any] = {
+        "early_stopping": lambda: [EarlyStopping(monitor=monitor, mode="max", patience=5)],
+        "checkpoint": lambda: [
+            _checkpointing("write_validation_end" if loop.validation != "none" else "write_epoch_end", directory)
+        ],
+        "checkpoint_steps": lambda: [_checkpointing("write_batch_end", directory)],
+        "early_stopping_checkpoint": lambda: [
+            EarlyStopping(monitor=monitor, mode="max", patience=5),
+            _checkpointing("write_validation_end" if loop.validation != "none" else "write_epoch_end", directory),
+        ],
+        "lr_monitor": lambda: [LearningRateMonitor(logging_interval="step")],
+        "swa": lambda: [StochasticWeightAveraging(swa_lrs=0.02, swa_epoch_start=1)],
+        "accumulation_scheduler": lambda: [GradientAccumulationScheduler({1: 2})],
+        "timer": lambda: [Timer(duration="00:01:00:00")],
+        "backbone": lambda: [BackboneFinetuning(unfreeze_backbone_at_epoch=1)],
+        "user_callback": lambda: [CountingCallback()],
+        "epoch_setup_callback": lambda: [EpochSetupCallback()],
+        "logger_callback": lambda: [LoggerWriter()],
+        "module_state": lambda: [],
+    }
+    return list(found[holder]())
+
+
+@dataclass(frozen=True)
+class HolderSetup:
+    """What a segment of a holder cell adds to the fit (``fault_matrix.SegmentExtras``)."""
+
+    holder: str
+    loop: Loop
+    directory: Path  # ModelCheckpoint's, shared by a chain's segments as by a user's relaunches
+    plain: bool = False  # plain Lightning saves this segment's checkpoint (no adapter, a LightningModule)
+    write_fault: str | None = None  # the place a ModelCheckpoint write fails (one is added if the holder has none)
+
+    def callbacks(self, faults: Faults, root: Path) -> list[Callback]:
+        callbacks = holder_callbacks(self.holder, self.loop, self.directory)
+        if self.write_fault is not None and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
+            callbacks.append(_checkpointing(self.write_fault, self.directory))
+        return callbacks
+
+    def trainer_kwargs(self, faults: Faults, root: Path) -> dict[str, Any]:
+        return {"plugins": [FailingWrites(faults, self.directory)]}
+
+    def module_class(self, way: str, loop: Loop) -> type:
+        kind = "plain" if self.plain or way == "adapter" else "typed"
+        if self.holder in ("module_state", "backbone"):
+            return _MODULES[(kind, self.holder)]
+        return PlainMatrixModel if kind == "plain" else TypedMatrixModel
+
+    def adapter(self, way: str) -> bool:
+        return way == "adapter" and not self.plain
+
+
+@dataclass(frozen=True)
+class HolderCell:
+    way: str  # typed | adapter
+    holder: str
+    loop: Loop
+    fault: Fault
+    origin: str = "library"  # library | plain: who saved the checkpoint the run resumes from
+
+    @property
+    def write_fault(self) -> str | None:
+        return self.fault.where if self.fault.how == "write_fails" else None
+
+    @property
+    def id(self) -> str:
+        return f"{self.way} {self.holder} [{self.loop.shown()}] {self.fault.shown()} from {self.origin}"
+
+
+# --- running and comparing ----------------------------------------------------------------------------
+
+_REFERENCES: dict[tuple[str, str, Loop, str | None], tuple[Segment, Path]] = {}
+
+
+def _reference(cell: HolderCell, root: Path) -> tuple[Segment, Path]:
+    key = (cell.way, cell.holder, cell.loop, cell.write_fault)
+    if key not in _REFERENCES:
+        base = root.parent / f"reference-{cell.way}-{cell.holder}-{abs(hash(key))}"
+        setup = HolderSetup(cell.holder, cell.loop, base / "checkpoints", write_fault=cell.write_fault)
+        segment = fit_segment(cell.way, cell.loop, base, None, None, setup)
+        if segment.error is not None:
+            raise segment.error
+        _REFERENCES[key] = (segment, base / "checkpoints")
+    return _REFERENCES[key]
+
+
+def _normalized(value: Any, directory: Path) -> Any:
+    """A callback's state with its checkpoint directory's path left out (the chain's is not the reference's)."""
+    if isinstance(value, dict):
+        return {_normalized(k, directory): _normalized(v, directory) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalized(v, directory) for v in value]
+    if isinstance(value, str):
+        return value.replace(str(directory), "<dir>")
+    if isinstance(value, Path):
+        return str(value).replace(str(directory), "<dir>")
+    return value
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) != set(b) or any(_differs(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) != len(b) or any(_differs(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if a is None or b is None:
+            return True
+        a, b = torch.as_tensor(a), torch.as_tensor(b)
+        return a.shape != b.shape or not torch.equal(a, b)
+    return bool(a != b)
+
+
+def _keys_only(state: Any) -> Any:
+    return {k: _keys_only(v) for k, v in state.items()} if isinstance(state, dict) else None
+
+
+def holder_differences(reference: Segment, ref_dir: Path, chain: list[Segment], directory: Path) -> list[str]:
+    found = differences(reference, chain, rows_to_fault=True)
+    last = chain[-1]
+    ours = {callback.state_key: callback for callback in last.trainer.callbacks}
+    for callback in reference.trainer.callbacks:
+        other = ours.get(callback.state_key)
+        if other is None:
+            found.append(f"callback {callback.state_key} missing")
+            continue
+        a, b = _normalized(callback.state_dict(), ref_dir), _normalized(other.state_dict(), directory)
+        if isinstance(callback, Timer):  # elapsed time differs from run to run: its layout only
+            a, b = _keys_only(a), _keys_only(b)
+        if _differs(a, b):
+            found.append(f"callback state {type(callback).__name__}")
+    if getattr(reference.module, "rows_seen", None) != getattr(last.module, "rows_seen", None):
+        found.append(f"module rows_seen {getattr(last.module, 'rows_seen', None)} (not {reference.module.rows_seen})")
+    kept = sorted(path.name for path in directory.glob("*.ckpt")) if directory.exists() else []
+    ref_kept = sorted(path.name for path in ref_dir.glob("*.ckpt")) if ref_dir.exists() else []
+    if kept != ref_kept:
+        found.append(f"checkpoint files {kept} (not {ref_kept})")
+    return found
+
+
+def run_holder_cell(cell: HolderCell, root: Path) -> Outcome:
+    reference, ref_dir = _reference(cell, root)
+    directory = root / "checkpoints"
+    first_setup = HolderSetup(cell.holder, cell.loop, directory, cell.origin == "plain", cell.write_fault)
+    first = fit_segment(cell.way, cell.loop, root / "first", cell.fault, None, first_setup)
+    if not first.fired:
+        raise AssertionError(f"the fault never came: {cell.fault.shown()}")
+    if first.checkpoint is None:
+        return Outcome("no checkpoint", [repr(first.error)] if first.error else [])
+    setup = HolderSetup(cell.holder, cell.loop, directory, write_fault=cell.write_fault)
+    resumed = fit_segment(cell.way, cell.loop, root / "resumed", None, first.checkpoint, setup)
+    chain = [first, resumed]
+    messages = [message for segment in chain for message in segment.warnings]
+    if resumed.error is not None:
+        text = str(resumed.error).splitlines()[0] if str(resumed.error) else ""
+        return Outcome("crash", [f"{type(resumed.error).__name__}: {text}"], messages)
+    found = holder_differences(reference, ref_dir, chain, directory)
+    if not found and not messages:
+        return Outcome("exact")
+    return Outcome("warned" if messages else "silent", found, messages)
+
+
+# --- the cells ------------------------------------------------------------------------------------------
+
+_ISSUE = {
+    "LearningRateMonitor(logging_interval='step'), an exception in training_step of batch 5": (
+        "lr_monitor",
+        PLAIN_LOOP,
+        Fault("training_step", "exception", 0, 5),
+    ),
+    "a module counter saved in on_save_checkpoint, an exception in training_step": (
+        "module_state",
+        PLAIN_LOOP,
+        Fault("training_step", "exception", 0, 5),
+    ),
+    "EarlyStopping + top-2 ModelCheckpoint, the write fails in epoch 1's end hooks": (
+        "early_stopping_checkpoint",
+        PLAIN_LOOP,
+        Fault("write_epoch_end", "write_fails", 1, 0),
+    ),
+    "StochasticWeightAveraging(swa_epoch_start=1), a fault in epoch 1": (
+        "swa",
+        PLAIN_LOOP,
+        Fault("training_step", "exception", 1, 5),
+    ),
+}
+ISSUE_CELLS = [
+    (name, HolderCell(way, holder, loop, fault))
+    for name, (holder, loop, fault) in _ISSUE.items()
+    for way in ("typed", "adapter")
+]
+
+# the faults each holder meets: inside a batch (epoch 0 and 1), a save the run goes on after, an
+# exception in an epoch's end hooks and in a validation's end hooks, SIGTERM, and each failed write
+FAULTS: tuple[tuple[Loop, Fault], ...] = (
+    (HALF, Fault("training_step", "exception", 0, 6)),
+    (HALF, Fault("training_step", "exception", 1, 6)),
+    (HALF, Fault("callback_batch_end", "exception", 0, 6)),
+    (PLAIN_LOOP, Fault("on_train_epoch_end", "exception", 0, 10)),
+    (HALF, Fault("on_validation_end", "exception", 0, 4)),
+    (HALF, Fault("training_step", "sigterm", 0, 6)),
+    (HALF, Fault("write_batch_end", "write_fails", 0, 5)),
+    (HALF, Fault("write_validation_end", "write_fails", 1, 0)),
+    (PLAIN_LOOP, Fault("write_epoch_end", "write_fails", 0, 0)),
+)
+
+
+def design() -> list[HolderCell]:
+    """Every holder meets every fault once; the way in and the checkpoint's origin take turns so that
+    every pair of (holder, way, origin, fault) values comes up."""
+    cells: list[HolderCell] = []
+    turns = itertools.cycle([("typed", "library"), ("adapter", "plain"), ("adapter", "library"), ("typed", "plain")])
+    for holder in HOLDERS:
+        for loop, fault in FAULTS:
+            way, origin = next(turns)
+            cells.append(HolderCell(way, holder, loop, fault, origin))
+    return cells
+
+
+DESIGN = design()
+
+
+def _id(cell: HolderCell) -> str:
+    return cell.id.replace(" ", "_").replace(",", "").replace("[", "").replace("]", "")
+
+
+@pytest.mark.parametrize("name,cell", ISSUE_CELLS, ids=[f"{cell.way}: {name}" for name, cell in ISSUE_CELLS])
+def test_issue_cell(name: str, cell: HolderCell, tmp_path: Path) -> None:
+    outcome = run_holder_cell(cell, tmp_path)
+    print(f"\nOUTCOME {cell.id}: {outcome.shown()}")
+    assert outcome.kind in ("exact", "warned"), f"{cell.id}: {outcome.shown()}\n" + "\n".join(outcome.warnings)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", DESIGN, ids=[_id(cell) for cell in DESIGN])
+def test_holder_cell(cell: HolderCell, tmp_path: Path) -> None:
+    outcome = run_holder_cell(cell, tmp_path)
+    print(f"\nOUTCOME {cell.id}: {outcome.shown()}")
+    assert outcome.kind in ("exact", "warned"), f"{cell.id}: {outcome.shown()}\n" + "\n".join(outcome.warnings)
