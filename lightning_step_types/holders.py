@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -61,7 +61,8 @@ _BATCH_HOOKS = (
 
 
 def _overrides(obj: Any, name: str, base: type) -> bool:
-    return getattr(type(obj), name, None) is not getattr(base, name, None)
+    cls: type = obj.__class__
+    return getattr(cls, name, None) is not getattr(base, name, None)
 
 
 def _lightning_callback_base(callback: Any) -> type:
@@ -83,9 +84,12 @@ def _library_callback(callback: Any) -> bool:
 def _copied(state: Any) -> Any:
     """The containers of a state copied; tensors by reference (Lightning's callbacks rebind theirs)."""
     if isinstance(state, Mapping):
-        return {key: _copied(value) for key, value in state.items()}
+        items: Mapping[Any, Any] = cast(Any, state)  # isinstance leaves the item types unknown
+        return {key: _copied(value) for key, value in items.items()}
     if isinstance(state, (list, tuple)):
-        return type(state)(_copied(value) for value in state) if isinstance(state, list) else tuple(map(_copied, state))
+        values: list[Any] = list(cast(Any, state))
+        copied = [_copied(value) for value in values]
+        return copied if isinstance(state, list) else tuple(copied)
     if isinstance(state, torch.Tensor):
         return state
     return copy.copy(state)
@@ -187,7 +191,7 @@ def loaded_holders(checkpoint: Any, saved: Mapping[str, Any] | None) -> None:
     (the module's and every callback's ``on_load_checkpoint`` come before any ``load_state_dict``)."""
     if saved is None or not isinstance(checkpoint, dict):
         return
-    entries = checkpoint.get("callbacks")
+    entries: Any = cast("dict[str, Any]", checkpoint).get("callbacks")
     if isinstance(entries, dict):
         for key, state in saved.get("callbacks", {}).items():
             if key in entries:
@@ -202,8 +206,8 @@ def resume_holders(
     ``plain``: a checkpoint without the library's state (plain Lightning's)."""
     problems: list[Problem] = []
     restart = restart_inside_epoch(trainer)
-    if plain and restart in ("epoch_end", "after_batches"):
-        problems.append(plain_epoch_end_problem(int(trainer.current_epoch)))
+    if plain and restart in ("epoch_end", "after_batches"):  # after_batches: Lightning counts the epoch done
+        problems.append(plain_epoch_end_problem(int(trainer.current_epoch) - (restart == "after_batches")))
     if saved is not None:
         unfinished = saved.get("unfinished")
         if unfinished:

@@ -95,7 +95,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             else None
         )
         ours[STATE][SAVED] = follower.holders.saved(
-            _runs_again(follower, point, position), bool(trainer.should_stop), unfinished
+            _runs_again(follower, point, position), bool(getattr(trainer, "should_stop", False)), unfinished
         )
 
 
