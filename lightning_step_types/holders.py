@@ -49,6 +49,12 @@ SAVED = "holders"  # checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
 # epoch's window), so running it at a restart inside the epoch does what the skipped call would have.
 _EPOCH_START_AGAIN = ("StochasticWeightAveraging", "GradientAccumulationScheduler")
+# Held as they are in a state taken at a batch's start: immutable, or replaced rather than changed
+# (Lightning's callbacks rebind the tensors of their state).
+_AS_IS = (str, int, float, bool, type(None), torch.Tensor)
+# Not taken at each batch's start: Timer's state is the time elapsed, which no resumed run equals, and
+# its state_dict() reads the clock for every stage.
+_NOT_PER_BATCH = ("Timer",)
 # The batch hooks through which a callback can change its state inside a batch.
 _BATCH_HOOKS = (
     "on_train_batch_start",
@@ -85,18 +91,27 @@ def _copied(state: Any) -> Any:
     """The containers of a state copied; tensors by reference (Lightning's callbacks rebind theirs)."""
     if isinstance(state, Mapping):
         items: Mapping[Any, Any] = cast(Any, state)  # isinstance leaves the item types unknown
-        return {key: _copied(value) for key, value in items.items()}
+        return {key: value if isinstance(value, _AS_IS) else _copied(value) for key, value in items.items()}
     if isinstance(state, (list, tuple)):
         values: list[Any] = list(cast(Any, state))
         copied = [_copied(value) for value in values]
         return copied if isinstance(state, list) else tuple(copied)
-    if isinstance(state, torch.Tensor):
+    if isinstance(state, _AS_IS):
         return state
     return copy.copy(state)
 
 
-def _row(metrics: Mapping[str, Any]) -> dict[str, float]:
-    return {name: float(value) for name, value in metrics.items()}
+def _row(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A row as compared with a resumed run's: numbers as floats, anything else by its repr."""
+    return {name: _comparable(value) for name, value in metrics.items()}
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.item())
+    return repr(value)
 
 
 class _RowRecorder:
@@ -132,6 +147,7 @@ class Holders:
             (key, callback)
             for key, callback in self.stateful
             if any(_overrides(callback, hook, _lightning_callback_base(callback)) for hook in _BATCH_HOOKS)
+            and not _named(callback, _NOT_PER_BATCH)
         ]
         # the callbacks whose on_train_batch_end changes what a checkpoint holds (their state, or files)
         self.batch_end_holders = [
@@ -143,8 +159,8 @@ class Holders:
         ]
         self.marks: dict[str, dict[str, Any]] = {}  # batch | validation | epoch_end -> state_key -> state
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
-        self.rows: list[tuple[int, int | None, dict[str, float]]] = []  # written since the batch's start
-        self.written: list[tuple[int, int | None, dict[str, float]]] = []  # a resumed run's rows written already
+        self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
+        self.written: list[tuple[int, int | None, dict[str, Any]]] = []  # a resumed run's rows written already
         self.loggers: list[Any] = list(trainer.loggers)
         for index, logger in enumerate(self.loggers):
             original = logger.__dict__.get("log_metrics")  # an earlier fit's, which an exception ended
@@ -181,7 +197,7 @@ class Holders:
             saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[mark] :]]
             saved["runs_again"] = mark
         if unfinished_batch is not None:
-            names = [type(callback).__qualname__ for callback in self.batch_end_holders]
+            names = [type(callback).__name__ for callback in self.batch_end_holders]
             saved["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
         return saved
 
@@ -228,7 +244,7 @@ def resume_holders(
             if _named(callback, _EPOCH_START_AGAIN):
                 callback.on_train_epoch_start(trainer, module)
             elif not _named(callback, ("LearningRateMonitor",)) or callback.logging_interval != "step":
-                skipped.append(f"{type(callback).__qualname__}.on_train_epoch_start")
+                skipped.append(f"{type(callback).__name__}.on_train_epoch_start")
         if skipped:
             problems.append(epoch_start_hooks_problem(int(trainer.current_epoch), skipped))
     return problems

@@ -983,6 +983,26 @@ def run_cell(cell: Cell, root: Path) -> Outcome:
     return Outcome("silent", found, messages)
 
 
+# --- the tables docs/resume.md holds ---------------------------------------------------------------
+
+
+def counts(outcomes: list[str]) -> str:
+    """``N cells: X exact, Y warned``, as the tables' headings and the prose say it."""
+    exact = sum(outcome == "exact" for outcome in outcomes)
+    return f"{len(outcomes)} cells: {exact} exact, {len(outcomes) - exact} warned"
+
+
+def named_cells_table(heading: str, named: list[tuple[str, Any]], outcomes: list[str]) -> list[str]:
+    """The lines of a table of named cases (``(name, cell)``), both ways in, with their outcomes."""
+    return [
+        f"{heading} ({counts(outcomes)}):",
+        "",
+        "| case | way in | outcome |",
+        "| --- | --- | --- |",
+        *(f"| {name} | {cell.way} | {outcome} |" for (name, cell), outcome in zip(named, outcomes)),
+    ]
+
+
 __all__ = [
     "BATCHES",
     "Cell",
@@ -995,5 +1015,7 @@ __all__ = [
     "TRAIN_WHERES",
     "VAL_WHERES",
     "WHERES",
+    "counts",
+    "named_cells_table",
     "run_cell",
 ]

@@ -26,6 +26,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from limits import hang_limit
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -604,6 +605,100 @@ def _resume_inside_a_batch_warning(case: str) -> str:
         )
 
 
+def _resume_holder_warning(case: str) -> str:
+    """A resume where a holder of state outside the library's running state cannot be exact
+    (tests/test_resume_fault.py's models, with one more holder each)."""
+    import tempfile
+
+    import test_resume as resume
+    import test_resume_fault as fault
+    from pytorch_lightning.callbacks import ModelCheckpoint, OnExceptionCheckpoint
+
+    class CountsRows(fault.FaultyTyped):
+        """Counts the rows training_step sees, in its own on_save_checkpoint data."""
+
+        rows_seen = 0
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            self.rows_seen += len(batch[0])
+            return super().training_step(batch, batch_idx)
+
+        def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            super().on_save_checkpoint(checkpoint)
+            checkpoint["rows_seen"] = self.rows_seen
+
+    class EpochWeight(pl.Callback):
+        """Sets a weight up for each epoch in on_train_epoch_start."""
+
+        weight = 0.0
+
+        def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+            self.weight = 1.0 + trainer.current_epoch
+
+    class FullDisk(TorchCheckpointIO):
+        """The write of ModelCheckpoint's step=6.ckpt fails, as on a full disk."""
+
+        def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+            if Path(path).name == "step=6.ckpt":
+                raise OSError(28, "No space left on device", str(path))
+            super().save_checkpoint(checkpoint, path, storage_options)
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        saving: Any = CountsRows if case == "module" else fault.FaultyTyped
+        resumed_as: Any = type("MyModel", (saving,), {})
+        callbacks: list[Any] = [OnExceptionCheckpoint(root / "faulty")]
+        options: dict[str, Any] = {"enable_checkpointing": True}
+        if case == "epoch start":
+            callbacks.append(EpochWeight())
+        if case == "batch end":
+            callbacks.append(ModelCheckpoint(root / "ckpt", every_n_train_steps=6, save_top_k=-1, filename="{step}"))
+            options["plugins"] = [FullDisk()]
+        with pytest.raises((fault.SimulatedFault, OSError)):
+            resume.fit(
+                root / "faulty",
+                (lambda: saving()) if case == "batch end" else (lambda: saving("after_log")),
+                callbacks=callbacks,
+                **options,
+            )
+        checkpoint = root / "faulty" / "on_exception.ckpt"
+        options.pop("plugins", None)
+        resumed_callbacks = [EpochWeight()] if case == "epoch start" else []
+        return warning_of(
+            lambda: resume.fit(
+                root / "resumed", resumed_as, ckpt_path=checkpoint, callbacks=resumed_callbacks, **options
+            )
+        )
+
+
+def _resume_plain_epoch_end_warning() -> str:
+    """Plain Lightning's checkpoint saved by OnExceptionCheckpoint in an epoch's end hooks."""
+    import tempfile
+
+    import test_resume as resume
+    import test_resume_fault as fault
+    from pytorch_lightning.callbacks import OnExceptionCheckpoint
+
+    class FailsAtEpochEnd(fault.FaultyPlain):
+        def on_train_epoch_end(self) -> None:
+            if self.current_epoch == 0:
+                raise fault.SimulatedFault("on_train_epoch_end")
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        with pytest.raises(fault.SimulatedFault):
+            resume.fit(
+                root / "faulty",
+                FailsAtEpochEnd,
+                max_epochs=2,
+                enable_checkpointing=True,
+                callbacks=[OnExceptionCheckpoint(root / "faulty")],
+            )
+        resumed_as = type("MyModel", (fault.FaultyTyped,), {})
+        checkpoint = root / "faulty" / "on_exception.ckpt"
+        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, max_epochs=2))
+
+
 ONE = torch.tensor(1.0)
 NAN = float("nan")
 A = StepResultAdapter
@@ -858,6 +953,10 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume after a manual optimizer step inside training_step": lambda: _resume_inside_a_batch_warning("manual"),
     "resume inside an accumulation window's backward": lambda: _resume_inside_a_batch_warning("accumulation"),
     "resume with running statistics inside the batch": lambda: _resume_inside_a_batch_warning("running statistics"),
+    "resume with the module's own checkpoint data": lambda: _resume_holder_warning("module"),
+    "resume inside an epoch with a callback set up at its start": lambda: _resume_holder_warning("epoch start"),
+    "resume after a failed write in on_train_batch_end": lambda: _resume_holder_warning("batch end"),
+    "resume plain Lightning's checkpoint from an epoch's end": _resume_plain_epoch_end_warning,
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),
