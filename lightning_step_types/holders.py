@@ -161,15 +161,19 @@ class Holders:
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
         self.written: list[tuple[int, int | None, dict[str, Any]]] = []  # a resumed run's rows written already
-        self.loggers: list[Any] = list(trainer.loggers)
-        for index, logger in enumerate(self.loggers):
-            original = logger.__dict__.get("log_metrics")  # an earlier fit's, which an exception ended
+        self.loggers: list[Any] = []
+        for index, logger in enumerate(trainer.loggers):
+            original = getattr(logger, "__dict__", {}).get("log_metrics")  # an earlier fit's, which an exception ended
             original = original.original if isinstance(original, _RowRecorder) else logger.log_metrics
-            logger.log_metrics = _RowRecorder(self, index, original)
+            try:
+                logger.log_metrics = _RowRecorder(self, index, original)
+            except AttributeError:  # a logger with __slots__: its rows are not followed
+                continue
+            self.loggers.append(logger)
 
     def stop(self) -> None:
         for logger in self.loggers:
-            if isinstance(logger.__dict__.get("log_metrics"), _RowRecorder):
+            if isinstance(getattr(logger, "__dict__", {}).get("log_metrics"), _RowRecorder):
                 del logger.log_metrics
 
     # --- the marks ------------------------------------------------------------------------------------
