@@ -14,6 +14,8 @@ the last point whose every effect it holds, with each process's running state at
   processes, ``rank_exchange.py``), leaving Lightning's own entries as Lightning wrote them;
 - ``resume_load.py`` hands Lightning that fit loop state when the checkpoint loads, puts the state
   back and starts the resumed run at the point;
+- ``holders.py`` does the same for who else holds state: the callbacks' ``state_dict()``, the rows
+  the loggers already wrote, ``trainer.should_stop``, the epoch-start hooks Lightning skips;
 - ``resume_messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 
 One code path for both ways in; every private Lightning name is read in ``lightning_internals.py``.
