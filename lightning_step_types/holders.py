@@ -10,7 +10,9 @@ checkpoint already holds nor loses one.
   callback) and saved under the library's key; the resumed run loads that in place of the
   checkpoint's entry, so that the hooks that run again start from the state they started from
   (``EarlyStopping`` counts one epoch once; ``ModelCheckpoint`` keeps and evicts the files the
-  uninterrupted run does).
+  uninterrupted run does). A callback whose last hook of that validation or epoch's end had returned
+  keeps its state instead, and the resumed run does not call it there again (a ``ModelCheckpoint``
+  that had saved writes no second copy).
 - A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
   validation's own): the rows written since the point's start are saved, and the resumed run does
   not write them again when its hooks write the same rows.
@@ -55,6 +57,20 @@ _AS_IS = (str, int, float, bool, type(None), torch.Tensor)
 # Not taken at each batch's start: Timer's state is the time elapsed, which no resumed run equals, and
 # its state_dict() reads the clock for every stage.
 _NOT_PER_BATCH = ("Timer",)
+# The hooks a validation and an epoch's end call a callback with, and the last of them: a callback
+# whose last hook returned before the fault has done its part, and the resumed run calls none of them
+# for it when that validation or epoch's end runs again.
+_WINDOW_HOOKS = {
+    "validation": (
+        "on_validation_start",
+        "on_validation_epoch_start",
+        "on_validation_batch_start",
+        "on_validation_batch_end",
+        "on_validation_epoch_end",
+        "on_validation_end",
+    ),
+    "epoch_end": ("on_train_epoch_end",),
+}
 # The batch hooks through which a callback can change its state inside a batch.
 _BATCH_HOOKS = (
     "on_train_batch_start",
@@ -133,6 +149,43 @@ class _RowRecorder:
         return self.original(metrics, step)
 
 
+def _wrap(callback: Any, hook: str, wrapper: Any) -> None:
+    try:
+        setattr(callback, hook, wrapper)
+    except AttributeError:  # a callback with __slots__: called as it is
+        pass
+
+
+class _NoteDone:
+    """In place of a stateful callback's last hook of a validation or an epoch's end: notes that it returned."""
+
+    def __init__(self, done: set[str], key: str, original: Any) -> None:
+        self.done, self.key, self.original = done, key, original
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.original(*args, **kwargs)
+        self.done.add(self.key)
+        return result
+
+
+class _Asleep:
+    """In place of a window's hook of a callback that did its part before the fault: not called, once."""
+
+    def __init__(self, callback: Any, hooks: tuple[str, ...], original: Any) -> None:
+        self.callback, self.hooks, self.original = callback, hooks, original
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        if getattr(self.callback, self.hooks[-1]) is self:  # the window's last hook: called again from now on
+            for hook in self.hooks:
+                wrapper = getattr(self.callback, hook)
+                if not isinstance(wrapper, _Asleep):
+                    continue
+                if isinstance(wrapper.original, _NoteDone):
+                    setattr(self.callback, hook, wrapper.original)
+                else:
+                    delattr(self.callback, hook)  # the class's own method again
+
+
 class Holders:
     """The callbacks' states and the loggers' rows of one fit, at the starts of the points it can resume from."""
 
@@ -157,6 +210,11 @@ class Holders:
             and _overrides(callback, "on_train_batch_end", _lightning_callback_base(callback))
             and (any(callback is held for _, held in self.stateful) or _named(callback, ("Checkpoint",)))
         ]
+        self.done: set[str] = set()  # the stateful callbacks whose last hook of the validation or epoch's end returned
+        self.asleep: list[tuple[Any, tuple[str, ...]]] = []  # a resumed run's callbacks not called again, and the hooks
+        for key, callback in self.stateful:
+            for hook in ("on_validation_end", "on_train_epoch_end"):
+                _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
         self.marks: dict[str, dict[str, Any]] = {}  # batch | validation | epoch_end -> state_key -> state
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
@@ -175,6 +233,18 @@ class Holders:
         for logger in self.loggers:
             if isinstance(getattr(logger, "__dict__", {}).get("log_metrics"), _RowRecorder):
                 del logger.log_metrics
+        for _, callback in self.stateful:
+            for hook in {hook for hooks in _WINDOW_HOOKS.values() for hook in hooks}:
+                if isinstance(getattr(callback, "__dict__", {}).get(hook), (_NoteDone, _Asleep)):
+                    delattr(callback, hook)
+
+    def sleep_through(self, keys: list[str], window: str) -> None:
+        """The resumed run calls none of the window's hooks for these callbacks, until its last one."""
+        for key, callback in self.stateful:
+            if key in keys:
+                hooks = _WINDOW_HOOKS[window]
+                for hook in hooks:
+                    _wrap(callback, hook, _Asleep(callback, hooks, getattr(callback, hook)))
 
     # --- the marks ------------------------------------------------------------------------------------
 
@@ -189,17 +259,20 @@ class Holders:
     def mark(self, name: str) -> None:
         """At a validation's start (``validation``) and an epoch's end's start (``epoch_end``)."""
         self.row_marks[name] = len(self.rows)
+        self.done.clear()
         if self.stateful:
             self.marks[name] = {key: _copied(callback.state_dict()) for key, callback in self.stateful}
 
     def saved(self, mark: str | None, stop: bool, unfinished_batch: int | None) -> dict[str, Any]:
         """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries;
         ``unfinished_batch``: an exception stopped that batch's on_train_batch_end hooks, which do not run again."""
-        saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop, "runs_again": None}
-        if mark is not None and mark in self.row_marks:
-            saved["callbacks"] = self.marks.get(mark, {})
-            saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[mark] :]]
-            saved["runs_again"] = mark
+        saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop, "runs_again": mark}
+        start = "batch" if mark == "fetch" else mark  # a fault before a batch's hooks ended: from its start
+        if start is not None and start in self.row_marks:
+            done = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, and are not called
+            saved["callbacks"] = {key: state for key, state in self.marks.get(start, {}).items() if key not in done}
+            saved["done"] = sorted(done)
+            saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
         if unfinished_batch is not None:
             names = [type(callback).__name__ for callback in self.batch_end_holders]
             saved["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
@@ -236,8 +309,10 @@ def resume_holders(
             trainer.should_stop = True
         if holders is not None:
             holders.written = [(int(index), step, dict(values)) for index, step, values in saved.get("rows", [])]
+            if saved.get("done") and saved.get("runs_again") in _WINDOW_HOOKS:
+                holders.sleep_through(list(saved["done"]), str(saved["runs_again"]))
         runs_again = saved.get("runs_again")
-        if runs_again is not None and _module_saves_its_own(module):
+        if runs_again not in (None, "fetch") and _module_saves_its_own(module):
             problems.append(module_checkpoint_problem(type(module).__qualname__, runs_again))
     if restart in ("mid_epoch", "epoch_end"):
         skipped: list[str] = []

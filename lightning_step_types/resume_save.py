@@ -101,9 +101,10 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
 
 def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:
     """Where the part of the fit that runs again after a resume from ``point`` began (None: nothing that ran
-    before the save runs again)."""
+    before the save runs again): ``fetch`` (the batch, of which nothing past its fetch ran), ``batch``
+    (its on_train_batch_start hooks ran, and what follows them may have), ``validation``, ``epoch_end``."""
     if point.kind == "batch" and follower.phase == Phase.BATCH:
-        return "batch" if position.step_started or position.batch_hooks_done else None
+        return "batch" if position.step_started or position.batch_hooks_done else "fetch"
     if point.kind == "epoch_end" and follower.phase == Phase.EPOCH_END:
         return "epoch_end"
     if point.from_validation:

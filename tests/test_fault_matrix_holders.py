@@ -228,17 +228,17 @@ HOLDERS = (
 )
 
 
-def holder_callbacks(holder: str, loop: Loop, directory: Path) -> list[Callback]:
+def holder_callbacks(holder: str, loop: Loop, directory: Path, place: str | None = None) -> list[Callback]:
+    """The holder's callbacks; ``place``: where its ModelCheckpoint writes (by default, where its loop validates)."""
     monitor = "val_loss" if loop.validation != "none" else "train_loss_epoch"
+    place = place or ("write_validation_end" if loop.validation != "none" else "write_epoch_end")
     found: dict[str, Any] = {
         "early_stopping": lambda: [EarlyStopping(monitor=monitor, mode="max", patience=5)],
-        "checkpoint": lambda: [
-            _checkpointing("write_validation_end" if loop.validation != "none" else "write_epoch_end", directory)
-        ],
+        "checkpoint": lambda: [_checkpointing(place, directory)],
         "checkpoint_steps": lambda: [_checkpointing("write_batch_end", directory)],
         "early_stopping_checkpoint": lambda: [
             EarlyStopping(monitor=monitor, mode="max", patience=5),
-            _checkpointing("write_validation_end" if loop.validation != "none" else "write_epoch_end", directory),
+            _checkpointing(place, directory),
         ],
         "lr_monitor": lambda: [LearningRateMonitor(logging_interval="step")],
         "swa": lambda: [StochasticWeightAveraging(swa_lrs=0.02, swa_epoch_start=1)],
@@ -269,7 +269,7 @@ class HolderSetup:
     write_fault: str | None = None  # the place a ModelCheckpoint write fails (one is added if the holder has none)
 
     def callbacks(self, faults: Faults, root: Path) -> list[Callback]:
-        callbacks = holder_callbacks(self.holder, self.loop, self.directory)
+        callbacks = holder_callbacks(self.holder, self.loop, self.directory, self.write_fault)
         if self.write_fault is not None and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
             callbacks.append(_checkpointing(self.write_fault, self.directory))
         return callbacks
@@ -429,11 +429,13 @@ ISSUE_CELLS = [
     for way in ("typed", "adapter")
 ]
 
-# the faults each holder meets: inside a batch (epoch 0 and 1), a save the run goes on after, an
-# exception in an epoch's end hooks and in a validation's end hooks, SIGTERM, and each failed write
+# the faults each holder meets: inside a batch's step (epoch 0 and 1), in the module's on_train_batch_start
+# (after the callbacks'), in a callback's on_train_batch_end, in an epoch's end hooks and in a validation's
+# end hooks, SIGTERM, and each failed write
 FAULTS: tuple[tuple[Loop, Fault], ...] = (
     (HALF, Fault("training_step", "exception", 0, 6)),
     (HALF, Fault("training_step", "exception", 1, 6)),
+    (HALF, Fault("module_batch_start", "exception", 0, 6)),
     (HALF, Fault("callback_batch_end", "exception", 0, 6)),
     (PLAIN_LOOP, Fault("on_train_epoch_end", "exception", 0, 10)),
     (HALF, Fault("on_validation_end", "exception", 0, 4)),
@@ -450,12 +452,12 @@ def design() -> list[HolderCell]:
     origin, fault) values comes up. Then each holder set up at an epoch's start meets a fault inside
     epoch 1, both ways in, from the library's checkpoint."""
     cells: list[HolderCell] = []
-    turns = itertools.cycle([("typed", "library"), ("adapter", "plain"), ("adapter", "library"), ("typed", "plain")])
-    for holder in HOLDERS:
-        for loop, fault in FAULTS:
+    turns = list(itertools.product(("typed", "adapter"), ("library", "plain")))
+    for number, holder in enumerate(HOLDERS):
+        for index, (loop, fault) in enumerate(FAULTS):
             if holder == "checkpoint_steps" and fault.where in ("write_validation_end", "write_epoch_end"):
                 continue
-            way, origin = next(turns)
+            way, origin = turns[(number + index) % len(turns)]  # each holder and each fault meets every turn
             cells.append(HolderCell(way, holder, loop, fault, origin))
     for holder in ("swa", "accumulation_scheduler", "backbone", "epoch_setup_callback"):
         for way in ("typed", "adapter"):
@@ -487,11 +489,12 @@ def expected(cell: HolderCell) -> set[str]:
     kinds: set[str] = set()
     if cell.origin == "plain":
         kinds.add("plain")  # every fault here lands inside an epoch: plain Lightning's checkpoint starts fresh
-    elif holder == "module_state" and fault.how != "sigterm" and fault.where != "callback_batch_end":
-        if fault.where != "write_batch_end":  # the batch, the validation or the epoch's end runs again
-            kinds.add("module_checkpoint")
-    if holder in _EPOCH_START_NAMED and not (cell.origin == "plain" and fault.where == "on_train_epoch_end"):
-        kinds.add("epoch_start")  # a restart inside an epoch (plain Lightning's from on_train_epoch_end: the next)
+    elif holder == "module_state" and fault.how != "sigterm":
+        if fault.where not in ("callback_batch_end", "write_batch_end", "module_batch_start"):
+            kinds.add("module_checkpoint")  # the batch's step, a validation or an epoch's end runs again
+    plain_epoch_end = cell.origin == "plain" and fault.where in ("on_train_epoch_end", "write_epoch_end")
+    if holder in _EPOCH_START_NAMED and not plain_epoch_end:
+        kinds.add("epoch_start")  # a restart inside an epoch (plain Lightning's from an epoch's end: the next)
     stopped_batch_end = fault.where == "write_batch_end" or (
         fault.where == "callback_batch_end" and holder in _BATCH_END_HOLDERS
     )
@@ -549,6 +552,23 @@ def _id(cell: HolderCell) -> str:
 @pytest.mark.parametrize("name,cell", ISSUE_CELLS, ids=[f"{cell.way}: {name}" for name, cell in ISSUE_CELLS])
 def test_issue_cell(name: str, cell: HolderCell, tmp_path: Path) -> None:
     check(cell, run_holder_cell(cell, tmp_path))
+
+
+def test_the_design_covers_every_pair_of_values() -> None:
+    values = {
+        "holder": lambda cell: cell.holder,
+        "way": lambda cell: cell.way,
+        "origin": lambda cell: cell.origin,
+        "fault": lambda cell: (cell.fault.where, cell.fault.how, cell.fault.epoch),
+    }
+    faults = {(fault.where, fault.how, fault.epoch) for _, fault in FAULTS}
+    domains = {"holder": set(HOLDERS), "way": {"typed", "adapter"}, "origin": {"library", "plain"}, "fault": faults}
+    for a, b in itertools.combinations(values, 2):
+        covered = {(values[a](cell), values[b](cell)) for cell in DESIGN}
+        missing = set(itertools.product(domains[a], domains[b])) - covered
+        if {a, b} == {"holder", "fault"}:  # the ModelCheckpoint that writes every few steps writes at batch ends only
+            missing = {pair for pair in missing if "checkpoint_steps" not in pair}
+        assert not missing, (a, b, sorted(missing, key=repr))
 
 
 @pytest.mark.slow
