@@ -269,7 +269,7 @@ class Holders:
         saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop, "runs_again": mark}
         start = "batch" if mark == "fetch" else mark  # a fault before a batch's hooks ended: from its start
         if start is not None and start in self.row_marks:
-            done = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, and are not called
+            done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
             saved["callbacks"] = {key: state for key, state in self.marks.get(start, {}).items() if key not in done}
             saved["done"] = sorted(done)
             saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
