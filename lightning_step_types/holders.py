@@ -156,6 +156,13 @@ def _wrap(callback: Any, hook: str, wrapper: Any) -> None:
         pass
 
 
+def _unwrapped(hook: Any) -> Any:
+    """A hook without this library's wrappers (an earlier fit's, which an exception ended, leaves them)."""
+    while isinstance(hook, (_NoteDone, _Asleep)):
+        hook = hook.original
+    return hook
+
+
 class _NoteDone:
     """In place of a stateful callback's last hook of a validation or an epoch's end: notes that it returned."""
 
@@ -214,7 +221,7 @@ class Holders:
         self.asleep: list[tuple[Any, tuple[str, ...]]] = []  # a resumed run's callbacks not called again, and the hooks
         for key, callback in self.stateful:
             for hook in ("on_validation_end", "on_train_epoch_end"):
-                _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
+                _wrap(callback, hook, _NoteDone(self.done, key, _unwrapped(getattr(callback, hook))))
         self.marks: dict[str, dict[str, Any]] = {}  # batch | validation | epoch_end -> state_key -> state
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
