@@ -1,0 +1,202 @@
+"""The fault-injection matrix, on where the data's randomness lives and on the loaders Lightning combines.
+
+The harness and the outcome rule are ``fault_matrix``'s (``run_cell``: the uninterrupted fit against
+the interrupted, resumed chain, every value and every logged row). ``DataLoop`` adds two dimensions
+to its loop:
+
+- **the sampler** of the training loader, one process: each torch sampler that takes a
+  ``generator`` (``RandomSampler``, with and without replacement, ``SubsetRandomSampler``,
+  ``WeightedRandomSampler``), a loader's ``generator=`` with ``shuffle=True``, a ``batch_sampler`` of
+  the user's own with a generator, torchdata's ``RandomSampler`` and ``StatefulDistributedSampler``,
+  and a ``RandomSampler`` without a generator (torch's global random state: warned);
+- **the combined mode** of two training loaders of unequal length (11 and 7 batches):
+  ``CombinedLoader`` in ``max_size_cycle``, ``max_size`` and ``min_size``.
+
+Each cell's test id reruns it alone. Two ranks under DDP: ``test_resume_ddp_samplers.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fault_matrix import BATCH, ROWS, SECOND_LOADER_ROWS, Cell, Fault, Faults, Loop, MapRows, Outcome, run_cell
+from pytorch_lightning.utilities import CombinedLoader
+from torch.utils.data import RandomSampler, Sampler, SubsetRandomSampler, WeightedRandomSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader.sampler import RandomSampler as TorchdataRandomSampler
+from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+SAMPLERS = (
+    "shuffle_generator",  # StatefulDataLoader(shuffle=True, generator=g): torchdata's RandomSampler, g shared
+    "random",  # torch's RandomSampler(generator=g)
+    "random_replacement",  # ... replacement=True: it draws in chunks of 32 as the epoch goes
+    "subset",  # SubsetRandomSampler(generator=g)
+    "weighted",  # WeightedRandomSampler(generator=g)
+    "batch_sampler",  # the user's own batch_sampler, shuffling with a generator
+    "torchdata_random",  # torchdata's RandomSampler(generator=g)
+    "torchdata_shuffle",  # StatefulDataLoader(shuffle=True): torchdata's RandomSampler with a generator of its own
+    "stateful_distributed",  # torchdata's StatefulDistributedSampler(shuffle=True), on one process
+    "global",  # torch's RandomSampler without a generator: torch's global random state
+)
+MODES = ("max_size_cycle", "max_size", "min_size")
+SECOND_BATCHES = math.ceil(SECOND_LOADER_ROWS / BATCH)  # 7
+
+
+class ShuffledBatches(Sampler[list[int]]):
+    """A batch sampler of the user's own: the rows shuffled with its generator, cut into batches."""
+
+    def __init__(self, rows: int, batch: int, generator: torch.Generator) -> None:
+        self.rows, self.batch, self.generator = rows, batch, generator
+
+    def __len__(self) -> int:
+        return math.ceil(self.rows / self.batch)
+
+    def __iter__(self) -> Any:
+        order = torch.randperm(self.rows, generator=self.generator).tolist()
+        for start in range(0, self.rows, self.batch):
+            yield order[start : start + self.batch]
+
+
+def sampled_loader(sampler: str, faults: Faults | None) -> StatefulDataLoader[Any]:
+    """The training loader of ``sampler`` (see ``SAMPLERS``), over the harness's 42 rows."""
+    data = MapRows(ROWS, 0, faults)
+    generator = torch.Generator().manual_seed(7)
+    if sampler == "shuffle_generator":
+        return StatefulDataLoader(data, batch_size=BATCH, shuffle=True, generator=generator)
+    if sampler == "batch_sampler":
+        return StatefulDataLoader(data, batch_sampler=ShuffledBatches(ROWS, BATCH, generator))
+    if sampler == "torchdata_shuffle":
+        torch.manual_seed(3)  # where its own generator's seed comes from
+        return StatefulDataLoader(data, batch_size=BATCH, shuffle=True)
+    if sampler == "global":
+        torch.manual_seed(3)  # the same global state at each fit's start: the reference is one fixed run
+    made: dict[str, Any] = {
+        "random": lambda: RandomSampler(data, generator=generator),
+        "random_replacement": lambda: RandomSampler(data, replacement=True, generator=generator),
+        "subset": lambda: SubsetRandomSampler(range(ROWS), generator=generator),
+        "weighted": lambda: WeightedRandomSampler(torch.linspace(1, 2, ROWS), ROWS, generator=generator),
+        "torchdata_random": lambda: TorchdataRandomSampler(data, generator=generator),
+        "stateful_distributed": lambda: StatefulDistributedSampler(data, num_replicas=1, rank=0, shuffle=True),
+        "global": lambda: RandomSampler(data),
+    }
+    return StatefulDataLoader(data, batch_size=BATCH, sampler=made[sampler]())
+
+
+@dataclass(frozen=True)
+class DataLoop(Loop):
+    """``Loop`` with the training loaders this file varies: a sampler, or two loaders combined in a mode."""
+
+    sampler: str = "sequential"  # sequential | one of SAMPLERS
+    mode: str = ""  # "": one loader; else two (11 and 7 batches) in a CombinedLoader of this mode
+
+    @property
+    def batches(self) -> int:
+        return SECOND_BATCHES if self.mode == "min_size" else super().batches
+
+    def make_train_loaders(self, faults: Faults) -> Any:
+        if not self.mode:
+            return sampled_loader(self.sampler, faults)
+        first = StatefulDataLoader(MapRows(ROWS, 0, faults), batch_size=BATCH)
+        second = StatefulDataLoader(MapRows(SECOND_LOADER_ROWS, 1, None), batch_size=BATCH)
+        return CombinedLoader({"a": first, "b": second}, mode=self.mode)
+
+    def shown(self) -> str:
+        base = Loop(**{name: getattr(self, name) for name in Loop.__dataclass_fields__}).shown()
+        mine = f"mode={self.mode}" if self.mode else f"sampler={self.sampler}"
+        return mine if base == "default" else f"{mine}, {base}"
+
+
+# --- the cells ------------------------------------------------------------------------------------
+
+EXCEPTION_0 = Fault("training_step", "exception", 0, 5)  # inside epoch 0: the point is batch 5, from its fetch
+EXCEPTION_1 = Fault("training_step", "exception", 1, 5)  # inside epoch 1
+KILL_0 = Fault("between_batches", "checkpoint_kill", 0, 4)  # ModelCheckpoint at batch 4's end, killed 2 later
+EPOCH_START_1 = Fault("on_train_epoch_start", "save", 1, 0)  # a save as epoch 1 starts, the run goes on
+SIGUSR1_1 = Fault("module_batch_start", "sigusr1", 1, 3)  # SLURM's signal in epoch 1, batch 3
+
+# The issue's cases, both ways in.
+_ISSUE = {
+    "StatefulDataLoader(shuffle=True, generator=g), a fault in epoch 0": (
+        DataLoop(sampler="shuffle_generator"),
+        EXCEPTION_0,
+    ),
+    "sampler=RandomSampler(ds, generator=g), a fault in epoch 1": (DataLoop(sampler="random"), EXCEPTION_1),
+    "CombinedLoader max_size, b exhausted before the save": (
+        DataLoop(mode="max_size"),
+        Fault("training_step", "exception", 0, 8),
+    ),
+}
+ISSUE_CELLS = [(name, Cell(way, loop, fault)) for name, (loop, fault) in _ISSUE.items() for way in ("typed", "adapter")]
+
+# Every sampler, each way in, at each fault.
+_FAULTS = (EXCEPTION_0, EXCEPTION_1, KILL_0, EPOCH_START_1, SIGUSR1_1)
+SAMPLER_CELLS = [
+    Cell(way, DataLoop(sampler=sampler), fault)
+    for sampler in SAMPLERS
+    for way in ("typed", "adapter")
+    for fault in _FAULTS
+]
+
+
+def _mode_cells(mode: str) -> list[Cell]:
+    """The second loader (7 batches) runs out at the fetch of batch 7: faults before and after that, and
+    once more in the resumed run (min_size: its epoch is those 7 batches)."""
+    late, later = (5, 6) if mode == "min_size" else (8, 10)
+    loop = DataLoop(mode=mode)
+    faults = [
+        (Fault("training_step", "exception", 0, late), None),
+        (Fault("training_step", "exception", 0, 3), Fault("training_step", "exception", 0, later)),
+        (Fault("between_batches", "checkpoint_kill", 0, late - 2), None),
+        (Fault("module_batch_start", "sigusr1", 0, late), None),
+        (EPOCH_START_1, None),
+        (Fault("training_step", "exception", 1, 3), None),
+    ]
+    return [Cell(way, loop, fault, second) for way in ("typed", "adapter") for fault, second in faults]
+
+
+MODE_CELLS = [cell for mode in MODES for cell in _mode_cells(mode)]
+
+
+def expected(cell: Cell) -> str:
+    """Exact, but where the order comes from torch's global random state: one warning names the sampler."""
+    loop = cell.loop
+    assert isinstance(loop, DataLoop)
+    return "warned: RandomSampler" if loop.sampler == "global" else "exact"
+
+
+def check(cell: Cell, outcome: Outcome) -> None:
+    detail = f"{cell.id}: {outcome.shown()}\n" + "\n".join(outcome.warnings)
+    if expected(cell) == "exact":
+        assert outcome.kind == "exact", detail
+        return
+    assert outcome.kind == "warned" and len(outcome.warnings) == 1, detail
+    assert "torch.utils.data.sampler.RandomSampler" in outcome.warnings[0], detail
+    assert "torch's global random state" in outcome.warnings[0], detail
+
+
+def _id(cell: Cell) -> str:
+    return cell.id.replace(" ", "_").replace(",", "").replace("[", "").replace("]", "")
+
+
+@pytest.mark.parametrize("name,cell", ISSUE_CELLS, ids=[f"{cell.way}: {name}" for name, cell in ISSUE_CELLS])
+def test_issue_cell(name: str, cell: Cell, tmp_path: Path) -> None:
+    check(cell, run_cell(cell, tmp_path))
+
+
+@pytest.mark.parametrize("cell", SAMPLER_CELLS + MODE_CELLS, ids=[_id(cell) for cell in SAMPLER_CELLS + MODE_CELLS])
+def test_cell(cell: Cell, tmp_path: Path) -> None:
+    check(cell, run_cell(cell, tmp_path))
+
+
+def test_every_sampler_and_mode_meets_every_fault_and_way() -> None:
+    samplers = {(cell.loop.sampler, cell.way, cell.fault) for cell in SAMPLER_CELLS if isinstance(cell.loop, DataLoop)}
+    assert samplers == {
+        (sampler, way, fault) for sampler in SAMPLERS for way in ("typed", "adapter") for fault in _FAULTS
+    }
+    modes = {(cell.loop.mode, cell.way) for cell in MODE_CELLS if isinstance(cell.loop, DataLoop)}
+    assert modes == {(mode, way) for mode in MODES for way in ("typed", "adapter")}
