@@ -69,7 +69,7 @@ def _owner(loader: Any, path: str) -> Any:
 
 
 def _draws_with_iterator(owner: Any) -> bool:
-    kind = type(owner)
+    kind: Any = owner.__class__
     return (
         kind.__module__.startswith("torchdata.stateful_dataloader")
         and kind.__name__ == "RandomSampler"

@@ -1395,7 +1395,9 @@ def load_finished_loaders_as_ended(trainer: Any) -> None:
     states: Any = getattr(fit_loop, "_combined_loader_states_to_load", None)
     if not isinstance(states, list):
         return
-    fit_loop._combined_loader_states_to_load = [
-        {**state, _ITERATOR_FINISHED: False} if isinstance(state, dict) and state.get(_ITERATOR_FINISHED) else state
-        for state in cast("list[Any]", states)
-    ]
+    listed: list[Any] = cast(Any, states)
+    loaded: list[Any] = []
+    for state in listed:
+        ended = isinstance(state, dict) and cast("dict[str, Any]", state).get(_ITERATOR_FINISHED) is True
+        loaded.append({**state, _ITERATOR_FINISHED: False} if ended else state)
+    fit_loop._combined_loader_states_to_load = loaded
