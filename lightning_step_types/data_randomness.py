@@ -33,11 +33,13 @@ import torch
 from lightning_step_types.data_order import also_before_train_iterator, saved_part, where_resumed
 from lightning_step_types.lightning_internals import (
     around_epoch_iterator,
+    batch_counters,
     epoch_of_iterator,
     load_finished_loaders_as_ended,
     stop_around_epoch_iterator,
     train_iterator,
     train_loaders,
+    training_batches,
     wrapped_sampler,
 )
 from lightning_step_types.resume_messages import CHECKPOINT_KEY, global_order_problem, warn
@@ -141,7 +143,12 @@ class _Randomness:
             return
         if self.first_epoch is not None:  # the iterator `setup_data` made is the one this epoch trains from
             if self.loaded is not None and int(self.loaded["epoch"]) == self.first_epoch:
-                self._put_back(trainer, "after", eager_only=True)
+                if batch_counters(trainer).completed >= training_batches(trainer):
+                    # resumed at the epoch's end: its iterator yields nothing, the next epoch's draws
+                    # start where the saving run's generators were
+                    self._put_back(trainer, "saved", eager_only=False)
+                else:
+                    self._put_back(trainer, "after", eager_only=True)
             self.after[self.first_epoch] = _states(trainer)
             self.first_epoch, self.loaded = None, None
         epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
@@ -171,7 +178,7 @@ class _Randomness:
             after_states = after[index] if index < len(after) else {}
             loaders.append(
                 {
-                    path: {"before": before_states.get(path, state), "after": after_states.get(path)}
+                    path: {"before": before_states.get(path, state), "after": after_states.get(path), "saved": state}
                     for path, state in states.items()
                 }
             )

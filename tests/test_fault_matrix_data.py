@@ -147,13 +147,20 @@ _ISSUE = {
 }
 ISSUE_CELLS = [(name, Cell(way, loop, fault)) for name, (loop, fault) in _ISSUE.items() for way in ("typed", "adapter")]
 
-# Every sampler, each way in, at each fault.
-_FAULTS = (EXCEPTION_0, EXCEPTION_1, KILL_0, EPOCH_START_1, SIGUSR1_1)
+EPOCH_END_0 = Fault("on_train_epoch_end", "exception", 0, 10)  # the point is epoch 0's end
+LAST_BATCH_END_0 = Fault("callback_batch_end", "exception", 0, 10)  # after epoch 0's last optimizer step
+
+# Every sampler, each way in, at each fault (and one chain of two faults, in epoch 0 then epoch 1).
+_FAULTS: tuple[tuple[Fault, Fault | None], ...] = (
+    *((fault, None) for fault in (EXCEPTION_0, EXCEPTION_1, KILL_0, EPOCH_START_1, SIGUSR1_1, EPOCH_END_0)),
+    (LAST_BATCH_END_0, None),
+    (Fault("training_step", "exception", 0, 3), Fault("training_step", "exception", 1, 7)),
+)
 SAMPLER_CELLS = [
-    Cell(way, DataLoop(sampler=sampler), fault)
+    Cell(way, DataLoop(sampler=sampler), fault, second)
     for sampler in SAMPLERS
     for way in ("typed", "adapter")
-    for fault in _FAULTS
+    for fault, second in _FAULTS
 ]
 
 
@@ -188,9 +195,11 @@ def check(cell: Cell, outcome: Outcome) -> None:
     if expected(cell) == "exact":
         assert outcome.kind == "exact", detail
         return
-    assert outcome.kind == "warned" and len(outcome.warnings) == 1, detail
-    assert "torch.utils.data.sampler.RandomSampler" in outcome.warnings[0], detail
-    assert "torch's global random state" in outcome.warnings[0], detail
+    resumes = 1 + (cell.second is not None)
+    assert outcome.kind in ("warned", "exact") and len(outcome.warnings) == resumes, detail  # one at each resume
+    for warning in outcome.warnings:
+        assert "torch.utils.data.sampler.RandomSampler" in warning, detail
+        assert "torch's global random state" in warning, detail
 
 
 def _id(cell: Cell) -> str:
@@ -208,10 +217,9 @@ def test_cell(cell: Cell, tmp_path: Path) -> None:
 
 
 def test_every_sampler_and_mode_meets_every_fault_and_way() -> None:
-    samplers = {(cell.loop.sampler, cell.way, cell.fault) for cell in SAMPLER_CELLS if isinstance(cell.loop, DataLoop)}
-    assert samplers == {
-        (sampler, way, fault) for sampler in SAMPLERS for way in ("typed", "adapter") for fault in _FAULTS
-    }
+    samplers = {(c.loop.sampler, c.way, c.fault, c.second) for c in SAMPLER_CELLS if isinstance(c.loop, DataLoop)}
+    ways = ("typed", "adapter")
+    assert samplers == {(sampler, way, *faults) for sampler in SAMPLERS for way in ways for faults in _FAULTS}
     modes = {(cell.loop.mode, cell.way) for cell in MODE_CELLS if isinstance(cell.loop, DataLoop)}
     assert modes == {(mode, way) for mode in MODES for way in ("typed", "adapter")}
 
