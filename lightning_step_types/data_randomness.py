@@ -124,6 +124,7 @@ class _Randomness:
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry
 
     def before_first_iterator(self) -> None:
+        """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
         trainer = self.trainer()
         if trainer is None:
             return
@@ -136,7 +137,7 @@ class _Randomness:
         self.first_epoch = epoch
 
     def epoch_starts(self, run: Callable[[], None]) -> None:
-        """An epoch loop's ``on_run_start``: it makes the epoch's iterator, but in the fit's first epoch."""
+        """An epoch loop's ``on_run_start``: it makes the epoch's iterator (the fit's first epoch has one already)."""
         trainer = self.trainer()
         if trainer is None:
             run()

@@ -14,7 +14,6 @@ import re
 import sys
 import types
 import warnings
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -1349,14 +1348,13 @@ def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
 
 def around_epoch_iterator(trainer: Any, around: Callable[[Callable[[], None]], None]) -> None:
     """Run `_TrainingEpochLoop.on_run_start` (looked up on the instance) as ``around(run)``, where
-    ``run()`` calls Lightning's own: once per epoch, before its first batch."""
+    ``run()`` calls what the instance had (Lightning's own, or another wrapper): once per epoch,
+    before its first batch."""
     epoch_loop = trainer.fit_loop.epoch_loop
-    kind: Any = epoch_loop.__class__
-    own: Callable[[Any, Any], None] = kind.on_run_start
-    loop = weakref.ref(epoch_loop)
+    original: Callable[[Any], None] = epoch_loop.on_run_start
 
     def on_run_start(data_fetcher: Any) -> None:
-        around(lambda: own(loop(), data_fetcher))
+        around(lambda: original(data_fetcher))
 
     put_on_instance(epoch_loop, "on_run_start", on_run_start)
 
