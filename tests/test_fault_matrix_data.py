@@ -12,7 +12,11 @@ to its loop:
 - **the combined mode** of two training loaders of unequal length (11 and 7 batches):
   ``CombinedLoader`` in ``max_size_cycle``, ``max_size`` and ``min_size``.
 
-Each cell's test id reruns it alone. Two ranks under DDP: ``test_resume_ddp_samplers.py``.
+The cells: the issue's cases (both ways in), every sampler x way in x fault, every mode x way in x
+fault; all exact but the sampler without a generator, warned. The issue's cases run with the fast
+tests, the rest under ``slow``. Each cell's test id reruns it alone; ``python
+tests/test_fault_matrix_data.py --table`` writes the table docs/resume.md holds (a test checks it).
+Two ranks under DDP: ``test_resume_ddp_samplers.py``.
 """
 
 from __future__ import annotations
@@ -211,6 +215,7 @@ def test_issue_cell(name: str, cell: Cell, tmp_path: Path) -> None:
     check(cell, run_cell(cell, tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", SAMPLER_CELLS + MODE_CELLS, ids=[_id(cell) for cell in SAMPLER_CELLS + MODE_CELLS])
 def test_cell(cell: Cell, tmp_path: Path) -> None:
     check(cell, run_cell(cell, tmp_path))
