@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
@@ -39,7 +39,16 @@ from lightning_step_types.lightning_internals import (
 )
 from lightning_step_types.resume_messages import CHECKPOINT_KEY, sampler_order_problem, warn
 
-__all__ = ["DATA_ORDER", "follow_data_order", "load_data_order", "save_data_order", "saved_part", "stop_data_order"]
+__all__ = [
+    "DATA_ORDER",
+    "also_before_train_iterator",
+    "follow_data_order",
+    "load_data_order",
+    "save_data_order",
+    "saved_part",
+    "stop_data_order",
+    "where_resumed",
+]
 
 DATA_ORDER = "data_order"
 
@@ -69,11 +78,14 @@ class _Order:
         self.trainer = weakref.ref(trainer)
         self.wrapped: list[_Wrapped | None] = []  # per training loader
         self.loaded: list[Mapping[str, Any]] | None = None  # a resumed fit's saved entries
+        self.also: list[Callable[[], None]] = []  # what else runs there (also_before_train_iterator)
 
     def before_iterator(self) -> None:
         trainer = self.trainer()
         if trainer is None:
             return
+        for call in self.also:
+            call()
         set_train_sampler_epochs(trainer)
         self.wrapped = [self._follow(loader) for loader in train_loaders(trainer)]
         for entry in self.loaded or []:
@@ -121,6 +133,14 @@ def follow_data_order(trainer: Any) -> None:
     before_train_iterator(trainer, order.before_iterator)
 
 
+def also_before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
+    """In a followed fit, ``call()`` too right before the training iterator is built (and the loaders'
+    saved states loaded), first."""
+    order = _ORDERS.get(trainer)
+    if order is not None:
+        order.also.append(call)
+
+
 def stop_data_order(trainer: Any) -> None:
     order = _ORDERS.pop(trainer, None)
     if order is not None:
@@ -149,7 +169,7 @@ def load_data_order(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) ->
     point = saved_part(saved_part(ours, "epoch_state"), "point")
     missing: list[str] = [str(entry["sampler"]) for entry in saved if entry["state"] is None]
     if missing and int(getattr(trainer, "global_rank", 0)) == 0:
-        warn(module, _where(point), sampler_order_problem(missing))
+        warn(module, where_resumed(point), sampler_order_problem(missing))
 
 
 def saved_part(saved: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -158,7 +178,7 @@ def saved_part(saved: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return cast("Mapping[str, Any]", part) if isinstance(part, Mapping) else {}
 
 
-def _where(point: Mapping[str, Any]) -> str:
+def where_resumed(point: Mapping[str, Any]) -> str:
     """As the other resume warnings name the point (``resume_load``)."""
     epoch, batch, kind = point.get("epoch", 0), point.get("batch", 0), point.get("kind")
     if kind == "batch":

@@ -34,6 +34,7 @@ from lightning_step_types.data_order import (
     saved_part,
     stop_data_order,
 )
+from lightning_step_types.data_randomness import follow_randomness, load_randomness, save_randomness, stop_randomness
 from lightning_step_types.fit_follower import any_resuming, follower_of, start_following, stop_following
 from lightning_step_types.lightning_internals import saved_inside_epoch
 from lightning_step_types.resume_load import load_running_state
@@ -64,6 +65,7 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
             rank_exchange.fit_starts(trainer)
             rank_exchange.warn_if_restarts_cannot_connect(trainer, module)
             follow_data_order(trainer)
+            follow_randomness(trainer)
 
 
 def fit_ends(trainer: Any, module: Any) -> None:
@@ -72,6 +74,7 @@ def fit_ends(trainer: Any, module: Any) -> None:
     if trainer is not None:
         rank_exchange.fit_ends(trainer)
         stop_data_order(trainer)
+        stop_randomness(trainer)
 
 
 def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
@@ -83,6 +86,7 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     save_running_state(trainer, module, checkpoint)
     point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
     save_data_order(trainer, checkpoint, point)
+    save_randomness(trainer, checkpoint, point)
     rank_exchange.settle_save(trainer, point)
 
 
@@ -98,6 +102,7 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
     load_running_state(trainer, module, checkpoint)
     if trainer is not None:
         load_data_order(trainer, module, checkpoint)
+        load_randomness(trainer, module, checkpoint)
 
 
 def resuming(module: Any | None = None) -> bool:

@@ -1354,3 +1354,66 @@ def restart_inside_epoch(trainer: Any) -> str | None:
     if getattr(fit_loop, "resumed_on_epoch_end", False):
         return "after_batches"
     return None
+
+# --- the training loaders' random generators, and the loaders Lightning combines (data_randomness.py) ---
+# `_TrainingEpochLoop.on_run_start` makes each epoch's training iterator after the fit's first
+# (`iter(data_fetcher)`, which `FitLoop.setup_data` made): `_DataFetcher.__iter__` calls
+# `iter(combined_loader)`, and `CombinedLoader.__iter__` binds a new `_ModeIterator` to
+# `CombinedLoader._iterator` (private). A `DataLoader` iterator draws its sampler's order from the
+# sampler's generator as it is made (or at its first batch), and its workers' base seed from
+# ``loader.generator`` right after. Checked on pytorch-lightning 2.5.0 and 2.6.6, torchdata 0.11.0.
+
+
+def around_epoch_iterator(trainer: Any, around: Callable[[Callable[[], None]], None]) -> None:
+    """Run `_TrainingEpochLoop.on_run_start` (looked up on the instance) as ``around(run)``, where
+    ``run()`` calls what the instance had (Lightning's own, or another wrapper): once per epoch,
+    before its first batch."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    original: Callable[[Any], None] = epoch_loop.on_run_start
+
+    def on_run_start(data_fetcher: Any) -> None:
+        around(lambda: original(data_fetcher))
+
+    put_on_instance(epoch_loop, "on_run_start", on_run_start)
+
+
+def stop_around_epoch_iterator(trainer: Any) -> None:
+    take_off_instance(trainer.fit_loop.epoch_loop, "on_run_start")
+
+
+def train_iterator(trainer: Any) -> Any:
+    """The training `CombinedLoader`'s current iterator (`CombinedLoader._iterator`, private): a new
+    object each time an epoch's iterator is made."""
+    return getattr(getattr(trainer.fit_loop, "_combined_loader", None), "_iterator", None)
+
+
+def epoch_of_iterator(trainer: Any) -> int:
+    """The epoch the training iterator made now is for (`FitLoop.epoch_progress.current.processed`:
+    the epochs done, restored from the checkpoint in a resumed fit)."""
+    return int(trainer.fit_loop.epoch_progress.current.processed)
+
+
+# torchdata's `StatefulDataLoader.state_dict()` key (single- and multi-process): its iterator ran out.
+_ITERATOR_FINISHED = "_iterator_finished"
+
+
+def load_finished_loaders_as_ended(trainer: Any) -> None:
+    """In ``CombinedLoader(mode="max_size")``, a loader that ran out goes on yielding nothing until the
+    epoch ends (`_MaxSize.__next__` suppresses its `StopIteration`). Its `StatefulDataLoader` state
+    says its iterator finished, and torchdata's `StatefulDataLoader.__iter__` makes a new iterator
+    in place of a finished one: after a resume it would yield its data again from the start. Its
+    state is loaded here as not finished (its samples all yielded, it raises `StopIteration` at its
+    next batch), as the uninterrupted epoch has it. `FitLoop._combined_loader_states_to_load` (private):
+    what `_load_combined_loader_states` loads next; `CombinedLoader._mode` (private): the mode."""
+    fit_loop = trainer.fit_loop
+    if getattr(getattr(fit_loop, "_combined_loader", None), "_mode", None) != "max_size":
+        return
+    states: Any = getattr(fit_loop, "_combined_loader_states_to_load", None)
+    if not isinstance(states, list):
+        return
+    listed: list[Any] = cast(Any, states)
+    loaded: list[Any] = []
+    for state in listed:
+        ended = isinstance(state, dict) and cast("dict[str, Any]", state).get(_ITERATOR_FINISHED) is True
+        loaded.append({**state, _ITERATOR_FINISHED: False} if ended else state)
+    fit_loop._combined_loader_states_to_load = loaded

@@ -20,6 +20,7 @@ __all__ = [
     "changed_module_problem",
     "epoch_start_hooks_problem",
     "format_problem_of",
+    "global_order_problem",
     "gloo_restarts_problem",
     "gradients_problem",
     "manual_rest_problem",
@@ -223,6 +224,17 @@ def sampler_order_problem(samplers: list[str]) -> Problem:
         " state_dict() / load_state_dict()",
         "give the sampler generator=torch.Generator().manual_seed(seed), or the loader"
         " sampler=StatefulDistributedSampler(dataset, shuffle=True) (torchdata.stateful_dataloader.sampler)",
+    )
+
+
+def global_order_problem(samplers: list[str]) -> Problem:
+    return (
+        f"a training loader whose order no checkpoint holds: {', '.join(samplers)}, with no torch.Generator"
+        " and no state_dict(), so its order comes from torch's global random state, and the resumed run's"
+        " batches are not the uninterrupted run's",
+        "a sampler whose order a checkpoint can hold: one with a torch.Generator (generator=...) or"
+        " state_dict() / load_state_dict(), or StatefulDataLoader(dataset, shuffle=True)",
+        "give the sampler generator=torch.Generator().manual_seed(seed)",
     )
 
 

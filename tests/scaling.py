@@ -29,7 +29,14 @@ import torch
 import torch.nn.functional as F
 from pytorch_lightning.callbacks import ModelCheckpoint, OnExceptionCheckpoint
 from pytorch_lightning.loggers import CSVLogger
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset, WeightedRandomSampler
+from torch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    RandomSampler,
+    SubsetRandomSampler,
+    TensorDataset,
+    WeightedRandomSampler,
+)
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
@@ -59,11 +66,19 @@ def loader(sampler: str, workers: int = 0) -> Any:
         return StatefulDataLoader(data, sampler=StatefulDistributedSampler(data, shuffle=True), **options)
     if sampler == "weighted":  # a sampler without a generator: Lightning wraps it, and its order is not saved
         return StatefulDataLoader(data, sampler=WeightedRandomSampler(torch.ones(ROWS), ROWS), **options)
+    if sampler == "shuffle-generator":  # torchdata's RandomSampler, wrapped; the loader's generator is its own
+        return StatefulDataLoader(data, shuffle=True, generator=_seeded(7), **options)
+    if sampler == "subset-generator":  # torch's SubsetRandomSampler with a generator: Lightning wraps it
+        return StatefulDataLoader(data, sampler=SubsetRandomSampler(range(ROWS), generator=_seeded(7)), **options)
     if sampler == "ordered":  # no shuffling: every launcher's runs draw the same batches
         return StatefulDataLoader(data, **options)
     if sampler == "plain-injected":  # a DataLoader without state: resumable between epochs only
         return DataLoader(data, shuffle=True, **options)
     raise ValueError(sampler)
+
+
+def _seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
 class Parts:

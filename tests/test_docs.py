@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from limits import hang_limit
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 import lightning_step_types
 from lightning_step_types import (
@@ -557,6 +558,10 @@ def _resume_warning(case: str) -> str:
     saved_by: Any = resume.PlainResume if case == "plain" else resume.TypedResume
     resumed_as = type("MyModel", (resume.ChangedLogging if case == "changed" else resume.TypedResume,), {})
     options: dict[str, Any] = {"max_epochs": 2, "loader": lambda: DataLoader(resume.dataset(), batch_size=2)}
+    if case == "global sampler":  # a RandomSampler without a generator: torch's global random state
+        options["loader"] = lambda: StatefulDataLoader(
+            resume.dataset(), batch_size=2, sampler=RandomSampler(resume.dataset())
+        )
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         resume.fit(root / "saved", saved_by, every=5, **options)
@@ -947,6 +952,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     # resuming a run
     "resume from a plain checkpoint": lambda: _resume_warning("plain"),
     "resume after the module changed": lambda: _resume_warning("changed"),
+    "resume with a sampler without a generator": lambda: _resume_warning("global sampler"),
     "resume after an optimizer step, before on_train_batch_end logs": lambda: _resume_inside_a_batch_warning(
         "batch-end hooks"
     ),

@@ -1,0 +1,236 @@
+"""The training loaders' random generators, resumed as the uninterrupted run drew from them.
+
+A training loader draws its order from ``torch.Generator``s: its sampler's (``RandomSampler``,
+``SubsetRandomSampler``, ``WeightedRandomSampler``, torchdata's ``RandomSampler``, a batch sampler's
+own) and its own ``generator=`` (a ``DataLoader`` iterator draws its workers' base seed from it as
+it is made). No checkpoint of Lightning's holds them: a run resumed in epoch 1 finds them where the
+script seeded them, and draws epoch 0's order again. And torchdata's ``RandomSampler``, resumed
+mid-epoch, puts its generator back to where it was before its permutation: the loader's own draw
+after it (``StatefulDataLoader(shuffle=True, generator=g)`` shares ``g``) is undone, and the next
+epoch's order differs.
+
+A followed fit keeps each generator's state from before and after each epoch's iterator is made, at
+the epoch's start only (nothing per batch). A checkpoint carries those of the epoch it resumes in,
+under ``checkpoint["lightning_step_types"]["generators"]``. The resumed fit puts the states from
+before back right before its first iterator is made, and once it is made (at its first epoch's
+``on_run_start``), the states from after into the generators of torchdata's ``RandomSampler``, which
+draws its whole permutation there. A sampler that draws from torch's global random state (no
+``generator=``, no ``state_dict()``) cannot be resumed exactly: one ``StepResultWarning`` at resume
+names it (under DDP, ``data_order`` names the samplers Lightning wraps).
+
+The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
+the save is loaded as ended, not started over (``lightning_internals.load_finished_loaders_as_ended``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, cast
+
+import torch
+
+from lightning_step_types.data_order import also_before_train_iterator, saved_part, where_resumed
+from lightning_step_types.lightning_internals import (
+    around_epoch_iterator,
+    batch_counters,
+    epoch_of_iterator,
+    load_finished_loaders_as_ended,
+    stop_around_epoch_iterator,
+    train_iterator,
+    train_loaders,
+    training_batches,
+    wrapped_sampler,
+)
+from lightning_step_types.resume_messages import CHECKPOINT_KEY, global_order_problem, warn
+
+__all__ = ["GENERATORS", "follow_randomness", "load_randomness", "save_randomness", "stop_randomness"]
+
+GENERATORS = "generators"
+
+# where a loader keeps a generator, as attribute paths from the loader ("wrapped": the sampler inside
+# Lightning's DistributedSamplerWrapper, under DDP)
+_OWNERS = ("", "sampler", "sampler.wrapped", "batch_sampler", "batch_sampler.sampler", "batch_sampler.sampler.wrapped")
+
+States = list[dict[str, torch.Tensor]]  # per training loader: a generator's first path -> its state
+
+
+class _Generator(NamedTuple):
+    path: str  # the first path it is found at
+    generator: torch.Generator
+    drawn_with_iterator: bool  # torchdata's RandomSampler's: its permutation is drawn as the iterator is made
+
+
+def _owner(loader: Any, path: str) -> Any:
+    owner = loader
+    for name in path.split(".") if path else ():
+        owner = wrapped_sampler(owner) if name == "wrapped" else getattr(owner, name, None)
+        if owner is None:
+            return None
+    return owner
+
+
+def _draws_with_iterator(owner: Any) -> bool:
+    kind: Any = owner.__class__
+    return (
+        kind.__module__.startswith("torchdata.stateful_dataloader")
+        and kind.__name__ == "RandomSampler"
+        and not getattr(owner, "replacement", True)
+    )
+
+
+def _generators(loader: Any) -> list[_Generator]:
+    found: dict[int, _Generator] = {}
+    for path in _OWNERS:
+        owner = _owner(loader, path)
+        generator = getattr(owner, "generator", None)
+        if not isinstance(generator, torch.Generator):
+            continue
+        known = found.get(id(generator))
+        eager = _draws_with_iterator(owner) or (known is not None and known.drawn_with_iterator)
+        found[id(generator)] = _Generator(known.path if known else path, generator, eager)
+    return list(found.values())
+
+
+def _global_samplers(loader: Any) -> list[str]:
+    """The loader's samplers that draw from torch's global random state: ``generator`` None, no state_dict()."""
+    names: list[str] = []
+    for path in ("sampler", "batch_sampler", "batch_sampler.sampler"):
+        owner = _owner(loader, path)
+        if owner is None or getattr(owner, "generator", False) is not None:
+            continue
+        if callable(getattr(owner, "state_dict", None)) and callable(getattr(owner, "load_state_dict", None)):
+            continue
+        name = f"{type(owner).__module__}.{type(owner).__qualname__}"
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _states(trainer: Any) -> States:
+    return [
+        {entry.path: entry.generator.get_state() for entry in _generators(loader)} for loader in train_loaders(trainer)
+    ]
+
+
+class _Randomness:
+    """A followed fit's training generators, and what a resumed fit puts back."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = weakref.ref(trainer)
+        self.before: dict[int, States] = {}  # epoch -> the states before its iterator was made
+        self.after: dict[int, States] = {}  # epoch -> the states once it was made
+        self.first_epoch: int | None = None  # the epoch of the iterator `setup_data` made, until its on_run_start
+        self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry
+
+    def before_first_iterator(self) -> None:
+        """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
+        trainer = self.trainer()
+        if trainer is None:
+            return
+        epoch = epoch_of_iterator(trainer)
+        load_finished_loaders_as_ended(trainer)
+        if self.loaded is not None and int(self.loaded["epoch"]) == epoch:
+            self._put_back(trainer, "before", eager_only=False)
+        self.before = {epoch: _states(trainer)}
+        self.after = {}
+        self.first_epoch = epoch
+
+    def epoch_starts(self, run: Callable[[], None]) -> None:
+        """An epoch loop's ``on_run_start``: it makes the epoch's iterator (the fit's first epoch has one already)."""
+        trainer = self.trainer()
+        if trainer is None:
+            run()
+            return
+        if self.first_epoch is not None:  # the iterator `setup_data` made is the one this epoch trains from
+            if self.loaded is not None and int(self.loaded["epoch"]) == self.first_epoch:
+                if batch_counters(trainer).completed >= training_batches(trainer):
+                    # resumed at the epoch's end: its iterator yields nothing, the next epoch's draws
+                    # start where the saving run's generators were
+                    self._put_back(trainer, "saved", eager_only=False)
+                else:
+                    self._put_back(trainer, "after", eager_only=True)
+            self.after[self.first_epoch] = _states(trainer)
+            self.first_epoch, self.loaded = None, None
+        epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
+        run()
+        if train_iterator(trainer) is not iterator:
+            self.before = {e: s for e, s in self.before.items() if e >= epoch - 1} | {epoch: before}
+            self.after = {e: s for e, s in self.after.items() if e >= epoch - 1} | {epoch: _states(trainer)}
+
+    def _put_back(self, trainer: Any, moment: str, eager_only: bool) -> None:
+        loaded = cast("Mapping[str, Any]", self.loaded)
+        for loader, saved in zip(train_loaders(trainer), loaded["loaders"]):
+            generators = {entry.path: entry for entry in _generators(loader)}
+            for path, states in cast("Mapping[str, Mapping[str, Any]]", saved).items():
+                entry, state = generators.get(path), states.get(moment)
+                if entry is not None and state is not None and (entry.drawn_with_iterator or not eager_only):
+                    entry.generator.set_state(state)
+
+    def saved(self, epoch: int) -> dict[str, Any] | None:
+        trainer = self.trainer()
+        if trainer is None:
+            return None
+        now = _states(trainer)  # before the epoch's iterator, where it is not made yet
+        before, after = self.before.get(epoch, now), self.after.get(epoch, [])
+        loaders: list[dict[str, Any]] = []
+        for index, states in enumerate(now):
+            before_states = before[index] if index < len(before) else {}
+            after_states = after[index] if index < len(after) else {}
+            loaders.append(
+                {
+                    path: {"before": before_states.get(path, state), "after": after_states.get(path), "saved": state}
+                    for path, state in states.items()
+                }
+            )
+        samplers = [name for loader in train_loaders(trainer) for name in _global_samplers(loader)]
+        if not any(now) and not samplers:
+            return None
+        return {"epoch": epoch, "loaders": loaders, "global": samplers}
+
+    def stop(self) -> None:
+        trainer = self.trainer()
+        if trainer is not None:
+            stop_around_epoch_iterator(trainer)
+
+
+_FITS: weakref.WeakKeyDictionary[Any, _Randomness] = weakref.WeakKeyDictionary()
+
+
+def follow_randomness(trainer: Any) -> None:
+    """At a followed fit's setup (after ``data_order.follow_data_order``)."""
+    stop_randomness(trainer)
+    randomness = _FITS[trainer] = _Randomness(trainer)
+    also_before_train_iterator(trainer, randomness.before_first_iterator)
+    around_epoch_iterator(trainer, randomness.epoch_starts)
+
+
+def stop_randomness(trainer: Any) -> None:
+    randomness = _FITS.pop(trainer, None)
+    if randomness is not None:
+        randomness.stop()
+
+
+def save_randomness(trainer: Any, checkpoint: dict[str, Any], point: Mapping[str, Any] | None) -> None:
+    """Add the training generators' states for the epoch the checkpoint resumes in (``point``)."""
+    randomness = _FITS.get(trainer)
+    if randomness is None or point is None:
+        return
+    saved = randomness.saved(int(point["epoch"]))
+    if saved is not None:
+        checkpoint.setdefault(CHECKPOINT_KEY, {})[GENERATORS] = saved
+
+
+def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
+    """Keep a checkpoint's generator states for the resumed fit; warn (global rank 0) for a sampler
+    that draws from torch's global random state."""
+    randomness = _FITS.get(trainer)
+    ours = saved_part(checkpoint, CHECKPOINT_KEY)
+    saved = saved_part(ours, GENERATORS)
+    if randomness is None or "loaders" not in saved:
+        return
+    randomness.loaded = saved
+    samplers: list[str] = list(saved.get("global") or [])
+    if samplers and int(getattr(trainer, "global_rank", 0)) == 0:
+        point = saved_part(saved_part(ours, "epoch_state"), "point")
+        warn(module, where_resumed(point), global_order_problem(samplers))
