@@ -1379,7 +1379,7 @@ def rewindable_loader(trainer: Any) -> Any:
     if len(loaders) != 1:
         return None
     loader = loaders[0]
-    kind = type(loader)
+    kind: Any = loader.__class__
     if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
         return None
     dataset = getattr(loader, "dataset", None)
@@ -1413,7 +1413,7 @@ def rewound_loader_states(trainer: Any, loader: Any, fetches: int) -> list[dict[
 
 
 def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, Any] | None:
-    if set(state) != _SINGLE_PROCESS_STATE or not 0 <= fetches <= int(state["_num_yielded"]):
+    if frozenset(state) != _SINGLE_PROCESS_STATE or not 0 <= fetches <= int(state["_num_yielded"]):
         return None
     if any(state[key] is not None for key in ("_index_sampler_state", "fetcher_state", "dataset_state")):
         return None
@@ -1436,13 +1436,13 @@ def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, A
     for name in ("sampler_state", "sampler_iter_state"):
         if name not in parts:
             continue
-        inner: Any = parts[name]
-        if (
-            not isinstance(inner, dict)
-            or "yielded" not in inner
-            or not set(cast("dict[str, Any]", inner)) <= _SAMPLER_COUNTERS
-        ):
+        found: Any = parts[name]
+        if not isinstance(found, dict):
             return None
-        counters[name] = {**cast("dict[str, Any]", inner), "yielded": min(samples, int(inner["yielded"]))}
+        inner = cast("dict[str, Any]", found)
+        if "yielded" not in inner or not set(inner) <= _SAMPLER_COUNTERS:
+            return None
+        yielded: Any = inner["yielded"]
+        counters[name] = {**inner, "yielded": min(samples, int(yielded))}
     rewound["_sampler_iter_state"] = counters
     return rewound
