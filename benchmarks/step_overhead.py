@@ -8,15 +8,22 @@ Four measurements, all in one process on one CPU thread:
    module, and an empty ``Callback()`` on it. The fits run side by side, one thread each, taking
    turns of a few steps (in a new random order each round), so every variant trains under the
    same machine load; each ratio is the median over rounds of a variant's turn against its plain
-   baseline's turn in the same round. The typed step with ``exact_resume = False``, and the adapter
-   with it and then also with ``nonfinite_loss=None``, separate what the batch-start record for
-   exact resume and the finiteness check cost; the last three rows train plain and typed from a
-   torchdata ``StatefulDataLoader``, whose state that record reads before each fetch. Targets:
-   the typed steps, with and without metadata, at
-   most 1.02; the adapter's ratio at most 0.02 above the empty ``Callback()``'s (the "minus" rows:
-   the median over rounds of the difference of the two ratios). An A/A row (plain against
-   itself) shows the method's noise floor. Progress bar, logger, checkpointing and model summary
-   are off: they would dominate.
+   baseline's turn in the same round, and each "µs over" the median over rounds of the difference
+   of the two turns' CPU time per step. The typed step with ``exact_resume = False``, and the
+   adapter with it and then also with ``nonfinite_loss=None``, separate what the batch-start record
+   for exact resume and the finiteness check cost. Loss logging: the hand-written
+   ``self.log("train_loss", loss, on_step=True, on_epoch=True)`` in plain Lightning, the same with
+   ``prog_bar=True`` (the call ``log_loss=True`` makes), and the typed step with ``log_loss=True``.
+   The last rows train plain, typed and the adapter from a torchdata ``StatefulDataLoader`` in the
+   main process, and with one and with two worker processes, each against plain Lightning on the
+   same loader. Targets: the typed steps, with and without metadata, at most 1.02 (or the typed
+   step at most 10 µs over plain in table 4); the adapter's ratio at most 0.02 above the empty
+   ``Callback()``'s (the "minus" rows: the median over rounds of the difference of the two
+   ratios); the typed step on the ``StatefulDataLoader`` at most 0.01 above the typed step on a
+   ``DataLoader``; what ``log_loss=True`` costs (its ratio minus the typed step's) at most 0.01
+   above what the hand-written call with the same arguments costs plain Lightning. An A/A row
+   (plain against itself) shows the method's noise floor. Progress bar, logger, checkpointing and
+   model summary are off: they would dominate.
 2. Construction: building and validating one ``TrainStepResult`` against an equivalent frozen
    pydantic dataclass whose validators make the same checks, and a plain dict (``timeit``).
 3. The adapter's own cost: a step called through the adapter (check, convert, record) against
@@ -28,8 +35,8 @@ Four measurements, all in one process on one CPU thread:
 
 Run from the repository root after ``pip install torch==2.13.0 && pip install -e .``::
 
-    python benchmarks/step_overhead.py          # 1.5 to 4 minutes on 2 idle cores
-    python benchmarks/step_overhead.py --quick  # about 25 seconds, noisier
+    python benchmarks/step_overhead.py          # 3 to 8 minutes on 2 idle cores
+    python benchmarks/step_overhead.py --quick  # about a minute, noisier
 """
 
 from __future__ import annotations
@@ -110,6 +117,32 @@ class TypedLossNoExactResume(TypedLoss):
     exact_resume = False  # no batch-start record: the difference to TypedLoss is the record's cost
 
 
+class PlainLogs(_LinearBody, pl.LightningModule):
+    """Plain Lightning with the loss logging a user writes by hand."""
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = F.cross_entropy(self.layer(x), y)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+
+class PlainLogsToBar(_LinearBody, pl.LightningModule):
+    """The same call with ``prog_bar=True``: the call ``log_loss=True`` makes."""
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = F.cross_entropy(self.layer(x), y)
+        self.log("train_loss", loss, on_step=True, on_epoch=True, prog_bar=True)
+        return loss
+
+
+class TypedLogsLoss(TypedLoss):
+    """The typed step with ``log_loss=True``: the adapter makes the ``self.log`` call (``prog_bar=True``)."""
+
+    log_loss = True
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -117,7 +150,43 @@ class Variant:
     callbacks: Callable[[], list[pl.Callback]] = list
     baseline: str | None = None  # the plain variant this one is compared with
     target: float | None = None  # the most its CPU ratio to the baseline may be
-    stateful: bool = False  # trained from a torchdata StatefulDataLoader (its state read per batch)
+    stateful: bool = False  # trained from a torchdata StatefulDataLoader
+    workers: int = 0  # its worker processes
+
+
+def _stateful(workers: int) -> str:
+    return "stateful loader" + ("" if workers == 0 else f", {workers} worker{'s' if workers > 1 else ''}")
+
+
+def _stateful_variants(workers: int) -> list[Variant]:
+    """Plain, typed and the adapter trained from a torchdata ``StatefulDataLoader`` with ``workers`` workers."""
+    on = _stateful(workers)
+    plain, plain_dict = f"{on}, plain: return loss", f"{on}, plain: return {{'loss', 'logits'}}"
+    variants = [
+        Variant(plain, PlainLoss, stateful=True, workers=workers),
+        Variant(f"{on}, typed: TrainStepResult(loss)", TypedLoss, baseline=plain, stateful=True, workers=workers),
+        Variant(plain_dict, PlainDict, stateful=True, workers=workers),
+        Variant(
+            f"{on}, StepResultAdapter() on the dict module",
+            PlainDict,
+            lambda: [StepResultAdapter()],
+            plain_dict,
+            stateful=True,
+            workers=workers,
+        ),
+    ]
+    if workers == 0:
+        variants.insert(
+            2,
+            Variant(
+                f"{on}, typed: exact_resume=False",
+                TypedLossNoExactResume,
+                baseline=plain,
+                stateful=True,
+                workers=workers,
+            ),
+        )
+    return variants
 
 
 VARIANTS = (
@@ -155,27 +224,34 @@ VARIANTS = (
         lambda: [StepResultAdapter(exact_resume=False, nonfinite_loss=None)],
         "plain: return {'loss', 'logits'}",
     ),
-    # The batch-start record for exact resume, off; then all three again from a StatefulDataLoader,
-    # whose state the record reads before each fetch.
+    # The batch-start record for exact resume, off.
     Variant("typed: TrainStepResult(loss), exact_resume=False", TypedLossNoExactResume, baseline="plain: return loss"),
-    Variant("stateful loader, plain: return loss", PlainLoss, stateful=True),
+    # Loss logging: the hand-written call in plain Lightning, and log_loss=True in the typed module.
     Variant(
-        "stateful loader, typed: TrainStepResult(loss)",
-        TypedLoss,
-        baseline="stateful loader, plain: return loss",
-        stateful=True,
+        "plain: self.log('train_loss', loss, on_step=True, on_epoch=True)", PlainLogs, baseline="plain: return loss"
     ),
     Variant(
-        "stateful loader, typed: exact_resume=False",
-        TypedLossNoExactResume,
-        baseline="stateful loader, plain: return loss",
-        stateful=True,
+        "plain: self.log('train_loss', loss, on_step=True, on_epoch=True, prog_bar=True)",
+        PlainLogsToBar,
+        baseline="plain: return loss",
     ),
+    Variant("typed: log_loss=True", TypedLogsLoss, baseline="plain: return loss"),
+    *(variant for workers in (0, 1, 2) for variant in _stateful_variants(workers)),
 )
 EMPTY_CALLBACK, ADAPTER = "empty Callback() on the dict module", "StepResultAdapter() on the dict module"
 ADAPTER_ROWS = [v.name for v in VARIANTS if v.name.startswith("StepResultAdapter(")]
 # The adapter's target: its ratio to plain Lightning at most this much above the empty Callback()'s.
 ADAPTER_TARGET_DIFFERENCE = 0.02
+TYPED = "typed: TrainStepResult(loss)"
+# The typed step's target in the step-call table (4), where the ratio's is not met: µs over plain.
+TYPED_TARGET_US = 10.0
+# The typed step on a StatefulDataLoader: its ratio at most this much above the typed step's on a DataLoader.
+STATEFUL_TARGET_DIFFERENCE = 0.01
+# log_loss=True's cost (its ratio minus the typed step's) at most this much above the hand-written call's.
+LOG_LOSS_TARGET_DIFFERENCE = 0.01
+HAND_LOG = "plain: self.log('train_loss', loss, on_step=True, on_epoch=True)"
+HAND_LOG_BAR = "plain: self.log('train_loss', loss, on_step=True, on_epoch=True, prog_bar=True)"
+LOG_LOSS = "typed: log_loss=True"
 
 
 def _trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
@@ -194,14 +270,18 @@ def _trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
     )
 
 
-def _loader(steps: int, stateful: bool = False) -> DataLoader[Any]:
+def _loader(steps: int, stateful: bool = False, workers: int = 0) -> DataLoader[Any]:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(steps * BATCH_SIZE, IN_FEATURES, generator=generator)
     y = torch.randint(0, OUT_FEATURES, (steps * BATCH_SIZE,), generator=generator)
     if stateful:
         from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]  # no py.typed
 
-        loader: DataLoader[Any] = StatefulDataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE)
+        # Workers are started with "spawn": the fits run in threads, and a fork would copy their locks.
+        options: dict[str, Any] = (
+            dict(num_workers=workers, persistent_workers=True, multiprocessing_context="spawn") if workers else {}
+        )
+        loader: DataLoader[Any] = StatefulDataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE, **options)
         return loader
     return DataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE)
 
@@ -295,7 +375,7 @@ def end_to_end(steps: int, warmup: int, segment: int) -> dict[str, SegmentClock]
         torch.set_num_threads(1)  # per thread: OpenMP's setting is thread-local
         try:
             trainer = _trainer(steps, [*variant.callbacks(), clocks[variant.name]])
-            trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful))
+            trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful, variant.workers))
         except BaseException as error:  # re-raised below; the baton must not wait for a dead thread
             errors.append(error)
             baton.pass_turn(finished=variant.name)
@@ -517,39 +597,108 @@ def main() -> None:
     def per_round_ratios(name: str, baseline: str) -> list[float]:
         return [t / b for t, b in zip(clocks[name].cpu, clocks[baseline].cpu)]
 
+    def per_round_us(name: str, baseline: str) -> list[float]:
+        return [(t - b) * 1e6 for t, b in zip(clocks[name].cpu, clocks[baseline].cpu)]
+
+    def ratio_difference(name: str, baseline: str, other: str, other_baseline: str) -> float:
+        """The median over rounds of the difference of two ratios, each to its baseline's turn in that round."""
+        ours, theirs = per_round_ratios(name, baseline), per_round_ratios(other, other_baseline)
+        return statistics.median(a - b for a, b in zip(ours, theirs))
+
+    def verdict(value: float, target: float, shown: str) -> str:
+        return f"{shown}: " + ("ok" if value <= target else "ABOVE")
+
     rows: list[tuple[str, ...]] = []
     for variant in VARIANTS:
         clock = clocks[variant.name]
         cpu_us, wall_us = statistics.median(clock.cpu) * 1e6, statistics.median(clock.wall) * 1e6
         if variant.baseline is None:
-            rows.append((variant.name, f"{cpu_us:.1f}", f"{wall_us:.1f}", "", "", ""))
+            rows.append((variant.name, f"{cpu_us:.1f}", f"{wall_us:.1f}", "", "", "", ""))
             continue
         base = clocks[variant.baseline]
         cpu_ratio = statistics.median(per_round_ratios(variant.name, variant.baseline))
+        extra_us = statistics.median(per_round_us(variant.name, variant.baseline))
         wall_ratio = statistics.median(t / b for t, b in zip(clock.wall, base.wall))
-        verdict = (
-            ""
-            if variant.target is None
-            else f"<= {variant.target}: " + ("ok" if cpu_ratio <= variant.target else "ABOVE")
+        shown = "" if variant.target is None else verdict(cpu_ratio, variant.target, f"<= {variant.target}")
+        rows.append(
+            (
+                variant.name,
+                f"{cpu_us:.1f}",
+                f"{wall_us:.1f}",
+                f"{cpu_ratio:.3f}",
+                f"{extra_us:+.1f}",
+                f"{wall_ratio:.3f}",
+                shown,
+            )
         )
-        rows.append((variant.name, f"{cpu_us:.1f}", f"{wall_us:.1f}", f"{cpu_ratio:.3f}", f"{wall_ratio:.3f}", verdict))
     # The adapter against the empty Callback(): both ratios are to the same plain turn of each round,
     # so their per-round difference is what the adapter adds beyond being a callback at all.
     # The target is the default adapter's; the rows with a feature off show what that feature costs.
     for name in ADAPTER_ROWS:
         baseline = next(v.baseline for v in VARIANTS if v.name == name)
         assert baseline is not None
-        differences = [
-            a - e for a, e in zip(per_round_ratios(name, baseline), per_round_ratios(EMPTY_CALLBACK, baseline))
-        ]
-        difference = statistics.median(differences)
-        verdict = ""
-        if name == ADAPTER:
-            verdict = f"<= {ADAPTER_TARGET_DIFFERENCE}: " + (
-                "ok" if difference <= ADAPTER_TARGET_DIFFERENCE else "ABOVE"
+        difference = ratio_difference(name, baseline, EMPTY_CALLBACK, baseline)
+        extra_us = statistics.median(
+            a - e for a, e in zip(per_round_us(name, baseline), per_round_us(EMPTY_CALLBACK, baseline))
+        )
+        shown = (
+            verdict(difference, ADAPTER_TARGET_DIFFERENCE, f"<= {ADAPTER_TARGET_DIFFERENCE}") if name == ADAPTER else ""
+        )
+        rows.append(
+            (
+                f"{name.split(' on ')[0]} minus empty Callback()",
+                "",
+                "",
+                f"{difference:+.3f}",
+                f"{extra_us:+.1f}",
+                "",
+                shown,
             )
-        rows.append((f"{name.split(' on ')[0]} minus empty Callback()", "", "", f"{difference:+.3f}", "", verdict))
-    print(_table(("variant", "CPU µs/step", "wall µs/step", "ratio (CPU)", "ratio (wall)", "target (CPU)"), rows))
+        )
+    # The typed step on a StatefulDataLoader against the typed step on a DataLoader, each to its own plain baseline.
+    stateful_typed = f"{_stateful(0)}, typed: TrainStepResult(loss)"
+    stateful_difference = ratio_difference(
+        stateful_typed, f"{_stateful(0)}, plain: return loss", TYPED, "plain: return loss"
+    )
+    rows.append(
+        (
+            "stateful loader, typed, minus typed on a DataLoader",
+            "",
+            "",
+            f"{stateful_difference:+.3f}",
+            "",
+            "",
+            verdict(stateful_difference, STATEFUL_TARGET_DIFFERENCE, f"<= {STATEFUL_TARGET_DIFFERENCE}"),
+        )
+    )
+    # What log_loss=True costs (its ratio minus the typed step's) against what the hand-written call
+    # costs plain Lightning (its ratio minus 1): the logging alone, each way. The target compares it
+    # with the call log_loss=True makes (prog_bar=True); the call without prog_bar is shown beside it.
+    log_loss_costs = [
+        a - t
+        for a, t in zip(per_round_ratios(LOG_LOSS, "plain: return loss"), per_round_ratios(TYPED, "plain: return loss"))
+    ]
+    rows.append(
+        ("log_loss=True's cost (minus the typed step)", "", "", f"{statistics.median(log_loss_costs):+.3f}", "", "", "")
+    )
+    for hand, shown in ((HAND_LOG_BAR, "with prog_bar=True"), (HAND_LOG, "without prog_bar")):
+        hand_costs = [r - 1.0 for r in per_round_ratios(hand, "plain: return loss")]
+        rows.append(
+            (f"the hand-written self.log's cost, {shown}", "", "", f"{statistics.median(hand_costs):+.3f}", "", "", "")
+        )
+        difference = statistics.median(a - h for a, h in zip(log_loss_costs, hand_costs))
+        target = (
+            verdict(difference, LOG_LOSS_TARGET_DIFFERENCE, f"<= {LOG_LOSS_TARGET_DIFFERENCE}")
+            if hand == HAND_LOG_BAR
+            else ""
+        )
+        rows.append((f"log_loss=True's cost minus that ({shown})", "", "", f"{difference:+.3f}", "", "", target))
+    print(
+        _table(
+            ("variant", "CPU µs/step", "wall µs/step", "ratio (CPU)", "µs over (CPU)", "ratio (wall)", "target (CPU)"),
+            rows,
+        )
+    )
 
     print(f"\n2. Building one checked result (timeit, best of {repeat} x {number})\n")
     built = construction(number, repeat)
@@ -580,11 +729,13 @@ def main() -> None:
             continue
         us = step_calls[variant.name]
         if variant.baseline is None:
-            call_rows.append((variant.name, f"{us:.2f}", "", ""))
+            call_rows.append((variant.name, f"{us:.2f}", "", "", ""))
         else:
             extra = us - step_calls[variant.baseline]
-            call_rows.append((variant.name, f"{us:.2f}", f"{extra:+.2f}", f"{extra / plain_step_us:+.2%}"))
-    print(_table(("variant", "step call µs", "vs its baseline µs", "of a plain step"), call_rows))
+            # the typed step's target is met by either its ratio (table 1) or this
+            shown = verdict(extra, TYPED_TARGET_US, f"<= {TYPED_TARGET_US:g} µs") if variant.name == TYPED else ""
+            call_rows.append((variant.name, f"{us:.2f}", f"{extra:+.2f}", f"{extra / plain_step_us:+.2%}", shown))
+    print(_table(("variant", "step call µs", "vs its baseline µs", "of a plain step", "target"), call_rows))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one f
 - at each batch's start, before its fetch: the running epoch state (Lightning's logged tensors by
   reference, the metrics' states copied when they changed), the optimizer steps and LR scheduler
   updates done so far, and where the data fetcher was;
-- before each fetch from a training loader with a ``state_dict()``, that state: the state a
-  resumed run must load to fetch that batch again;
+- the state a resumed run must load to fetch a batch again: where the training data comes from one
+  torchdata ``StatefulDataLoader`` loading in this process from a map-style dataset, read back at the
+  save (``lightning_internals.rewound_loader_states``: its counters as they were before the batch's
+  fetch), at no cost per batch; from any other training loader with a ``state_dict()``, that state
+  read before each fetch;
 - at each validation's start, the views the validation updates (``callback_metrics``) and the
   metrics' states, for a checkpoint saved inside the validation.
 
@@ -35,12 +38,15 @@ from lightning_step_types.lightning_internals import (
     follow_fit_loop,
     grad_version,
     gradient_marks,
+    loader_fetches,
     logged_snapshot,
     logger_metric_dicts,
     logger_step,
     metric_change_mark,
     metric_states_on_device,
     next_zero_grad_index,
+    rewindable_loader,
+    rewound_loader_states,
     running,
     stateful_loader_states,
     training_epoch_results,
@@ -126,6 +132,11 @@ class FitFollower:
         self.steps: list[int] = [0]  # optimizer.step() calls returned in this fit (a step post-hook per optimizer)
         self._step_hooks: list[Any] = []
         self.stateful: bool | None = None  # whether a training loader has a state_dict (found at the first fetch)
+        # the one training loader whose state is read back at a save (`rewindable_loader`), or None
+        self.rewinding: Any = None
+        # its iterator's count of yielded batches minus the fetcher's count of fetches (read at each epoch's first batch)
+        self.fetch_offset: int = 0
+        self.offset_epoch: int = -1
         # fetch number -> the loaders' states before it, and which of them had cycled
         self.before_fetch: dict[int, tuple[list[dict[str, Any]], list[bool] | None]] = {}
         self.last_fetch: int = -1
@@ -158,7 +169,8 @@ class FitFollower:
             self.metrics = resumed_metrics(self.module())
             # the training loaders exist from `FitLoop.setup_data`, before this; their states are read per fetch
             self.stateful = stateful_loader_states(trainer) is not None
-            if not self.stateful:  # nothing to read before each fetch: Lightning's own method again
+            self.rewinding = rewindable_loader(trainer) if self.stateful else None
+            if not self.stateful or self.rewinding is not None:  # nothing to read before each fetch
                 unfollow_fetches(trainer)
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
@@ -233,6 +245,10 @@ class FitFollower:
         epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
         if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
             self.loaded_loaders = self.loaded_cycled = None
+        if epoch != self.offset_epoch and self.rewinding is not None:  # the epoch's iterator exists, no fetch under way
+            fetches = loader_fetches(self.rewinding)
+            self.fetch_offset = fetches - fetch_position(trainer)[0] if fetches is not None else 0
+            self.offset_epoch = epoch
         self.epoch, self.batch = epoch, completed
         self.phase = Phase.BATCH
         if self.holders is not None:
@@ -263,9 +279,10 @@ class FitFollower:
         record.scheduler_updates = scheduler_updates_done
         if self.stateful:
             record.fetched, record.prefetched = fetch_position(trainer)
-            first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
-            for number in [number for number in self.before_fetch if number < first]:
-                del self.before_fetch[number]
+            if self.before_fetch:
+                first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
+                for number in [number for number in self.before_fetch if number < first]:
+                    del self.before_fetch[number]
 
     def gradients_since_start(self) -> tuple[bool, bool, bool, bool]:
         """Compared with the batch's start: ``(gradients were held over into it, its backward added to
@@ -289,6 +306,10 @@ class FitFollower:
     def loader_states_before(self, fetch: int, trainer: Any) -> tuple[list[dict[str, Any]] | None, list[bool] | None]:
         """The loaders' states from which fetch number ``fetch`` of this epoch comes (None: a new iterator),
         and which of them had cycled."""
+        if self.rewinding is not None:
+            states = rewound_loader_states(trainer, self.rewinding, fetch + self.fetch_offset)
+            if states is not None:
+                return states, cycled_loaders(trainer)
         if fetch in self.before_fetch:
             return self.before_fetch[fetch]
         fetched, _ = fetch_position(trainer)

@@ -1337,6 +1337,117 @@ def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
     put_on_instance(instance, method, first)
 
 
+# --- a StatefulDataLoader's state, rewound to an earlier fetch (fit_follower.py) ---
+# A checkpoint saved inside a batch resumes from the loaders' state before that batch's fetch. Where
+# the training data comes from one torchdata `StatefulDataLoader` that loads in this process from a
+# map-style dataset without a state of its own, that state is counters only: how many batches the
+# loader's iterator yielded, and how many samples its sampler iterator drew, under a random
+# sampler's generator state from the iterator's start. Those counters are read back at the save, as
+# they were before the batch's fetch, instead of reading the loader's state before every fetch.
+# Checked on torchdata 0.11.0: `_StatefulSingleProcessDataLoaderIter.state_dict` (the keys below;
+# `_num_yielded` counts completed fetches, `_sampler_iter_yielded` the index draws, which run ahead
+# of it while a fetch is under way), `_BatchSamplerIterator.state_dict` (``samples_yielded``, and its
+# sampler's or sampler iterator's state), `_StatefulRandomSamplerIterator.state_dict` (``yielded``,
+# ``generator``: the state the iterator drew its order from) and `StatefulDistributedSampler.state_dict`
+# (``yielded``). Any other layout is not rewound: the loader's state is then read before each fetch.
+
+_SINGLE_PROCESS_STATE = frozenset(
+    {
+        "_index_sampler_state",
+        "_sampler_iter_state",
+        "_sampler_iter_yielded",
+        "_num_yielded",
+        "_IterableDataset_len_called",
+        "_shared_seed",
+        "fetcher_state",
+        "dataset_state",
+        "_iterator_finished",
+    }
+)
+_BATCH_SAMPLER_STATE = frozenset({"samples_yielded", "sampler_state", "sampler_iter_state"})
+_SAMPLER_COUNTERS = frozenset({"yielded", "generator"})
+
+
+def rewindable_loader(trainer: Any) -> Any:
+    """The one training loader whose state `rewound_loader_states` reads back, or None.
+
+    A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``
+    over a map-style dataset without ``state_dict``/``load_state_dict``, alone in the fit's
+    `CombinedLoader`, whose state now has the layout read here.
+    """
+    loaders = train_loaders(trainer)
+    if len(loaders) != 1:
+        return None
+    loader = loaders[0]
+    kind: Any = loader.__class__
+    if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
+        return None
+    dataset = getattr(loader, "dataset", None)
+    if int(getattr(loader, "num_workers", 1)) != 0 or isinstance(dataset, torch.utils.data.IterableDataset):
+        return None
+    if callable(getattr(dataset, "state_dict", None)) or callable(getattr(dataset, "load_state_dict", None)):
+        return None
+    states = stateful_loader_states(trainer)
+    if not states or len(states) != 1 or _rewound(states[0], int(states[0].get("_num_yielded", 0)), loader) is None:
+        return None
+    return loader
+
+
+def loader_fetches(loader: Any) -> int | None:
+    """How many batches the loader's running iterator has yielded (`_StatefulBaseDataLoaderIter._num_yielded`,
+    torchdata-private), or None before it has one."""
+    iterator = getattr(loader, "_iterator", None)
+    fetches = getattr(iterator, "_num_yielded", None)
+    return int(fetches) if isinstance(fetches, int) else None
+
+
+def rewound_loader_states(trainer: Any, loader: Any, fetches: int) -> list[dict[str, Any]] | None:
+    """The training loaders' states as Lightning saves them (`stateful_loader_states`), read back to
+    when ``loader`` (`rewindable_loader`) had yielded ``fetches`` batches of its running iterator;
+    None where they cannot be."""
+    states = stateful_loader_states(trainer)
+    if not states or len(states) != 1:
+        return None
+    state = _rewound(states[0], fetches, loader)
+    return [state] if state is not None else None
+
+
+def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, Any] | None:
+    if frozenset(state) != _SINGLE_PROCESS_STATE or not 0 <= fetches <= int(state["_num_yielded"]):
+        return None
+    if any(state[key] is not None for key in ("_index_sampler_state", "fetcher_state", "dataset_state")):
+        return None
+    rewound = dict(state)
+    if fetches < int(state["_num_yielded"]):
+        rewound["_iterator_finished"] = False
+    rewound["_num_yielded"] = rewound["_sampler_iter_yielded"] = fetches
+    sampler_iter: Any = state["_sampler_iter_state"]
+    if sampler_iter is None:  # torchdata fast-forwards the sampler by `_sampler_iter_yielded` draws
+        return rewound
+    batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    if not isinstance(sampler_iter, dict) or not isinstance(batch_size, int) or "samples_yielded" not in sampler_iter:
+        return None
+    parts = cast("dict[str, Any]", sampler_iter)
+    if not set(parts) <= _BATCH_SAMPLER_STATE:
+        return None
+    # every batch before the last is full; a fetch under way drew its samples already
+    samples = min(fetches * batch_size, int(parts["samples_yielded"]))
+    counters: dict[str, Any] = {"samples_yielded": samples}
+    for name in ("sampler_state", "sampler_iter_state"):
+        if name not in parts:
+            continue
+        found: Any = parts[name]
+        if not isinstance(found, dict):
+            return None
+        inner = cast("dict[str, Any]", found)
+        if "yielded" not in inner or not set(inner) <= _SAMPLER_COUNTERS:
+            return None
+        yielded: Any = inner["yielded"]
+        counters[name] = {**inner, "yielded": min(samples, int(yielded))}
+    rewound["_sampler_iter_state"] = counters
+    return rewound
+
+
 # --- who else holds state at a resume point (holders.py) ---
 
 
@@ -1354,6 +1465,7 @@ def restart_inside_epoch(trainer: Any) -> str | None:
     if getattr(fit_loop, "resumed_on_epoch_end", False):
         return "after_batches"
     return None
+
 
 # --- the training loaders' random generators, and the loaders Lightning combines (data_randomness.py) ---
 # `_TrainingEpochLoop.on_run_start` makes each epoch's training iterator after the fit's first

@@ -1,0 +1,136 @@
+"""A StatefulDataLoader's state read back at a save, instead of before every fetch.
+
+Where the training data comes from one torchdata ``StatefulDataLoader`` loading in the main process
+from a map-style dataset, a checkpoint saved inside a batch gets the loader's state as it was before
+that batch's fetch by reading its counters back at the save; nothing is read per batch. Every other
+stateful loader (an iterable dataset, worker processes, a dataset with a state of its own, several
+loaders) has its state read before each fetch. These tests count the reads, and resume fits whose
+save lands inside a fetch, with the samplers whose order a generator draws, against the
+uninterrupted fit (the samplers draw their order from ``seed + epoch``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from models import TypedRegressor, assert_same_params, make_dataset, trainer_kwargs
+from pytorch_lightning import Trainer
+from pytorch_lightning.callbacks import OnExceptionCheckpoint
+from torch.utils.data import Dataset, DistributedSampler, IterableDataset
+from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+from lightning_step_types import StepResultWarning
+
+BATCH = 2
+
+
+class CountingLoader(StatefulDataLoader):  # type: ignore[misc]  # torchdata has no py.typed
+    """Counts the calls of its ``state_dict()``."""
+
+    reads = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        CountingLoader.reads += 1
+        return super().state_dict()  # type: ignore[no-any-return]
+
+
+class Rows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """``rows`` samples; at the first sample of batch ``fault_batch`` (as fetched), ``fault`` runs once."""
+
+    def __init__(self, rows: int, fault: Any = None, fault_batch: int = -1) -> None:
+        self.x, self.y = make_dataset(0, rows // BATCH, BATCH).tensors
+        self.fault, self.fault_batch, self.fetched = fault, fault_batch, 0
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.fetched == self.fault_batch * BATCH and self.fault is not None:
+            fault, self.fault = self.fault, None
+            fault()
+        self.fetched += 1
+        return self.x[index], self.y[index]
+
+
+class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    def __init__(self, rows: int) -> None:
+        self.x, self.y = make_dataset(0, rows // BATCH, BATCH).tensors
+        self.next_index = 0
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for index in range(self.next_index, len(self.x)):
+            self.next_index = index + 1
+            yield self.x[index], self.y[index]
+
+    def state_dict(self) -> dict[str, int]:
+        return {"next_index": self.next_index}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.next_index = state["next_index"]
+
+
+def _reads_in_a_fit(tmp_path: Path, rows: int, iterable: bool) -> int:
+    CountingLoader.reads = 0
+    data = IterableRows(rows) if iterable else Rows(rows)
+    loader = CountingLoader(data, batch_size=BATCH, shuffle=None if iterable else True)
+    Trainer(**trainer_kwargs(tmp_path)).fit(TypedRegressor(), loader)
+    return CountingLoader.reads
+
+
+def test_a_map_style_loader_s_state_is_not_read_per_batch(tmp_path: Path) -> None:
+    assert _reads_in_a_fit(tmp_path, 8, iterable=False) == _reads_in_a_fit(tmp_path, 24, iterable=False)
+
+
+def test_an_iterable_dataset_s_loader_state_is_read_before_each_fetch(tmp_path: Path) -> None:
+    # 8 more batches, 8 more reads: the state before each fetch (torchdata cannot read it back)
+    assert _reads_in_a_fit(tmp_path, 24, iterable=True) - _reads_in_a_fit(tmp_path, 8, iterable=True) == 8
+
+
+ROWS, FAULT_BATCH = 22, 5  # 11 batches; the fault lands inside the fetch of batch 5
+
+
+def _loader(sampler: str, data: Rows) -> StatefulDataLoader[Any]:
+    if sampler == "distributed":  # torch's sampler, without a state: torchdata skips the samples drawn
+        chosen: Any = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3)
+    else:  # torchdata's: it counts the samples drawn itself
+        chosen = StatefulDistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3)
+    return StatefulDataLoader(data, batch_size=BATCH, sampler=chosen)
+
+
+@pytest.mark.parametrize("sampler", ["distributed", "stateful_distributed"])
+@pytest.mark.parametrize("how", ["exception", "save"])
+def test_a_save_inside_a_fetch_resumes_at_that_batch(tmp_path: Path, sampler: str, how: str) -> None:
+    """An exception raised by the dataset inside the fetch (``OnExceptionCheckpoint``), or a save made
+    there (as SLURM's requeue signal makes it, at any bytecode): the loader's sampler has drawn the
+    batch's indices, and the resumed run fetches them again."""
+    kwargs = trainer_kwargs(tmp_path, max_epochs=2)
+    uninterrupted = TypedRegressor()
+    Trainer(**kwargs).fit(uninterrupted, _loader(sampler, Rows(ROWS)))
+
+    saved = tmp_path / "saved.ckpt"
+    on_exception = [OnExceptionCheckpoint(str(tmp_path), filename="saved")] if how == "exception" else []
+    trainer = Trainer(**{**kwargs, "enable_checkpointing": bool(on_exception)}, callbacks=on_exception)
+
+    def fault() -> None:
+        if how == "exception":
+            raise RuntimeError("the dataset failed")
+        trainer.save_checkpoint(saved)
+        raise RuntimeError("the job is stopped after the save")
+
+    first = TypedRegressor()
+    with pytest.raises(RuntimeError, match="the dataset failed" if how == "exception" else "the job is stopped"):
+        trainer.fit(first, _loader(sampler, Rows(ROWS, fault, FAULT_BATCH)))
+    assert saved.exists()
+    resumed = TypedRegressor()
+    resumed_trainer = Trainer(**kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepResultWarning)  # nothing is lost: no warning at resume
+        resumed_trainer.fit(resumed, _loader(sampler, Rows(ROWS)), ckpt_path=saved)
+    assert resumed_trainer.global_step == 2 * ROWS // BATCH
+    assert_same_params(resumed, uninterrupted)
