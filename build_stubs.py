@@ -1,6 +1,6 @@
 """Build step: the wheel's ``lightning_step_types`` package carries the stubs as inline ``.pyi`` files.
 
-``stubs/lightning_step_types/*.pyi`` is the one source of the public contract. The source tree's
+``stubs/lightning_step_types/**/*.pyi`` is the one source of the public contract. The source tree's
 package holds only the runtime ``.py`` files (``mypy.ini`` checks those in strict mode, and a
 ``.pyi`` beside them would be checked instead), so ``build_py`` places each stub next to its module
 at build time. A checker then finds the contract in the installed package itself, with no
@@ -23,7 +23,8 @@ class build_py(_build_py):  # noqa: N801 - setuptools' command name
         """build path -> source path of each stub (py.typed comes with the runtime package itself)."""
         target_dir = Path(self.build_lib, PACKAGE)
         return {
-            str(target_dir / stub.name): str(stub.relative_to(STUBS.parents[1])) for stub in sorted(STUBS.glob("*.pyi"))
+            str(target_dir / stub.relative_to(STUBS)): str(stub.relative_to(STUBS.parents[1]))
+            for stub in sorted(STUBS.rglob("*.pyi"))
         }
 
     def build_package_data(self) -> None:

@@ -36,8 +36,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from lightning_step_types import TrainStepResult, TypedLightningModule  # noqa: E402
-from lightning_step_types.checks import StepCall, check_training_return  # noqa: E402
 from lightning_step_types.policy import StepPolicy  # noqa: E402
+from lightning_step_types.step.checks import StepCall, check_training_return  # noqa: E402
 
 POLICIES: tuple[str | None, ...] = (None, "raise")
 

@@ -10,11 +10,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
-import lightning_step_types.epoch_state as epoch_state
-import lightning_step_types.stage_isolation as stage_isolation
-from lightning_step_types.adapter import STEP_HOOKS, set_nonfinite_deferral
+import lightning_step_types.metrics.stage_isolation as stage_isolation
+import lightning_step_types.resume.epoch_state as epoch_state
 from lightning_step_types.errors import StepResultWarning
-from lightning_step_types.metric_updates import end_of_stage
 from lightning_step_types.metrics import (
     MetricSet,
     StepMetric,
@@ -23,6 +21,7 @@ from lightning_step_types.metrics import (
     detach_metric_set,
     loss_log_names,
 )
+from lightning_step_types.metrics.updates import end_of_stage
 from lightning_step_types.module import TypedModuleMixin, module_policy
 from lightning_step_types.policy import (
     DEFAULT_NONFINITE_LOSS,
@@ -31,7 +30,8 @@ from lightning_step_types.policy import (
     StepPolicy,
     is_default_nonfinite_loss,
 )
-from lightning_step_types.wrapping import adapted_bound_step, defining_class, is_lightning_default
+from lightning_step_types.step.adapter import STEP_HOOKS, set_nonfinite_deferral
+from lightning_step_types.step.wrapping import adapted_bound_step, defining_class, is_lightning_default
 
 __all__ = ["StepResultAdapterMixin"]
 
@@ -143,7 +143,7 @@ class StepResultAdapterMixin:
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._restore(pl_module)
 
-    # Exact resume (epoch_state.py), for modules this callback adapts; a typed module keeps its own
+    # Exact resume (resume/epoch_state.py), for modules this callback adapts; a typed module keeps its own
     # through its own hooks.
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
         if self._keeps_epoch_state(pl_module):
@@ -163,7 +163,7 @@ class StepResultAdapterMixin:
     def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         end_of_stage(pl_module, self, "test", f"{type(self).__name__}.on_test_epoch_end")
 
-    # Stage isolation (stage_isolation.py), for modules this callback adapts; a typed module checks itself.
+    # Stage isolation (metrics/stage_isolation.py), for modules this callback adapts; a typed module checks itself.
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         if not isinstance(pl_module, TypedModuleMixin):
             stage_isolation.training_epoch_started(trainer, pl_module)

@@ -10,18 +10,9 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, cast
 
-import lightning_step_types.epoch_state as epoch_state
-import lightning_step_types.stage_isolation as stage_isolation
-from lightning_step_types.adapter import (
-    BATCH_END_HOOKS,
-    STEP_HOOKS,
-    module_state,
-    set_nonfinite_deferral,
-    typed_outputs,
-)
-from lightning_step_types.compiled_logging import record_log, recording_logs
-from lightning_step_types.lightning_internals import trainer_of
-from lightning_step_types.metric_updates import end_of_stage
+import lightning_step_types.metrics.stage_isolation as stage_isolation
+import lightning_step_types.resume.epoch_state as epoch_state
+from lightning_step_types._lightning.trainer import trainer_of
 from lightning_step_types.metrics import (
     StepMetric,
     attach_metric_set,
@@ -29,6 +20,7 @@ from lightning_step_types.metrics import (
     loss_log_names,
     taken_log_names,
 )
+from lightning_step_types.metrics.updates import end_of_stage
 from lightning_step_types.policy import (
     DEFAULT_NONFINITE_LOSS,
     LossLogging,
@@ -36,7 +28,15 @@ from lightning_step_types.policy import (
     StepPolicy,
     is_default_nonfinite_loss,
 )
-from lightning_step_types.wrapping import (
+from lightning_step_types.step.adapter import (
+    BATCH_END_HOOKS,
+    STEP_HOOKS,
+    module_state,
+    set_nonfinite_deferral,
+    typed_outputs,
+)
+from lightning_step_types.step.compiled_logging import record_log, recording_logs
+from lightning_step_types.step.wrapping import (
     BatchEndPlan,
     adapt_batch_end_function,
     adapt_step_function,
@@ -131,7 +131,7 @@ class TypedModuleMixin:
             if "test_step" in plan.continued:
                 cast(Any, super()).on_test_batch_end(outputs, *args, **kwargs)
 
-    # Exact resume (epoch_state.py) rides on these hooks; a subclass's override is wrapped so that
+    # Exact resume (resume/epoch_state.py) rides on these hooks; a subclass's override is wrapped so that
     # it works even when the override does not call super().
     @converts_its_outputs
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -154,7 +154,7 @@ class TypedModuleMixin:
         _end_of_training_epoch(self)
         cast(Any, super()).on_train_epoch_end()
 
-    # Stage isolation (stage_isolation.py) checks at these stage boundaries, overridden or not.
+    # Stage isolation (metrics/stage_isolation.py) checks at these stage boundaries, overridden or not.
     @converts_its_outputs
     def on_train_epoch_start(self) -> None:
         _check_boundary(self, "on_train_epoch_start")

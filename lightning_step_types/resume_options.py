@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from torchmetrics import Metric, MetricCollection
 
-from lightning_step_types.resume_metrics import NOT_RESUMED
+from lightning_step_types.resume.metric_state import NOT_RESUMED
 
 __all__ = ["not_resumed"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, cast
 
-from lightning_step_types.adapter import BATCH_END_HOOKS, typed_outputs
-from lightning_step_types.wrapping import (
+from lightning_step_types.step.adapter import BATCH_END_HOOKS, typed_outputs
+from lightning_step_types.step.wrapping import (
     BatchEndPlan,
     adapt_callback_batch_end_function,
     batch_end_plan,

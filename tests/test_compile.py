@@ -31,7 +31,7 @@ import torch
 from models import RegressorParts, assert_same_params, make_loader, params_of, trainer_kwargs
 from torch._dynamo.utils import counters
 
-import lightning_step_types.compiled_logging as compiled_logging
+import lightning_step_types.step.compiled_logging as compiled_logging
 from lightning_step_types import StepResultError, TrainStepResult, ValStepResult, compiled
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
 from lightning_step_types import pytorch_lightning as lst_pytorch_lightning

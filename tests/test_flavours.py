@@ -399,7 +399,9 @@ PROBE = """
 import importlib, json, sys
 import torch
 import lightning_step_types as lst
-from lightning_step_types import adapter, checks, errors, lightning_internals, policy, results, wrapping
+from lightning_step_types import _lightning, errors, policy, results
+from lightning_step_types._lightning import trainer
+from lightning_step_types.step import adapter, checks, wrapping
 from lightning_step_types.module import TypedModuleMixin
 out = {"result": repr(lst.TrainStepResult(loss=torch.tensor(1.0)))}
 out["error_is_type_error"] = issubclass(lst.StepResultError, TypeError)

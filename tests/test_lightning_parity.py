@@ -28,8 +28,8 @@ from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
 
 from lightning_step_types import StepResultError, TrainStepResult
-from lightning_step_types.epoch_state import CHECKPOINT_KEY
 from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLightningModule
+from lightning_step_types.resume.epoch_state import CHECKPOINT_KEY
 
 ROWS = 22  # 11 batches of 2
 

@@ -618,7 +618,7 @@ def test_turning_the_stage_off_silences_the_warning(tmp_path: Path) -> None:
 
 
 def test_logged_in_current_hook_sees_only_the_running_hooks_calls(tmp_path: Path) -> None:
-    from lightning_step_types.lightning_internals import logged_in_current_hook
+    from lightning_step_types._lightning.result_collection import logged_in_current_hook
 
     seen: list[tuple[str, int, bool, bool, bool]] = []
 

@@ -39,8 +39,8 @@ from torchmetrics.classification import MulticlassAccuracy
 from lightning_step_types import LossLogging, StepMetric, StepResultError, TrainStepResult, ValStepResult
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
 from lightning_step_types import pytorch_lightning as lst_pytorch_lightning
-from lightning_step_types.adapter import module_state
 from lightning_step_types.metrics import step_metric_objects
+from lightning_step_types.step.adapter import module_state
 
 FLAVOUR_PACKAGES = {
     "pytorch_lightning": (pl, lst_pytorch_lightning),

@@ -47,9 +47,9 @@ from lightning_step_types import (
     TypedLightningModule,
     ValStepResult,
 )
-from lightning_step_types.checks import StepCall, check_evaluation_return, check_training_return
 from lightning_step_types.policy import StepPolicy
 from lightning_step_types.results import StepResult
+from lightning_step_types.step.checks import StepCall, check_evaluation_return, check_training_return
 
 settings.register_profile(
     "step-returns",

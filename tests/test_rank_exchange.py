@@ -1,4 +1,4 @@
-"""The save exchange's protocol (lightning_step_types/rank_exchange.py), on one in-memory store shared
+"""The save exchange's protocol (lightning_step_types/resume/rank_exchange.py), on one in-memory store shared
 by two threads that stand for two ranks: what rank 0 writes, and how long each side waits.
 
 The real thing runs on two processes in tests/test_scaling.py; here each case takes a second at most.
@@ -15,7 +15,7 @@ import pytest
 import torch.distributed as dist
 from limits import hang_limit
 
-import lightning_step_types.rank_exchange as rank_exchange
+import lightning_step_types.resume.rank_exchange as rank_exchange
 
 # What an exchange on the in-memory store may take without waiting, on a loaded machine; SAVE_WAIT_S for
 # these cases is longer, so that a wait and none are told apart.

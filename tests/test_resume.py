@@ -1,4 +1,4 @@
-"""Exact epoch aggregates across a mid-epoch resume (lightning_step_types/epoch_state.py).
+"""Exact epoch aggregates across a mid-epoch resume (lightning_step_types/resume/epoch_state.py).
 
 Every test runs a real Trainer twice: uninterrupted, saving checkpoints with
 ``ModelCheckpoint(every_n_train_steps=k)``, then resumed from one of them in a fresh Trainer
@@ -25,7 +25,7 @@ from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-import lightning_step_types.resume_messages as resume_messages
+import lightning_step_types.resume.messages as resume_messages
 from lightning_step_types import (
     LossLogging,
     StepMetric,
@@ -34,7 +34,7 @@ from lightning_step_types import (
     TrainStepResult,
     TypedLightningModule,
 )
-from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
+from lightning_step_types.resume.epoch_state import CHECKPOINT_KEY, resuming
 
 BATCHES = 11  # 21 samples in batches of 2: the last batch holds one
 

@@ -1,4 +1,4 @@
-"""A checkpoint saved inside a training batch resumes exactly (lightning_step_types/epoch_state.py).
+"""A checkpoint saved inside a training batch resumes exactly (lightning_step_types/resume/epoch_state.py).
 
 A fault in batch 5 of 11 (an exception in ``training_step`` or in backward, caught by
 ``OnExceptionCheckpoint``; SLURM's requeue signal, handled by Lightning's own
@@ -41,7 +41,7 @@ from test_resume import (
 from torch.utils.data import DataLoader
 
 from lightning_step_types import StepMetric, StepResultAdapter, StepResultWarning, TrainStepResult
-from lightning_step_types.epoch_state import CHECKPOINT_KEY, resuming
+from lightning_step_types.resume.epoch_state import CHECKPOINT_KEY, resuming
 
 FAULT_BATCH = 5
 

@@ -1,4 +1,4 @@
-"""Metric state the module holds, across a resume (lightning_step_types/resume_metrics.py).
+"""Metric state the module holds, across a resume (lightning_step_types/resume/metric_state.py).
 
 torchmetrics keeps a metric's states out of ``state_dict()``, so Lightning's checkpoint does not
 carry them. These tests run the two patterns that depend on them, uninterrupted and faulted then

@@ -1,6 +1,6 @@
 """Two CPU ranks (gloo, the default 30-minute process-group timeout), started by Lightning's own launcher:
 a fault on one rank ends the job in seconds, a save on one rank alone never blocks, and the data order
-Lightning injects resumes exactly (lightning_step_types/rank_exchange.py, data_order.py).
+Lightning injects resumes exactly (lightning_step_types/resume/rank_exchange.py, resume/data_order.py).
 
 Each job runs ``tests/scaling.py`` in a session of its own with an outer time limit (``launching.py``);
 the uninterrupted runs are the reference every resumed run is compared with, bit for bit: the sample

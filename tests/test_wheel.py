@@ -83,8 +83,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_ships_runtime_with_inline_stubs(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        for stub in sorted(STUBS.iterdir()):
-            shipped = f"lightning_step_types/{stub.name}"
+        for stub in sorted(p for p in STUBS.rglob("*") if p.is_file()):
+            shipped = f"lightning_step_types/{stub.relative_to(STUBS).as_posix()}"
             assert shipped in names, f"{shipped} missing from {wheel.name}"
             assert archive.read(shipped) == stub.read_bytes(), f"{shipped} differs from {stub}"
         # One package: a `-stubs` package beside it would hide the inline types from --verifytypes.
@@ -186,8 +186,10 @@ def test_runtime_comes_from_the_install(install: Install, project: Path) -> None
 
 
 def test_installed_package_holds_the_stubs(install: Install) -> None:
-    for stub in sorted(STUBS.glob("*.pyi")):
-        assert (install.package_dir / stub.name).read_bytes() == stub.read_bytes()
+    stubs = sorted(STUBS.rglob("*.pyi"))
+    assert STUBS / "metrics" / "__init__.pyi" in stubs  # a package's stub, in its folder
+    for stub in stubs:
+        assert (install.package_dir / stub.relative_to(STUBS)).read_bytes() == stub.read_bytes()
 
 
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])

@@ -119,7 +119,7 @@ class ValStepResult(StepResult[MetaT]):
     @overload
     def __init__(self, loss: torch.Tensor, metadata: MetaT, batch_size: int | None = None) -> None: ...
 
-# Internal helpers that lightning_step_types.checks imports from this module. They are declared here
+# Internal helpers that lightning_step_types.step.checks imports from this module. They are declared here
 # only because pyright reads the runtime's own modules through these stubs (stubPath); they are not
 # part of the API (not in __all__).
 LOSS_DTYPES: frozenset[torch.dtype]

@@ -3,7 +3,7 @@
 At each save (``on_save_checkpoint``, on every process) this reads where the fit is
 (``fit_follower``) and finds the point (``resume_points.point_of``). Lightning's own entries stay as
 Lightning wrote them: under ``checkpoint["lightning_step_types"]["epoch_state"]`` go a copy of
-Lightning's fit loop state rewritten to that point (``lightning_internals.fit_loop_at_point``: every
+Lightning's fit loop state rewritten to that point (``_lightning.fit_loop.fit_loop_at_point``: every
 progress counter and the loaders' states), which the library's own load puts in place of
 Lightning's (``resume_load``), and each process's running state at that point
 (``resume_state.rank_state``), with what no point can hold, for the warning at resume. A plain
@@ -15,21 +15,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from lightning_step_types.fit_follower import FitFollower, Phase, follower_of
-from lightning_step_types.holders import SAVED
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.fit_loop import (
     ResumePoint,
     batch_counters,
     data_exhausted,
     epoch_end_done,
-    epoch_results_mismatch,
     fetch_position,
     fit_loop_at_point,
     in_epoch_start,
     interrupted,
-    logged_entries,
     logger_step,
-    modules_with_running_stats,
     next_zero_grad_index,
     optimizer_step_due,
     scheduler_updates,
@@ -37,10 +32,14 @@ from lightning_step_types.lightning_internals import (
     training_batches,
     training_done,
 )
-from lightning_step_types.rank_exchange import gathered_states
-from lightning_step_types.resume_messages import CHECKPOINT_KEY, warn_unavailable
-from lightning_step_types.resume_points import Point, Position, point_of
-from lightning_step_types.resume_state import rank_state
+from lightning_step_types._lightning.module_state import modules_with_running_stats
+from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
+from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
+from lightning_step_types.resume.holders import SAVED
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
+from lightning_step_types.resume.points import Point, Position, point_of
+from lightning_step_types.resume.rank_exchange import gathered_states
+from lightning_step_types.resume.state import rank_state
 
 __all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
 

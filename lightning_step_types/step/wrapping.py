@@ -2,7 +2,7 @@
 
 ``TypedLightningModule`` wraps its subclasses' steps and batch-end hooks on the class, once,
 in ``__init_subclass__``; ``StepResultAdapter`` wraps one existing module's bound steps on the
-instance for one run. Every wrapper calls into ``adapter.py`` and keeps the original signature
+instance for one run. Every wrapper calls into ``step/adapter.py`` and keeps the original signature
 visible, since Lightning inspects it.
 """
 
@@ -15,10 +15,10 @@ from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 import torch
 
-from lightning_step_types.adapter import BATCH_END_HOOKS, STEP_HOOKS, run_step, typed_outputs
-from lightning_step_types.compiled_logging import logs_after
-from lightning_step_types.lightning_internals import compiler_of, keep_uncompiled_step
+from lightning_step_types._lightning.compile import compiler_of, keep_uncompiled_step
 from lightning_step_types.policy import StepPolicy
+from lightning_step_types.step.adapter import BATCH_END_HOOKS, STEP_HOOKS, run_step, typed_outputs
+from lightning_step_types.step.compiled_logging import logs_after
 
 __all__ = [
     "BatchEndPlan",

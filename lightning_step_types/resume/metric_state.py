@@ -23,7 +23,7 @@ from typing import Any, cast
 import torch
 from torchmetrics import Metric
 
-from lightning_step_types.metric_values import step_metric_objects
+from lightning_step_types.metrics.values import step_metric_objects
 
 __all__ = ["NOT_RESUMED", "resumed_metrics"]
 

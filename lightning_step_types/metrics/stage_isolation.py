@@ -7,7 +7,7 @@ the training epoch's value is wrong (Lightning #11601). Validation and test may 
 each loop resets it, and test never runs inside a fit.
 
 Nothing here runs per step. The checks run at stage boundaries, from each metric's public
-``update_count`` and Lightning's result collections (``lightning_internals.py``):
+``update_count`` and Lightning's result collections (``_lightning/``):
 
 - at the start of each training epoch, every metric's ``update_count`` is noted;
 - at the start of each validation run of a fit, a metric is *training-used* when its
@@ -40,14 +40,14 @@ from typing import Any, cast
 import torch
 from torchmetrics import Metric, MetricCollection
 
-from lightning_step_types.adapter import source_of
-from lightning_step_types.errors import StepResultWarning, format_problem
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.result_collection import (
     evaluation_results,
     logged_metric_objects,
     training_epoch_results,
 )
-from lightning_step_types.metric_updates import members, update_count
+from lightning_step_types.errors import StepResultWarning, format_problem
+from lightning_step_types.metrics.updates import members, update_count
+from lightning_step_types.step.adapter import source_of
 
 __all__ = ["BOUNDARY_HOOKS", "training_epoch_started", "validation_ended", "validation_started"]
 

@@ -20,20 +20,20 @@ import torch
 from torchmetrics import Metric, MetricCollection
 from typing_extensions import TypeVar
 
-from lightning_step_types.adapter import STEP_HOOKS, module_state
 from lightning_step_types.errors import StepResultError, describe, short_repr
-from lightning_step_types.metric_copies import StageCopies
-from lightning_step_types.metric_messages import callable_name, describe_callable, short_str
-from lightning_step_types.metric_updates import CONTAINER_ATTRIBUTE as CONTAINER_ATTRIBUTE
-from lightning_step_types.metric_updates import STAGES as STAGES  # the rest of the package imports these from here
-from lightning_step_types.metric_updates import MetricSet as MetricSet
-from lightning_step_types.metric_updates import StepMetricCopies as StepMetricCopies
-from lightning_step_types.metric_updates import stage_of as stage_of
-from lightning_step_types.metric_values import declared_metric as declared_metric
-from lightning_step_types.metric_values import iter_stage_copies as iter_stage_copies
-from lightning_step_types.metric_values import metric_sets_of as metric_sets_of
-from lightning_step_types.metric_values import step_metric_objects as step_metric_objects
+from lightning_step_types.metrics.copies import StageCopies
+from lightning_step_types.metrics.messages import callable_name, describe_callable, short_str
+from lightning_step_types.metrics.updates import CONTAINER_ATTRIBUTE as CONTAINER_ATTRIBUTE
+from lightning_step_types.metrics.updates import STAGES as STAGES  # the rest of the package imports these from here
+from lightning_step_types.metrics.updates import MetricSet as MetricSet
+from lightning_step_types.metrics.updates import StepMetricCopies as StepMetricCopies
+from lightning_step_types.metrics.updates import stage_of as stage_of
+from lightning_step_types.metrics.values import declared_metric as declared_metric
+from lightning_step_types.metrics.values import iter_stage_copies as iter_stage_copies
+from lightning_step_types.metrics.values import metric_sets_of as metric_sets_of
+from lightning_step_types.metrics.values import step_metric_objects as step_metric_objects
 from lightning_step_types.policy import StepPolicy
+from lightning_step_types.step.adapter import STEP_HOOKS, module_state
 
 __all__ = ["StepMetric", "declared_metric", "step_metric_objects"]
 

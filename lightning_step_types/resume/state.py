@@ -20,20 +20,16 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types.fit_follower import FitFollower, Phase
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.fit_loop import epoch_end_views, logger_metric_dicts, step_row
+from lightning_step_types._lightning.module_state import load_metric_states, metric_states, metric_states_on_cpu
+from lightning_step_types._lightning.result_collection import (
     LoggedEntry,
-    epoch_end_views,
-    load_metric_states,
     logged_entries,
     logged_entries_at,
     logged_metric_objects,
-    logger_metric_dicts,
-    metric_states,
-    metric_states_on_cpu,
-    step_row,
 )
-from lightning_step_types.resume_points import Point
+from lightning_step_types.resume.fit_follower import FitFollower, Phase
+from lightning_step_types.resume.points import Point
 
 __all__ = ["rank_state", "restore_gradients", "restore_metrics", "restore_views", "type_name"]
 

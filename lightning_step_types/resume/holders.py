@@ -1,6 +1,6 @@
 """Who else holds state at a resume point: the callbacks, the loggers, the module's own checkpoint data.
 
-A resumed run goes on from a point (``resume_points.py``); what ran after that point in the run that
+A resumed run goes on from a point (``resume/points.py``); what ran after that point in the run that
 saved runs again. For the weights, the loops and the logged aggregates the library saves the state
 at the point. For the other holders the one rule is: a resumed run neither repeats an effect the
 checkpoint already holds nor loses one.
@@ -34,8 +34,8 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types.lightning_internals import restart_inside_epoch
-from lightning_step_types.resume_messages import (
+from lightning_step_types._lightning.fit_loop import restart_inside_epoch
+from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
     epoch_start_hooks_problem,

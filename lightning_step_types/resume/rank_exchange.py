@@ -8,7 +8,7 @@ A save can come on some processes only: ``OnExceptionCheckpoint`` after an excep
 a signal delivered to one, ``trainer.save_checkpoint`` from one rank's hook. A collective entered
 there would wait for processes that never come, until the process group's timeout. So nothing here
 is a collective: the states travel through the process group's store (``set`` / ``check`` / ``add``,
-``lightning_internals.process_group_store``), and every wait is bounded:
+``_lightning.saves.process_group_store``), and every wait is bounded:
 
 - each process posts its state under the save's key: the fit's token (agreed at the fit's start),
   the resume point, and how many saves this process made at that point before (so that the n-th
@@ -32,14 +32,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from lightning_step_types.lightning_internals import (
-    interrupted,
+from lightning_step_types._lightning.fit_loop import interrupted
+from lightning_step_types._lightning.saves import (
     process_group_backend,
     process_group_store,
     replace_save_barrier,
     restore_save_barrier,
 )
-from lightning_step_types.resume_messages import gloo_restarts_problem, warn
+from lightning_step_types.resume.messages import gloo_restarts_problem, warn
 
 __all__ = [
     "BARRIER_WAIT_S",

@@ -21,20 +21,17 @@ from typing import Any, Literal, cast
 import torch
 from torchmetrics import Metric, MetricCollection
 
-from lightning_step_types.adapter import STEP_HOOKS, module_state
-from lightning_step_types.checks import StepCall
-from lightning_step_types.errors import StepResultError
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.module_state import set_update_bookkeeping, update_bookkeeping
+from lightning_step_types._lightning.result_collection import (
     LoggingContext,
     log_clash_name,
     logged_in_current_hook,
     logged_metric,
     logging_context,
-    set_update_bookkeeping,
-    update_bookkeeping,
 )
-from lightning_step_types.metric_copies import StageCopies
-from lightning_step_types.metric_messages import (
+from lightning_step_types.errors import StepResultError
+from lightning_step_types.metrics.copies import StageCopies
+from lightning_step_types.metrics.messages import (
     arguments_error,
     binding_error,
     clash_error,
@@ -43,6 +40,8 @@ from lightning_step_types.metric_messages import (
     update_method,
     warn_unfed,
 )
+from lightning_step_types.step.adapter import STEP_HOOKS, module_state
+from lightning_step_types.step.checks import StepCall
 
 STAGES: tuple[Literal["train"], Literal["val"], Literal["test"]] = ("train", "val", "test")
 _STAGE_OF_HOOK: dict[str, str] = dict(zip(STEP_HOOKS, STAGES))  # training_step -> train, ...

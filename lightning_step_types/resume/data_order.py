@@ -6,7 +6,7 @@ iterator. A ``DistributedSampler`` (the one Lightning puts in, or the user's own
 permutation from ``seed + epoch`` when its iterator is made, which a ``StatefulDataLoader`` does at
 once and worker processes do ahead: the resumed epoch gets epoch 0's permutation (Lightning issue
 21938). Here the samplers' epoch is set right before that iterator is built, to the epoch
-Lightning is about to set (``lightning_internals.before_train_iterator``).
+Lightning is about to set (``_lightning.data.before_train_iterator``).
 
 Where Lightning wraps another sampler in its ``DistributedSamplerWrapper`` (a ``StatefulDataLoader``
 with ``shuffle=True`` gets one around torchdata's ``RandomSampler``), the wrapper draws that
@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.data import (
     before_train_iterator,
     before_wrapped_draw,
     loader_samplers,
@@ -37,7 +37,7 @@ from lightning_step_types.lightning_internals import (
     train_loaders,
     wrapped_sampler,
 )
-from lightning_step_types.resume_messages import CHECKPOINT_KEY, sampler_order_problem, warn
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, sampler_order_problem, warn
 
 __all__ = [
     "DATA_ORDER",

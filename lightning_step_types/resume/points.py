@@ -12,7 +12,7 @@ A point sits between two things Lightning does. The kinds, in the order a fit re
 
 ``point_of`` maps where a save came (a ``Position``) to the point, and to what no point can hold
 (``Loss``): each is named in the one warning at resume. It reads no Lightning object: the saving
-side (``resume_save.py``) fills the ``Position`` from the follower and Lightning's counters.
+side (``resume/save.py``) fills the ``Position`` from the follower and Lightning's counters.
 """
 
 from __future__ import annotations

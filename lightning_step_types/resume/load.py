@@ -22,30 +22,31 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
-from lightning_step_types.fit_follower import FitFollower, follower_of
-from lightning_step_types.holders import SAVED, loaded_holders, resume_holders
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.data import continue_loader_iterator, loaded_loader_states
+from lightning_step_types._lightning.fit_loop import (
     ResumePoint,
     batch_counters,
-    before_batch_logging,
-    call_before_updates,
-    continue_loader_iterator,
-    create_logged_entry,
-    guard_logged_keys,
-    loaded_loader_states,
     log_step_row,
-    logged_entries,
     plateau_epoch_schedulers,
     resume_from_fit_loop,
     skip_next_validation,
-    stop_calling_before_updates,
     take_over_restart,
-    unguard_logged_keys,
     update_plateau_schedulers_of_epoch,
     update_schedulers_after_step,
+)
+from lightning_step_types._lightning.result_collection import (
+    before_batch_logging,
+    call_before_updates,
+    create_logged_entry,
+    guard_logged_keys,
+    logged_entries,
+    stop_calling_before_updates,
+    unguard_logged_keys,
     write_logged_tensors,
 )
-from lightning_step_types.resume_messages import (
+from lightning_step_types.resume.fit_follower import FitFollower, follower_of
+from lightning_step_types.resume.holders import SAVED, loaded_holders, resume_holders
+from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     Problem,
     batch_end_hooks_problem,
@@ -59,9 +60,9 @@ from lightning_step_types.resume_messages import (
     warn,
     world_size_problem,
 )
-from lightning_step_types.resume_points import Point
-from lightning_step_types.resume_save import FORMAT, READ_FORMATS, STATE
-from lightning_step_types.resume_state import restore_gradients, restore_metrics, restore_views
+from lightning_step_types.resume.points import Point
+from lightning_step_types.resume.save import FORMAT, READ_FORMATS, STATE
+from lightning_step_types.resume.state import restore_gradients, restore_metrics, restore_views
 
 __all__ = ["Resume", "load_running_state"]
 
@@ -105,7 +106,7 @@ class Resume:
         self.where: str = ""
         self.results: Any = None
         self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
-        self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (holders.py)
+        self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (resume/holders.py)
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:

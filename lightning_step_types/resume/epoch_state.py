@@ -7,18 +7,18 @@ validation or an epoch's end resumes with counters that disagree. With exact res
 default), a checkpoint of a ``TypedLightningModule`` or under ``StepResultAdapter()`` resumes from
 the last point whose every effect it holds, with each process's running state at that point:
 
-- ``fit_follower.py`` follows the fit through Lightning's loops;
-- ``resume_points.py`` is the rule that picks the point;
-- ``resume_save.py`` adds, under the library's key, Lightning's fit loop state set for the point and
-  the running state (``resume_state.py``, for the metrics ``resume_metrics.py`` finds; across
-  processes, ``rank_exchange.py``), leaving Lightning's own entries as Lightning wrote them;
-- ``resume_load.py`` hands Lightning that fit loop state when the checkpoint loads, puts the state
+- ``resume/fit_follower.py`` follows the fit through Lightning's loops;
+- ``resume/points.py`` is the rule that picks the point;
+- ``resume/save.py`` adds, under the library's key, Lightning's fit loop state set for the point and
+  the running state (``resume/state.py``, for the metrics ``resume/metric_state.py`` finds; across
+  processes, ``resume/rank_exchange.py``), leaving Lightning's own entries as Lightning wrote them;
+- ``resume/load.py`` hands Lightning that fit loop state when the checkpoint loads, puts the state
   back and starts the resumed run at the point;
-- ``holders.py`` does the same for who else holds state: the callbacks' ``state_dict()``, the rows
+- ``resume/holders.py`` does the same for who else holds state: the callbacks' ``state_dict()``, the rows
   the loggers already wrote, ``trainer.should_stop``, the epoch-start hooks Lightning skips;
-- ``resume_messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
+- ``resume/messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 
-One code path for both ways in; every private Lightning name is read in ``lightning_internals.py``.
+One code path for both ways in; every private Lightning name is read in ``_lightning/``.
 """
 
 from __future__ import annotations
@@ -26,20 +26,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import lightning_step_types.rank_exchange as rank_exchange
-from lightning_step_types.data_order import (
+import lightning_step_types.resume.rank_exchange as rank_exchange
+from lightning_step_types._lightning.data import saved_inside_epoch
+from lightning_step_types.resume.data_order import (
     follow_data_order,
     load_data_order,
     save_data_order,
     saved_part,
     stop_data_order,
 )
-from lightning_step_types.data_randomness import follow_randomness, load_randomness, save_randomness, stop_randomness
-from lightning_step_types.fit_follower import any_resuming, follower_of, start_following, stop_following
-from lightning_step_types.lightning_internals import saved_inside_epoch
-from lightning_step_types.resume_load import load_running_state
-from lightning_step_types.resume_messages import CHECKPOINT_KEY, lightning_version, warn_unavailable
-from lightning_step_types.resume_save import STATE, save_running_state
+from lightning_step_types.resume.data_randomness import (
+    follow_randomness,
+    load_randomness,
+    save_randomness,
+    stop_randomness,
+)
+from lightning_step_types.resume.fit_follower import any_resuming, follower_of, start_following, stop_following
+from lightning_step_types.resume.load import load_running_state
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, lightning_version, warn_unavailable
+from lightning_step_types.resume.save import STATE, save_running_state
 
 __all__ = [
     "CHECKPOINT_KEY",

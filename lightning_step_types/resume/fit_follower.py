@@ -3,7 +3,7 @@
 A checkpoint can be saved anywhere in the fit loop: by ``ModelCheckpoint`` at a batch's end, by
 ``OnExceptionCheckpoint`` after an exception in any hook, by SLURM's requeue signal at any bytecode,
 by ``trainer.save_checkpoint`` from any hook. To write one that resumes exactly, the saving side
-(``resume_save.py``) needs to know where the fit was, and what the state was at the last point
+(``resume/save.py``) needs to know where the fit was, and what the state was at the last point
 whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one fit of one module:
 
 - the phase of the fit (an epoch's start, a batch, its end with validation, the epoch's end);
@@ -12,14 +12,14 @@ whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one f
   updates done so far, and where the data fetcher was;
 - the state a resumed run must load to fetch a batch again: where the training data comes from one
   torchdata ``StatefulDataLoader`` loading in this process from a map-style dataset, read back at the
-  save (``lightning_internals.rewound_loader_states``: its counters as they were before the batch's
+  save (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's
   fetch), at no cost per batch; from any other training loader with a ``state_dict()``, that state
   read before each fetch;
 - at each validation's start, the views the validation updates (``callback_metrics``) and the
   metrics' states, for a checkpoint saved inside the validation.
 
-It wraps Lightning's loop methods (``lightning_internals.follow_fit_loop``) from the fit's setup
-to its teardown, for both ways in. A resumed fit's ``Resume`` (``resume_load.py``) is called from
+It wraps Lightning's loop methods (``_lightning.fit_loop.follow_fit_loop``) from the fit's setup
+to its teardown, for both ways in. A resumed fit's ``Resume`` (``resume/load.py``) is called from
 here at the fit's start, at its first batch and at its first epoch's end.
 """
 
@@ -29,31 +29,33 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from lightning_step_types.holders import Holders
-from lightning_step_types.lightning_internals import (
-    LoggedSnapshot,
-    batch_start_counters,
+from lightning_step_types._lightning.data import (
     cycled_loaders,
-    fetch_position,
-    follow_fit_loop,
-    grad_version,
-    gradient_marks,
     loader_fetches,
-    logged_snapshot,
-    logger_metric_dicts,
-    logger_step,
-    metric_change_mark,
-    metric_states_on_device,
-    next_zero_grad_index,
     rewindable_loader,
     rewound_loader_states,
-    running,
     stateful_loader_states,
-    training_epoch_results,
+)
+from lightning_step_types._lightning.fit_loop import (
+    batch_start_counters,
+    fetch_position,
+    follow_fit_loop,
+    logger_metric_dicts,
+    logger_step,
+    next_zero_grad_index,
     unfollow_fetches,
     unfollow_fit_loop,
 )
-from lightning_step_types.resume_metrics import resumed_metrics
+from lightning_step_types._lightning.module_state import (
+    grad_version,
+    gradient_marks,
+    metric_change_mark,
+    metric_states_on_device,
+)
+from lightning_step_types._lightning.result_collection import LoggedSnapshot, logged_snapshot, training_epoch_results
+from lightning_step_types._lightning.trainer import running
+from lightning_step_types.resume.holders import Holders
+from lightning_step_types.resume.metric_state import resumed_metrics
 
 __all__ = ["FitFollower", "Phase", "ResumeHooks", "any_resuming", "follower_of", "start_following", "stop_following"]
 
@@ -156,7 +158,7 @@ class FitFollower:
         self.first_batch_done: bool = False
         self.holders: Holders | None = None  # the callbacks' and loggers' state at each point's start
 
-    # --- the wrappers (lightning_internals.follow_fit_loop) --------------------------------------------
+    # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
     def run_fit_start(self, original: Callable[[], None]) -> None:
         trainer = self.trainer()

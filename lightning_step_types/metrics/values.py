@@ -12,9 +12,9 @@ from typing import Any
 
 from torchmetrics import Metric, MetricCollection
 
-from lightning_step_types.adapter import module_state
 from lightning_step_types.errors import StepResultError
-from lightning_step_types.metric_updates import STAGES, MetricSet
+from lightning_step_types.metrics.updates import STAGES, MetricSet
+from lightning_step_types.step.adapter import module_state
 
 
 def metric_sets_of(module: Any) -> list[MetricSet]:

@@ -16,7 +16,6 @@ from typing import Any, cast
 import torch
 from torchmetrics import Metric, MetricCollection
 
-from lightning_step_types.checks import StepCall
 from lightning_step_types.errors import (
     StepResultError,
     StepResultWarning,
@@ -25,8 +24,9 @@ from lightning_step_types.errors import (
     format_problem,
     short_repr,
 )
-from lightning_step_types.metric_copies import StageCopies
+from lightning_step_types.metrics.copies import StageCopies
 from lightning_step_types.results import StepResult
+from lightning_step_types.step.checks import StepCall
 
 
 def update_method(metric: Metric | MetricCollection) -> Callable[..., Any]:

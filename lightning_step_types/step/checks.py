@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import torch
 
+from lightning_step_types._lightning.trainer import trainer_of
 from lightning_step_types.errors import (
     StepResultError,
     StepResultWarning,
@@ -24,7 +25,6 @@ from lightning_step_types.errors import (
     format_problem,
     short_repr,
 )
-from lightning_step_types.lightning_internals import trainer_of
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
 from lightning_step_types.results import (
     LOSS_DTYPES,

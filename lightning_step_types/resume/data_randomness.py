@@ -19,7 +19,7 @@ draws its whole permutation there. A sampler that draws from torch's global rand
 names it (under DDP, ``data_order`` names the samplers Lightning wraps).
 
 The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
-the save is loaded as ended, not started over (``lightning_internals.load_finished_loaders_as_ended``).
+the save is loaded as ended, not started over (``_lightning.data.load_finished_loaders_as_ended``).
 """
 
 from __future__ import annotations
@@ -30,19 +30,18 @@ from typing import Any, NamedTuple, cast
 
 import torch
 
-from lightning_step_types.data_order import also_before_train_iterator, saved_part, where_resumed
-from lightning_step_types.lightning_internals import (
+from lightning_step_types._lightning.data import (
     around_epoch_iterator,
-    batch_counters,
     epoch_of_iterator,
     load_finished_loaders_as_ended,
     stop_around_epoch_iterator,
     train_iterator,
     train_loaders,
-    training_batches,
     wrapped_sampler,
 )
-from lightning_step_types.resume_messages import CHECKPOINT_KEY, global_order_problem, warn
+from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
+from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, global_order_problem, warn
 
 __all__ = ["GENERATORS", "follow_randomness", "load_randomness", "save_randomness", "stop_randomness"]
 

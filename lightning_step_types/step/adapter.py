@@ -1,12 +1,12 @@
 """The runtime adapter: one code path between a user's step and Lightning's loops.
 
 Data flows one way: the user's step returns, the adapter checks the value
-(``checks.py``), converts a typed result to the plain dict Lightning's loops already
+(``step/checks.py``), converts a typed result to the plain dict Lightning's loops already
 handle, and hands that to Lightning. The conversion happens inside the step call, so
 under DDP the wrapper's ``forward`` sees the plain dict.
 
 ``TypedLightningModule`` wraps its subclasses' methods on the class; ``StepResultAdapter``
-wraps one module's methods on the instance for one run (``wrapping.py``). Both call ``run_step``.
+wraps one module's methods on the instance for one run (``step/wrapping.py``). Both call ``run_step``.
 """
 
 from __future__ import annotations
@@ -19,22 +19,19 @@ from typing import Any, Protocol, cast
 
 import torch
 
-from lightning_step_types.checks import (
+from lightning_step_types._lightning.data import fetched_batch_size
+from lightning_step_types._lightning.result_collection import logged_in_current_hook
+from lightning_step_types._lightning.trainer import lightning_checks_nonfinite, trainer_is_running
+from lightning_step_types.errors import StepResultError
+from lightning_step_types.policy import LossLogging, StepPolicy
+from lightning_step_types.results import StepResult
+from lightning_step_types.step.checks import (
     StepCall,
     check_evaluation_return,
     check_training_return,
     no_batch_size_for_log_loss,
     warn_loss_logged_by_the_step,
 )
-from lightning_step_types.errors import StepResultError
-from lightning_step_types.lightning_internals import (
-    fetched_batch_size,
-    lightning_checks_nonfinite,
-    logged_in_current_hook,
-    trainer_is_running,
-)
-from lightning_step_types.policy import LossLogging, StepPolicy
-from lightning_step_types.results import StepResult
 
 __all__ = [
     "BATCH_END_HOOKS",

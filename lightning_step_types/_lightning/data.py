@@ -1,0 +1,397 @@
+"""The training data: combined loaders, their saved states, samplers and the order they draw.
+
+Part of the one place where the library reads names Lightning (or torch, torchmetrics) keeps
+private; each function says which it reads and what it relies on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import torch
+
+from lightning_step_types._lightning.fit_loop import nested_dict
+from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+
+__all__ = [
+    "around_epoch_iterator",
+    "before_train_iterator",
+    "before_wrapped_draw",
+    "continue_loader_iterator",
+    "cycled_loaders",
+    "epoch_of_iterator",
+    "fetched_batch_size",
+    "load_finished_loaders_as_ended",
+    "loaded_loader_states",
+    "loader_fetches",
+    "loader_samplers",
+    "rewindable_loader",
+    "rewound_loader_states",
+    "saved_inside_epoch",
+    "set_train_sampler_epochs",
+    "stateful_loader_states",
+    "stop_around_epoch_iterator",
+    "stop_before_train_iterator",
+    "stop_before_wrapped_draw",
+    "train_iterator",
+    "train_loaders",
+    "wrapped_sampler",
+]
+
+
+# `FitLoop.setup_data` builds the epoch's iterator (`iter(self._data_fetcher)`, right after
+# `self._load_combined_loader_states()` puts a stateful loader's saved state back) before
+# `FitLoop.on_advance_start` calls `_set_sampler_epoch` for the epoch; a resumed fit uses that
+# iterator (`_TrainingEpochLoop.on_run_start` makes no other while `fit_loop.is_resuming`). A
+# `DistributedSampler` draws its permutation from ``seed + epoch`` when its iterator is made, which a
+# `StatefulDataLoader` does at once (its `BatchSampler` iterator, and its fast-forward to the saved
+# batch), as do a loader's worker processes: the resumed epoch is drawn with epoch 0's permutation.
+# Lightning issue 21938 (PRs 21941 and 21960). Checked on pytorch-lightning 2.5.0 and 2.6.6.
+
+# A checkpoint saved inside a batch resumes from the loaders' state before that batch's fetch. Where
+# the training data comes from one torchdata `StatefulDataLoader` that loads in this process from a
+# map-style dataset without a state of its own, that state is counters only: how many batches the
+# loader's iterator yielded, and how many samples its sampler iterator drew, under a random
+# sampler's generator state from the iterator's start. Those counters are read back at the save, as
+# they were before the batch's fetch, instead of reading the loader's state before every fetch.
+# Checked on torchdata 0.11.0: `_StatefulSingleProcessDataLoaderIter.state_dict` (the keys below;
+# `_num_yielded` counts completed fetches, `_sampler_iter_yielded` the index draws, which run ahead
+# of it while a fetch is under way), `_BatchSamplerIterator.state_dict` (``samples_yielded``, and its
+# sampler's or sampler iterator's state), `_StatefulRandomSamplerIterator.state_dict` (``yielded``,
+# ``generator``: the state the iterator drew its order from) and `StatefulDistributedSampler.state_dict`
+# (``yielded``). Any other layout is not rewound: the loader's state is then read before each fetch.
+
+# `_TrainingEpochLoop.on_run_start` makes each epoch's training iterator after the fit's first
+# (`iter(data_fetcher)`, which `FitLoop.setup_data` made): `_DataFetcher.__iter__` calls
+# `iter(combined_loader)`, and `CombinedLoader.__iter__` binds a new `_ModeIterator` to
+# `CombinedLoader._iterator` (private). A `DataLoader` iterator draws its sampler's order from the
+# sampler's generator as it is made (or at its first batch), and its workers' base seed from
+# ``loader.generator`` right after. Checked on pytorch-lightning 2.5.0 and 2.6.6, torchdata 0.11.0.
+
+
+def fetched_batch_size(trainer: Any) -> int | None:
+    """The size of the batch a ``training_step(self, dataloader_iter)`` fetched last, or None.
+
+    `_DataLoaderIterDataFetcher._batch` (private; `FitLoop._data_fetcher`) holds the last batch the
+    step's iterator yielded; its size is read as Lightning reads a batch's (`extract_batch_size`, public,
+    in the Trainer's own flavour: ``utilities/data.py``), which raises where it finds no tensor.
+    """
+    fetcher = trainer.fit_loop._data_fetcher
+    batch = getattr(fetcher, "_batch", None) if type(fetcher).__name__ == "_DataLoaderIterDataFetcher" else None
+    if batch is None:
+        return None
+    package = type(trainer).__module__.split(".trainer")[0]  # "pytorch_lightning" or "lightning.pytorch"
+    extract_batch_size: Any = importlib.import_module(f"{package}.utilities.data").extract_batch_size
+    try:
+        with warnings.catch_warnings():  # several sizes: Lightning's "ambiguous collection" warning, and its first size
+            warnings.simplefilter("ignore")
+            return int(extract_batch_size(batch))
+    except Exception:  # MisconfigurationException where no tensor is found; a batch may hold anything
+        return None
+
+
+def stateful_loader_states(trainer: Any) -> list[dict[str, Any]] | None:
+    """The training loaders' ``state_dict()``s as Lightning saves them, or None without a stateful one.
+
+    `CombinedLoader._state_dicts` (private) is what `FitLoop.on_save_checkpoint` stores under
+    ``checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]``; `FitLoop._combined_loader`
+    (private) is the training `CombinedLoader`, set in `setup_data`. Lightning before 2.5 has no
+    `_state_dicts` (nor resumes a loader mid-epoch): None there.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    state_dicts = getattr(loader, "_state_dicts", None)
+    if state_dicts is None:
+        return None
+    states: list[dict[str, Any]] = state_dicts()
+    return states or None
+
+
+def cycled_loaders(trainer: Any) -> list[bool] | None:
+    """Which training loaders of a ``"max_size_cycle"`` `CombinedLoader` ran out and started again.
+
+    `_MaxSizeCycle._consumed` (private; `CombinedLoader._iterator`) ends the epoch once every loader
+    ran out; it is in no checkpoint, so a resumed epoch would run its cycled loaders out once more.
+    None for another mode, or before the epoch's iterator exists.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    consumed: Any = getattr(getattr(loader, "_iterator", None), "_consumed", None)
+    if not isinstance(consumed, list) or not consumed:
+        return None
+    flags: list[Any] = cast(Any, consumed)
+    return [bool(flag) for flag in flags]
+
+
+def continue_loader_iterator(trainer: Any, consumed: list[bool] | None, batches_before: int) -> None:
+    """Make the resumed epoch's `CombinedLoader` iterator (made by `FitLoop.setup_data`) go on as the
+    saved one would: which loaders had cycled (`cycled_loaders`), and the index it gives each batch.
+
+    `_ModeIterator._idx` (private) counts the batches the iterator yielded: the ``batch_idx`` that
+    ``training_step(self, dataloader_iter)`` receives, and that Lightning's accumulation uses to zero
+    gradients at a window's start. A restored loader's iterator counts from 0; it started
+    ``batches_before`` batches into the epoch.
+    """
+    loader = getattr(trainer.fit_loop, "_combined_loader", None)
+    iterator: Any = getattr(loader, "_iterator", None)
+    if consumed and isinstance(getattr(iterator, "_consumed", None), list) and len(iterator._consumed) == len(consumed):
+        # a loader without a length may have run out already, at the batch `setup_data`'s `iter()` fetches ahead
+        iterator._consumed = [before or now for before, now in zip(consumed, iterator._consumed)]
+    if batches_before and isinstance(getattr(iterator, "_idx", None), int):
+        iterator._idx += batches_before
+    # `_DataLoaderIterDataFetcher._batch_idx` (private): the index of the last fetched batch, which
+    # Lightning passes on at the next batch's start (to the hooks, and to the accumulation's zero_grad)
+    fetcher = trainer.fit_loop._data_fetcher
+    if batches_before and type(fetcher).__name__ == "_DataLoaderIterDataFetcher":
+        fetcher._batch_idx = batches_before - 1
+
+
+def saved_inside_epoch(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint's fit loop was inside an epoch (`_Loop.state_dict`'s progress counters)."""
+    fit_loop = nested_dict(nested_dict(checkpoint.get("loops")).get("fit_loop"))
+    epochs = nested_dict(nested_dict(fit_loop.get("epoch_progress")).get("current"))
+    batches = nested_dict(nested_dict(fit_loop.get("epoch_loop.batch_progress")).get("current"))
+    return bool(epochs.get("started", 0) > epochs.get("processed", 0) and batches.get("completed", 0) > 0)
+
+
+def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The loader states a checkpoint resumes with (written by `FitLoop.on_save_checkpoint`)."""
+    loops: Any = checkpoint.get("loops") or {}
+    fit_loop: Any = loops.get("fit_loop") or {}
+    loop_state: Any = fit_loop.get("state_dict") or {}
+    states: list[dict[str, Any]] | None = loop_state.get("combined_loader")
+    return states or None
+
+
+def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
+    """Call ``call()`` in `FitLoop.setup_data` right before the training iterator is built (and the
+    loaders' saved states loaded): `FitLoop._load_combined_loader_states` (private), looked up on the
+    instance, runs there, after `_process_dataloader` put Lightning's distributed sampler in."""
+    _call_first(trainer.fit_loop, "_load_combined_loader_states", call)
+
+
+def stop_before_train_iterator(trainer: Any) -> None:
+    take_off_instance(trainer.fit_loop, "_load_combined_loader_states")
+
+
+def train_loaders(trainer: Any) -> list[Any]:
+    """The training loaders as `FitLoop.setup_data` processed them (`FitLoop._combined_loader`, private)."""
+    combined = getattr(trainer.fit_loop, "_combined_loader", None)
+    return list(combined.flattened) if combined is not None else []
+
+
+def set_train_sampler_epochs(trainer: Any) -> None:
+    """What `FitLoop.on_advance_start` does next: `_set_sampler_epoch` (lightning_fabric, private;
+    imported into the fit loop's module) on each training loader, with the epoch it will use there
+    (`FitLoop.epoch_progress.current.processed`, restored from the checkpoint by now). Only in a fit
+    resumed from a checkpoint (`_Loop.is_resuming`, public, set by `load_state_dict`): a fresh fit's
+    first iterator is drawn with the samplers' epoch as the user made them, as in plain Lightning, and
+    its samplers see one ``set_epoch`` per epoch."""
+    fit_loop = trainer.fit_loop
+    if not fit_loop.is_resuming:
+        return
+    set_sampler_epoch: Any = getattr(sys.modules[type(fit_loop).__module__], "_set_sampler_epoch", None)
+    if set_sampler_epoch is None:
+        return
+    for loader in train_loaders(trainer):
+        set_sampler_epoch(loader, fit_loop.epoch_progress.current.processed)
+
+
+def loader_samplers(loader: Any) -> list[Any]:
+    """The samplers `_set_sampler_epoch` reaches: ``loader.sampler`` and ``loader.batch_sampler.sampler``."""
+    found: dict[int, Any] = {}
+    for sampler in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        if sampler is not None:
+            found[id(sampler)] = sampler
+    return list(found.values())
+
+
+def wrapped_sampler(sampler: Any) -> Any:
+    """The sampler inside Lightning's `DistributedSamplerWrapper` (`_DatasetSamplerWrapper._sampler`,
+    lightning_fabric, private), or None for any other sampler."""
+    if type(sampler).__name__ != "DistributedSamplerWrapper":
+        return None
+    return getattr(getattr(sampler, "dataset", None), "_sampler", None)
+
+
+def before_wrapped_draw(sampler: Any, call: Callable[[], None]) -> None:
+    """Call ``call()`` before a `DistributedSamplerWrapper` draws its sampler's order for an epoch:
+    `DistributedSamplerWrapper.__iter__` calls `_DatasetSamplerWrapper.reset()` (private), which runs
+    ``list(self._sampler)``; looked up on the instance, so an instance attribute runs first."""
+    _call_first(sampler.dataset, "reset", call)
+
+
+def stop_before_wrapped_draw(sampler: Any) -> None:
+    dataset = getattr(sampler, "dataset", None)
+    if dataset is not None:
+        take_off_instance(dataset, "reset")
+
+
+def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
+    """``instance.<method>()`` (no arguments) calls ``call()`` first: an instance attribute over the class's."""
+    kind: Any = instance.__class__
+    own: Callable[[Any], None] = getattr(kind, method)
+
+    def first() -> None:
+        call()
+        own(instance)
+
+    put_on_instance(instance, method, first)
+
+
+_SINGLE_PROCESS_STATE = frozenset(
+    {
+        "_index_sampler_state",
+        "_sampler_iter_state",
+        "_sampler_iter_yielded",
+        "_num_yielded",
+        "_IterableDataset_len_called",
+        "_shared_seed",
+        "fetcher_state",
+        "dataset_state",
+        "_iterator_finished",
+    }
+)
+
+
+_BATCH_SAMPLER_STATE = frozenset({"samples_yielded", "sampler_state", "sampler_iter_state"})
+
+
+_SAMPLER_COUNTERS = frozenset({"yielded", "generator"})
+
+
+def rewindable_loader(trainer: Any) -> Any:
+    """The one training loader whose state `rewound_loader_states` reads back, or None.
+
+    A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``
+    over a map-style dataset without ``state_dict``/``load_state_dict``, alone in the fit's
+    `CombinedLoader`, whose state now has the layout read here.
+    """
+    loaders = train_loaders(trainer)
+    if len(loaders) != 1:
+        return None
+    loader = loaders[0]
+    kind: Any = loader.__class__
+    if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
+        return None
+    dataset = getattr(loader, "dataset", None)
+    if int(getattr(loader, "num_workers", 1)) != 0 or isinstance(dataset, torch.utils.data.IterableDataset):
+        return None
+    if callable(getattr(dataset, "state_dict", None)) or callable(getattr(dataset, "load_state_dict", None)):
+        return None
+    states = stateful_loader_states(trainer)
+    if not states or len(states) != 1 or _rewound(states[0], int(states[0].get("_num_yielded", 0)), loader) is None:
+        return None
+    return loader
+
+
+def loader_fetches(loader: Any) -> int | None:
+    """How many batches the loader's running iterator has yielded (`_StatefulBaseDataLoaderIter._num_yielded`,
+    torchdata-private), or None before it has one."""
+    iterator = getattr(loader, "_iterator", None)
+    fetches = getattr(iterator, "_num_yielded", None)
+    return int(fetches) if isinstance(fetches, int) else None
+
+
+def rewound_loader_states(trainer: Any, loader: Any, fetches: int) -> list[dict[str, Any]] | None:
+    """The training loaders' states as Lightning saves them (`stateful_loader_states`), read back to
+    when ``loader`` (`rewindable_loader`) had yielded ``fetches`` batches of its running iterator;
+    None where they cannot be."""
+    states = stateful_loader_states(trainer)
+    if not states or len(states) != 1:
+        return None
+    state = _rewound(states[0], fetches, loader)
+    return [state] if state is not None else None
+
+
+def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, Any] | None:
+    if frozenset(state) != _SINGLE_PROCESS_STATE or not 0 <= fetches <= int(state["_num_yielded"]):
+        return None
+    if any(state[key] is not None for key in ("_index_sampler_state", "fetcher_state", "dataset_state")):
+        return None
+    rewound = dict(state)
+    if fetches < int(state["_num_yielded"]):
+        rewound["_iterator_finished"] = False
+    rewound["_num_yielded"] = rewound["_sampler_iter_yielded"] = fetches
+    sampler_iter: Any = state["_sampler_iter_state"]
+    if sampler_iter is None:  # torchdata fast-forwards the sampler by `_sampler_iter_yielded` draws
+        return rewound
+    batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    if not isinstance(sampler_iter, dict) or not isinstance(batch_size, int) or "samples_yielded" not in sampler_iter:
+        return None
+    parts = cast("dict[str, Any]", sampler_iter)
+    if not set(parts) <= _BATCH_SAMPLER_STATE:
+        return None
+    # every batch before the last is full; a fetch under way drew its samples already
+    samples = min(fetches * batch_size, int(parts["samples_yielded"]))
+    counters: dict[str, Any] = {"samples_yielded": samples}
+    for name in ("sampler_state", "sampler_iter_state"):
+        if name not in parts:
+            continue
+        found: Any = parts[name]
+        if not isinstance(found, dict):
+            return None
+        inner = cast("dict[str, Any]", found)
+        if "yielded" not in inner or not set(inner) <= _SAMPLER_COUNTERS:
+            return None
+        yielded: Any = inner["yielded"]
+        counters[name] = {**inner, "yielded": min(samples, int(yielded))}
+    rewound["_sampler_iter_state"] = counters
+    return rewound
+
+
+def around_epoch_iterator(trainer: Any, around: Callable[[Callable[[], None]], None]) -> None:
+    """Run `_TrainingEpochLoop.on_run_start` (looked up on the instance) as ``around(run)``, where
+    ``run()`` calls what the instance had (Lightning's own, or another wrapper): once per epoch,
+    before its first batch."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    original: Callable[[Any], None] = epoch_loop.on_run_start
+
+    def on_run_start(data_fetcher: Any) -> None:
+        around(lambda: original(data_fetcher))
+
+    put_on_instance(epoch_loop, "on_run_start", on_run_start)
+
+
+def stop_around_epoch_iterator(trainer: Any) -> None:
+    take_off_instance(trainer.fit_loop.epoch_loop, "on_run_start")
+
+
+def train_iterator(trainer: Any) -> Any:
+    """The training `CombinedLoader`'s current iterator (`CombinedLoader._iterator`, private): a new
+    object each time an epoch's iterator is made."""
+    return getattr(getattr(trainer.fit_loop, "_combined_loader", None), "_iterator", None)
+
+
+def epoch_of_iterator(trainer: Any) -> int:
+    """The epoch the training iterator made now is for (`FitLoop.epoch_progress.current.processed`:
+    the epochs done, restored from the checkpoint in a resumed fit)."""
+    return int(trainer.fit_loop.epoch_progress.current.processed)
+
+
+# torchdata's `StatefulDataLoader.state_dict()` key (single- and multi-process): its iterator ran out.
+_ITERATOR_FINISHED = "_iterator_finished"
+
+
+def load_finished_loaders_as_ended(trainer: Any) -> None:
+    """In ``CombinedLoader(mode="max_size")``, a loader that ran out goes on yielding nothing until the
+    epoch ends (`_MaxSize.__next__` suppresses its `StopIteration`). Its `StatefulDataLoader` state
+    says its iterator finished, and torchdata's `StatefulDataLoader.__iter__` makes a new iterator
+    in place of a finished one: after a resume it would yield its data again from the start. Its
+    state is loaded here as not finished (its samples all yielded, it raises `StopIteration` at its
+    next batch), as the uninterrupted epoch has it. `FitLoop._combined_loader_states_to_load` (private):
+    what `_load_combined_loader_states` loads next; `CombinedLoader._mode` (private): the mode."""
+    fit_loop = trainer.fit_loop
+    if getattr(getattr(fit_loop, "_combined_loader", None), "_mode", None) != "max_size":
+        return
+    states: Any = getattr(fit_loop, "_combined_loader_states_to_load", None)
+    if not isinstance(states, list):
+        return
+    listed: list[Any] = cast(Any, states)
+    loaded: list[Any] = []
+    for state in listed:
+        ended = isinstance(state, dict) and cast("dict[str, Any]", state).get(_ITERATOR_FINISHED) is True
+        loaded.append({**state, _ITERATOR_FINISHED: False} if ended else state)
+    fit_loop._combined_loader_states_to_load = loaded

@@ -1,0 +1,61 @@
+"""The Trainer a module runs in, and what it is doing.
+
+Part of the one place where the library reads names Lightning (or torch, torchmetrics) keeps
+private; each function says which it reads and what it relies on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["lightning_checks_nonfinite", "running", "trainer_is_running", "trainer_of"]
+
+
+def lightning_checks_nonfinite(trainer: Any) -> str | None:
+    """What of Lightning's own handles a non-finite training loss in this Trainer, or None.
+
+    A ``SpikeDetection`` callback (``callbacks/spike.py``: it reads the loss in
+    ``on_train_batch_end``, matched by class name so that both flavours and subclasses count), or
+    ``Trainer(detect_anomaly=True)`` (`Trainer._detect_anomaly`, private: the fit runs inside
+    ``torch.autograd.set_detect_anomaly``, whose backward raises on a NaN).
+    """
+    if trainer is None:
+        return None
+    for callback in getattr(trainer, "callbacks", []):
+        if any(kind.__name__ == "SpikeDetection" for kind in type(callback).__mro__):
+            return f"{type(callback).__name__} callback"
+    if bool(getattr(trainer, "_detect_anomaly", False)):
+        return "Trainer(detect_anomaly=True)"
+    return None
+
+
+def trainer_of(module: Any) -> Any:
+    """The Trainer a LightningModule is attached to, or None.
+
+    Reads ``LightningModule._trainer`` straight from the instance ``__dict__``: the public
+    ``module.trainer`` property raises when no Trainer is attached, and this runs on every step.
+    """
+    return module.__dict__.get("_trainer")
+
+
+def running(trainer: Any) -> bool:
+    """Whether ``trainer`` (or None) is inside ``fit``/``validate``/``test``/``predict`` now."""
+    if trainer is None:
+        return False
+    status: str = trainer.state.status._value_  # TrainerStatus is a str enum: its value skips the case-folding __eq__
+    return status == "running"
+
+
+def trainer_is_running(module: Any) -> bool:
+    """Whether ``module`` is inside ``fit``/``validate``/``test``/``predict`` right now.
+
+    Asked on every step, so it reads ``LightningModule._trainer`` (None until a Trainer attaches
+    it) directly rather than through ``trainer_of``'s instance-``__dict__`` lookup.
+    """
+    trainer = getattr(module, "_trainer", None)
+    if trainer is None:
+        return False
+    # TrainerStatus is a str enum in both Lightning flavours; comparing its member value (`_value_`,
+    # Enum's documented value attribute) skips the enum's case-folding __eq__.
+    status: str = trainer.state.status._value_
+    return status == "running"
