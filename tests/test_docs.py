@@ -31,6 +31,7 @@ from limits import hang_limit
 from torch import nn
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader.sampler import RandomSampler as TorchdataRandomSampler
 
 import lightning_step_types
 from lightning_step_types import (
@@ -562,6 +563,14 @@ def _resume_warning(case: str) -> str:
         options["loader"] = lambda: StatefulDataLoader(
             resume.dataset(), batch_size=2, sampler=RandomSampler(resume.dataset())
         )
+    if case == "shared generator":  # torchdata's RandomSampler(replacement=True) drawing from the loader's generator
+
+        def shared() -> StatefulDataLoader[Any]:
+            generator = torch.Generator().manual_seed(7)
+            sampler = TorchdataRandomSampler(resume.dataset(), replacement=True, generator=generator)
+            return StatefulDataLoader(resume.dataset(), batch_size=2, sampler=sampler, generator=generator)
+
+        options["loader"] = shared
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         resume.fit(root / "saved", saved_by, every=5, **options)
@@ -953,6 +962,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume from a plain checkpoint": lambda: _resume_warning("plain"),
     "resume after the module changed": lambda: _resume_warning("changed"),
     "resume with a sampler without a generator": lambda: _resume_warning("global sampler"),
+    "resume with a sampler sharing the loader's generator": lambda: _resume_warning("shared generator"),
     "resume after an optimizer step, before on_train_batch_end logs": lambda: _resume_inside_a_batch_warning(
         "batch-end hooks"
     ),

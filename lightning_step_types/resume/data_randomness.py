@@ -16,7 +16,9 @@ before back right before its first iterator is made, and once it is made (at its
 ``on_run_start``), the states from after into the generators of torchdata's ``RandomSampler``, which
 draws its whole permutation there. A sampler that draws from torch's global random state (no
 ``generator=``, no ``state_dict()``) cannot be resumed exactly: one ``StepResultWarning`` at resume
-names it (under DDP, ``data_order`` names the samplers Lightning wraps).
+names it (under DDP, ``data_order`` names the samplers Lightning wraps). So does a resume inside an
+epoch where torchdata's ``RandomSampler(replacement=True)`` shares the loader's ``generator=``:
+torchdata's restore redraws its samples without the loader's draw that came between them.
 
 The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
 the save is loaded as ended, not started over (``_lightning.data.load_finished_loaders_as_ended``).
@@ -41,7 +43,7 @@ from lightning_step_types._lightning.data import (
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
-from lightning_step_types.resume.messages import CHECKPOINT_KEY, global_order_problem, warn
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, global_order_problem, shared_generator_problem, warn
 
 __all__ = ["GENERATORS", "follow_randomness", "load_randomness", "save_randomness", "stop_randomness"]
 
@@ -103,6 +105,32 @@ def _global_samplers(loader: Any) -> list[str]:
         name = f"{type(owner).__module__}.{type(owner).__qualname__}"
         if name not in names:
             names.append(name)
+    return names
+
+
+def _sharing_samplers(loader: Any) -> list[str]:
+    """torchdata's ``RandomSampler(replacement=True)`` drawing from the loader's own ``generator=``.
+
+    Resumed inside an epoch, torchdata's restore redraws its samples from the shared generator without
+    the loader's draw that came between them in the run that saved: the rest of the epoch differs.
+    """
+    own = getattr(loader, "generator", None)
+    if not isinstance(own, torch.Generator):
+        return []
+    names: list[str] = []
+    seen: set[int] = set()  # a loader's sampler is its batch sampler's too
+    for path in ("sampler", "batch_sampler.sampler"):
+        owner = _owner(loader, path)
+        kind: Any = owner.__class__
+        if (
+            id(owner) not in seen
+            and kind.__module__.startswith("torchdata.stateful_dataloader")
+            and kind.__name__ == "RandomSampler"
+            and getattr(owner, "replacement", False)
+            and getattr(owner, "generator", None) is own
+        ):
+            seen.add(id(owner))
+            names.append(f"{kind.__module__}.{kind.__qualname__}(replacement=True)")
     return names
 
 
@@ -185,7 +213,8 @@ class _Randomness:
         samplers = [name for loader in train_loaders(trainer) for name in _global_samplers(loader)]
         if not any(now) and not samplers:
             return None
-        return {"epoch": epoch, "loaders": loaders, "global": samplers}
+        sharing = [name for loader in train_loaders(trainer) for name in _sharing_samplers(loader)]
+        return {"epoch": epoch, "loaders": loaders, "global": samplers, "sharing": sharing}
 
     def stop(self) -> None:
         trainer = self.trainer()
@@ -229,7 +258,12 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) ->
     if randomness is None or "loaders" not in saved:
         return
     randomness.loaded = saved
+    if int(getattr(trainer, "global_rank", 0)) != 0:
+        return
+    point = saved_part(saved_part(ours, "epoch_state"), "point")
     samplers: list[str] = list(saved.get("global") or [])
-    if samplers and int(getattr(trainer, "global_rank", 0)) == 0:
-        point = saved_part(saved_part(ours, "epoch_state"), "point")
+    if samplers:
         warn(module, where_resumed(point), global_order_problem(samplers))
+    sharing: list[str] = list(saved.get("sharing") or [])
+    if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores the sampler inside an epoch only
+        warn(module, where_resumed(point), shared_generator_problem(sharing))

@@ -21,6 +21,7 @@ __all__ = [
     "epoch_start_hooks_problem",
     "format_problem_of",
     "global_order_problem",
+    "shared_generator_problem",
     "gloo_restarts_problem",
     "gradients_problem",
     "manual_rest_problem",
@@ -235,6 +236,18 @@ def global_order_problem(samplers: list[str]) -> Problem:
         "a sampler whose order a checkpoint can hold: one with a torch.Generator (generator=...) or"
         " state_dict() / load_state_dict(), or StatefulDataLoader(dataset, shuffle=True)",
         "give the sampler generator=torch.Generator().manual_seed(seed)",
+    )
+
+
+def shared_generator_problem(samplers: list[str]) -> Problem:
+    return (
+        f"a training loader whose sampler shares the loader's generator=: {', '.join(samplers)} draws from the"
+        " StatefulDataLoader's own torch.Generator, and torchdata's restore inside an epoch redraws its samples"
+        " without the loader's draw between them, so the rest of the resumed epoch's batches are not the"
+        " uninterrupted run's",
+        "a sampler with a torch.Generator of its own (or replacement=False)",
+        "give the sampler a generator of its own: RandomSampler(dataset, replacement=True,"
+        " generator=torch.Generator().manual_seed(seed)), and the loader none or another",
     )
 
 
