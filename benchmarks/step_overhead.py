@@ -35,8 +35,8 @@ Four measurements, all in one process on one CPU thread:
 
 Run from the repository root after ``pip install torch==2.13.0 && pip install -e .``::
 
-    python benchmarks/step_overhead.py          # 3 to 8 minutes on 2 idle cores
-    python benchmarks/step_overhead.py --quick  # about a minute, noisier
+    python benchmarks/step_overhead.py          # about 11 minutes on 2 idle cores
+    python benchmarks/step_overhead.py --quick  # a few minutes, noisier
 """
 
 from __future__ import annotations
