@@ -169,3 +169,34 @@ def test_csv_and_tensorboard_files_match_plain_lightning(make_run: Any, plain_ru
     # Both files hold the same numbers: the float32 values Lightning logged
     for tag in TAGS:
         assert [(int(row["step"]), float(row[tag])) for row in rows if row[tag]] == typed_scalars[tag], tag
+
+
+def _mock_run(root: Path, adapted: bool) -> tuple[list[Any], list[str], set[str]]:
+    """A fit with a ``unittest.mock.Mock`` logger and ``Mock(spec=Callback)``, as Lightning's own tests
+    write them: the rows the logger got, the hooks the callback got, and what the fit left on them."""
+    from unittest.mock import Mock
+
+    logger = Mock()
+    logger.save_dir = str(root)
+    callback = Mock(spec=pl.Callback, model=pl.Callback())
+    callbacks: list[Any] = [callback, StepResultAdapter()] if adapted else [callback]
+    trainer = pl.Trainer(**trainer_kwargs(root, logger=logger, callbacks=callbacks, max_epochs=2, log_every_n_steps=1))
+    from models import PlainRegressor, make_loader
+
+    trainer.fit(PlainRegressor(), make_loader(), make_loader(seed=1))
+    rows = [call.kwargs.get("metrics", call.args[0] if call.args else None) for call in logger.log_metrics.mock_calls]
+    # the adapter reads a stateful callback's state_dict() at each resume point's start: its only other call
+    hooks = [name for name, _, _ in callback.method_calls if not (adapted and name == "state_dict")]
+    return rows, hooks, set(vars(logger)) | set(vars(callback))
+
+
+def test_mock_logger_and_callback_are_left_as_plain_lightning_leaves_them(tmp_path: Path) -> None:
+    """Lightning's tests read ``logger.log_metrics.mock_calls`` and a Mock callback's ``method_calls``
+    after a fit; a Mock records a deleted attribute and raises on it afterwards, so exact resume's
+    row recorder and hook wrappers must come off without deleting anything the Mock knows of."""
+    plain_rows, plain_hooks, plain_attributes = _mock_run(tmp_path / "plain", adapted=False)
+    rows, hooks, attributes = _mock_run(tmp_path / "adapted", adapted=True)
+    assert len(rows) == len(plain_rows) > 0
+    assert [sorted(row) for row in rows] == [sorted(row) for row in plain_rows]
+    assert hooks == plain_hooks and "on_validation_end" in hooks and "on_train_epoch_end" in hooks
+    assert attributes == plain_attributes

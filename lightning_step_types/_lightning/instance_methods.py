@@ -6,8 +6,6 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
-import functools
-import types
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -17,7 +15,9 @@ __all__ = ["put_on_instance", "take_off_instance"]
 # Lightning looks each method below up on the instance, so an instance attribute runs first. The
 # library puts its own there for a fit and takes it off again, putting back what the instance had
 # before (a user's own replacement, such as ``trainer.fit_loop.epoch_loop.val_loop.run = ...``), and
-# leaves alone anything set after it.
+# leaves alone anything set after it. Both write the instance's ``__dict__`` itself, so that an object
+# with attribute machinery of its own (a ``unittest.mock.Mock`` logger or callback, which records a
+# deleted attribute and raises on it afterwards) is left as it was.
 
 
 _ABSENT: Any = object()
@@ -48,4 +48,5 @@ def take_off_instance(instance: Any, name: str) -> None:
 
 
 def _is_ours(value: object) -> bool:
-    return isinstance(value, (functools.partial, types.FunctionType)) and _PREVIOUS in vars(value)
+    attributes: Any = getattr(value, "__dict__", None)  # a function's, a partial's, or a callable object's
+    return isinstance(attributes, dict) and _PREVIOUS in attributes

@@ -35,6 +35,7 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.fit_loop import restart_inside_epoch
+from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
 from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
@@ -151,16 +152,9 @@ class _RowRecorder:
 
 def _wrap(callback: Any, hook: str, wrapper: Any) -> None:
     try:
-        setattr(callback, hook, wrapper)
+        put_on_instance(callback, hook, wrapper)
     except AttributeError:  # a callback with __slots__: called as it is
         pass
-
-
-def _unwrapped(hook: Any) -> Any:
-    """A hook without this library's wrappers (an earlier fit's, which an exception ended, leaves them)."""
-    while isinstance(hook, (_NoteDone, _Asleep)):
-        hook = hook.original
-    return hook
 
 
 class _NoteDone:
@@ -188,9 +182,9 @@ class _Asleep:
                 if not isinstance(wrapper, _Asleep):
                     continue
                 if isinstance(wrapper.original, _NoteDone):
-                    setattr(self.callback, hook, wrapper.original)
+                    put_on_instance(self.callback, hook, wrapper.original)
                 else:
-                    delattr(self.callback, hook)  # the class's own method again
+                    take_off_instance(self.callback, hook)  # the callback's own method again
 
 
 class Holders:
@@ -221,29 +215,28 @@ class Holders:
         self.asleep: list[tuple[Any, tuple[str, ...]]] = []  # a resumed run's callbacks not called again, and the hooks
         for key, callback in self.stateful:
             for hook in ("on_validation_end", "on_train_epoch_end"):
-                _wrap(callback, hook, _NoteDone(self.done, key, _unwrapped(getattr(callback, hook))))
+                take_off_instance(callback, hook)  # an earlier fit's wrapper, which an exception left
+                _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
         self.marks: dict[str, dict[str, Any]] = {}  # batch | validation | epoch_end -> state_key -> state
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
         self.written: list[tuple[int, int | None, dict[str, Any]]] = []  # a resumed run's rows written already
         self.loggers: list[Any] = []
         for index, logger in enumerate(trainer.loggers):
-            original = getattr(logger, "__dict__", {}).get("log_metrics")  # an earlier fit's, which an exception ended
-            original = original.original if isinstance(original, _RowRecorder) else logger.log_metrics
             try:
-                logger.log_metrics = _RowRecorder(self, index, original)
+                take_off_instance(logger, "log_metrics")  # an earlier fit's recorder, which an exception left
+                put_on_instance(logger, "log_metrics", _RowRecorder(self, index, logger.log_metrics))
             except AttributeError:  # a logger with __slots__: its rows are not followed
                 continue
             self.loggers.append(logger)
 
     def stop(self) -> None:
         for logger in self.loggers:
-            if isinstance(getattr(logger, "__dict__", {}).get("log_metrics"), _RowRecorder):
-                del logger.log_metrics
+            take_off_instance(logger, "log_metrics")
         for _, callback in self.stateful:
             for hook in {hook for hooks in _WINDOW_HOOKS.values() for hook in hooks}:
-                if isinstance(getattr(callback, "__dict__", {}).get(hook), (_NoteDone, _Asleep)):
-                    delattr(callback, hook)
+                if hasattr(callback, "__dict__"):
+                    take_off_instance(callback, hook)
 
     def sleep_through(self, keys: list[str], window: str) -> None:
         """The resumed run calls none of the window's hooks for these callbacks, until its last one."""
