@@ -138,7 +138,10 @@ class _RowRecorder:
     def __init__(self, holders: Holders, index: int, original: Any) -> None:
         self.holders, self.index, self.original = holders, index, original
 
-    def __call__(self, metrics: Mapping[str, Any], step: int | None = None) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # forwarded as called: a logger may be a Mock that records how it was called
+        metrics: Mapping[str, Any] = kwargs["metrics"] if "metrics" in kwargs else args[0]
+        step: int | None = kwargs["step"] if "step" in kwargs else (args[1] if len(args) > 1 else None)
         row = (self.index, step, _row(metrics))
         holders = self.holders
         if holders.written:
@@ -147,7 +150,7 @@ class _RowRecorder:
                 return None
             holders.written = []  # the resumed run went another way: every row from here is its own
         holders.rows.append(row)
-        return self.original(metrics, step)
+        return self.original(*args, **kwargs)
 
 
 def _wrap(callback: Any, hook: str, wrapper: Any) -> None:
@@ -197,14 +200,14 @@ class Holders:
             if not _library_callback(callback)
             and _overrides(callback, "state_dict", _lightning_callback_base(callback))
         ]
-        self.in_batch = [
+        self.in_batch: list[tuple[str, Any]] = [
             (key, callback)
             for key, callback in self.stateful
             if any(_overrides(callback, hook, _lightning_callback_base(callback)) for hook in _BATCH_HOOKS)
             and not _named(callback, _NOT_PER_BATCH)
         ]
         # the callbacks whose on_train_batch_end changes what a checkpoint holds (their state, or files)
-        self.batch_end_holders = [
+        self.batch_end_holders: list[Any] = [
             callback
             for callback in trainer.callbacks
             if not _library_callback(callback)
