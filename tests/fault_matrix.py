@@ -265,9 +265,9 @@ class MapRows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 
 
 class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Rows without a length, with the ``state_dict`` torchdata asks for: without one, StatefulDataLoader
-    fast-forwards by reading the rows again, and its state after that counts them twice (torchdata
-    0.11.0), so a second resume in one epoch would skip rows."""
+    """Rows without a length, with a ``state_dict`` of their own (the loader's state is read before each
+    fetch). Without one, StatefulDataLoader replays the rows at a load and the library reads its state
+    back at a save (``tests/test_loader_rewind.py``)."""
 
     def __init__(self, count: int, seed: int, faults: Faults | None) -> None:
         self.x, self.y = _rows(count, seed)

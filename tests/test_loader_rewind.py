@@ -1,10 +1,11 @@
 """A StatefulDataLoader's state read back at a save, instead of before every fetch.
 
 Where the training data comes from one torchdata ``StatefulDataLoader`` loading in the main process
-from a map-style dataset, a checkpoint saved inside a batch gets the loader's state as it was before
-that batch's fetch by reading its counters back at the save; nothing is read per batch. Every other
-stateful loader (an iterable dataset, worker processes, a dataset with a state of its own, several
-loaders) has its state read before each fetch. These tests count the reads, and resume fits whose
+from a dataset without a state of its own (map-style, or an iterable one that torchdata replays at a
+load), a checkpoint saved inside a batch gets the loader's state as it was before that batch's fetch
+by reading its counters back at the save; nothing is read per batch. Every other stateful loader
+(worker processes, a dataset with a state of its own, several loaders) has its state read before
+each fetch. These tests count the reads, and resume fits whose
 save lands inside a fetch, with the samplers whose order a generator draws, against the
 uninterrupted fit (the samplers draw their order from ``seed + epoch``).
 """
@@ -58,7 +59,21 @@ class Rows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.x[index], self.y[index]
 
 
+class ReplayedRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Rows as an iterable without a length or a state of its own: Lightning fetches a batch ahead,
+    and torchdata replays the iterator at a load. ``fault`` as in ``Rows``."""
+
+    def __init__(self, rows: int, fault: Any = None, fault_batch: int = -1) -> None:
+        self.rows = Rows(rows, fault, fault_batch)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for index in range(len(self.rows)):
+            yield self.rows[index]
+
+
 class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """An iterable with a state of its own (where its next row is)."""
+
     def __init__(self, rows: int) -> None:
         self.x, self.y = make_dataset(0, rows // BATCH, BATCH).tensors
         self.next_index = 0
@@ -75,27 +90,31 @@ class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
         self.next_index = state["next_index"]
 
 
-def _reads_in_a_fit(tmp_path: Path, rows: int, iterable: bool) -> int:
+def _reads_in_a_fit(tmp_path: Path, rows: int, kind: str) -> int:
     CountingLoader.reads = 0
-    data = IterableRows(rows) if iterable else Rows(rows)
-    loader = CountingLoader(data, batch_size=BATCH, shuffle=None if iterable else True)
+    data: Any = {"map": Rows, "replayed": ReplayedRows, "own_state": IterableRows}[kind](rows)
+    loader = CountingLoader(data, batch_size=BATCH, shuffle=True if kind == "map" else None)
     Trainer(**trainer_kwargs(tmp_path)).fit(TypedRegressor(), loader)
     return CountingLoader.reads
 
 
-def test_a_map_style_loader_s_state_is_not_read_per_batch(tmp_path: Path) -> None:
-    assert _reads_in_a_fit(tmp_path, 8, iterable=False) == _reads_in_a_fit(tmp_path, 24, iterable=False)
+@pytest.mark.parametrize("kind", ["map", "replayed"])
+def test_a_loader_without_a_dataset_state_is_not_read_per_batch(tmp_path: Path, kind: str) -> None:
+    assert _reads_in_a_fit(tmp_path, 8, kind) == _reads_in_a_fit(tmp_path, 24, kind)
 
 
-def test_an_iterable_dataset_s_loader_state_is_read_before_each_fetch(tmp_path: Path) -> None:
-    # 8 more batches, 8 more reads: the state before each fetch (torchdata cannot read it back)
-    assert _reads_in_a_fit(tmp_path, 24, iterable=True) - _reads_in_a_fit(tmp_path, 8, iterable=True) == 8
+def test_a_dataset_with_a_state_of_its_own_is_read_before_each_fetch(tmp_path: Path) -> None:
+    # 8 more batches, 8 more reads: the state before each fetch (the dataset's own cannot be read back)
+    assert _reads_in_a_fit(tmp_path, 24, "own_state") - _reads_in_a_fit(tmp_path, 8, "own_state") == 8
 
 
 ROWS, FAULT_BATCH = 22, 5  # 11 batches; the fault lands inside the fetch of batch 5
 
 
-def _loader(sampler: str, data: Rows) -> StatefulDataLoader[Any]:
+def _loader(sampler: str, rows: int, fault: Any = None, fault_batch: int = FAULT_BATCH) -> StatefulDataLoader[Any]:
+    if sampler == "iterable":  # no sampler: the iterable's order, replayed at a load
+        return StatefulDataLoader(ReplayedRows(rows, fault, fault_batch), batch_size=BATCH)
+    data = Rows(rows, fault, fault_batch)
     if sampler == "distributed":  # torch's sampler, without a state: torchdata skips the samples drawn
         chosen: Any = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3)
     else:  # torchdata's: it counts the samples drawn itself
@@ -103,15 +122,16 @@ def _loader(sampler: str, data: Rows) -> StatefulDataLoader[Any]:
     return StatefulDataLoader(data, batch_size=BATCH, sampler=chosen)
 
 
-@pytest.mark.parametrize("sampler", ["distributed", "stateful_distributed"])
+@pytest.mark.parametrize("sampler", ["distributed", "stateful_distributed", "iterable"])
 @pytest.mark.parametrize("how", ["exception", "save"])
 def test_a_save_inside_a_fetch_resumes_at_that_batch(tmp_path: Path, sampler: str, how: str) -> None:
     """An exception raised by the dataset inside the fetch (``OnExceptionCheckpoint``), or a save made
     there (as SLURM's requeue signal makes it, at any bytecode): the loader's sampler has drawn the
-    batch's indices, and the resumed run fetches them again."""
+    batch's indices (an iterable: Lightning fetches one batch ahead, so the fault lands in the step
+    before), and the resumed run fetches them again."""
     kwargs = trainer_kwargs(tmp_path, max_epochs=2)
     uninterrupted = TypedRegressor()
-    Trainer(**kwargs).fit(uninterrupted, _loader(sampler, Rows(ROWS)))
+    Trainer(**kwargs).fit(uninterrupted, _loader(sampler, ROWS))
 
     saved = tmp_path / "saved.ckpt"
     on_exception = [OnExceptionCheckpoint(str(tmp_path), filename="saved")] if how == "exception" else []
@@ -125,12 +145,47 @@ def test_a_save_inside_a_fetch_resumes_at_that_batch(tmp_path: Path, sampler: st
 
     first = TypedRegressor()
     with pytest.raises(RuntimeError, match="the dataset failed" if how == "exception" else "the job is stopped"):
-        trainer.fit(first, _loader(sampler, Rows(ROWS, fault, FAULT_BATCH)))
+        trainer.fit(first, _loader(sampler, ROWS, fault))
     assert saved.exists()
     resumed = TypedRegressor()
     resumed_trainer = Trainer(**kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("error", StepResultWarning)  # nothing is lost: no warning at resume
-        resumed_trainer.fit(resumed, _loader(sampler, Rows(ROWS)), ckpt_path=saved)
+        resumed_trainer.fit(resumed, _loader(sampler, ROWS), ckpt_path=saved)
+    assert resumed_trainer.global_step == 2 * ROWS // BATCH
+    assert_same_params(resumed, uninterrupted)
+
+
+@pytest.mark.parametrize("sampler", ["iterable", "stateful_distributed"])
+def test_two_resumes_in_one_epoch_resume_at_their_batches(tmp_path: Path, sampler: str) -> None:
+    """A save inside batch 5, a resume, a save inside batch 8 of the same epoch, a resume. torchdata
+    replays an iterable without a state at a load and counts the replayed batches again in its state
+    (torchdata 0.11.0): the second checkpoint holds the batches this epoch's iterator yielded instead."""
+    kwargs = trainer_kwargs(tmp_path, max_epochs=2)
+    uninterrupted = TypedRegressor()
+    Trainer(**kwargs).fit(uninterrupted, _loader(sampler, ROWS))
+
+    saved: Path | None = None
+    # `Rows` counts the samples it serves: the resumed map-style run from batch 5 on, the replayed
+    # iterable from the epoch's start
+    second = FAULT_BATCH + 3 if sampler == "iterable" else 3
+    for part, fault_batch in enumerate([FAULT_BATCH, second]):
+        trainer = Trainer(**{**kwargs, "enable_checkpointing": False})
+        target = tmp_path / f"part{part}.ckpt"
+
+        def fault(trainer: Trainer = trainer, target: Path = target) -> None:
+            trainer.save_checkpoint(target)
+            raise RuntimeError("the job is stopped after the save")
+
+        loader = _loader(sampler, ROWS, fault, fault_batch)
+        with pytest.raises(RuntimeError, match="the job is stopped"):
+            trainer.fit(TypedRegressor(), loader, ckpt_path=saved)
+        assert trainer.current_epoch == 0
+        saved = target
+    resumed = TypedRegressor()
+    resumed_trainer = Trainer(**kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepResultWarning)
+        resumed_trainer.fit(resumed, _loader(sampler, ROWS), ckpt_path=saved)
     assert resumed_trainer.global_step == 2 * ROWS // BATCH
     assert_same_params(resumed, uninterrupted)

@@ -27,7 +27,7 @@ __all__ = [
     "fetched_batch_size",
     "load_finished_loaders_as_ended",
     "loaded_loader_states",
-    "loader_fetches",
+    "loader_count_offset",
     "loader_samplers",
     "rewindable_loader",
     "rewound_loader_states",
@@ -262,11 +262,15 @@ _BATCH_SAMPLER_STATE = frozenset({"samples_yielded", "sampler_state", "sampler_i
 _SAMPLER_COUNTERS = frozenset({"yielded", "generator"})
 
 
+_REPLAYED_FETCHER = frozenset({"dataset_iter_state", "fetcher_ended"})
+
+
 def rewindable_loader(trainer: Any) -> Any:
     """The one training loader whose state `rewound_loader_states` reads back, or None.
 
     A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``
-    over a map-style dataset without ``state_dict``/``load_state_dict``, alone in the fit's
+    over a dataset without ``state_dict``/``load_state_dict`` (map-style, or an `IterableDataset`
+    whose iterator has none either: torchdata replays it at a load), alone in the fit's
     `CombinedLoader`, whose state now has the layout read here.
     """
     loaders = train_loaders(trainer)
@@ -277,7 +281,7 @@ def rewindable_loader(trainer: Any) -> Any:
     if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
         return None
     dataset = getattr(loader, "dataset", None)
-    if int(getattr(loader, "num_workers", 1)) != 0 or isinstance(dataset, torch.utils.data.IterableDataset):
+    if int(getattr(loader, "num_workers", 1)) != 0:
         return None
     if callable(getattr(dataset, "state_dict", None)) or callable(getattr(dataset, "load_state_dict", None)):
         return None
@@ -287,12 +291,19 @@ def rewindable_loader(trainer: Any) -> Any:
     return loader
 
 
-def loader_fetches(loader: Any) -> int | None:
-    """How many batches the loader's running iterator has yielded (`_StatefulBaseDataLoaderIter._num_yielded`,
-    torchdata-private), or None before it has one."""
+def loader_count_offset(loader: Any, fetched: int) -> int:
+    """How many batches more the loader's running iterator counts as yielded (`_StatefulBaseDataLoaderIter._num_yielded`,
+    torchdata-private) than Lightning's fetcher has fetched from it (``fetched``); 0 before it has one.
+
+    0 for an `IterableDataset`: at a load, torchdata replays its iterator by calling its own ``__next__``
+    `_num_yielded` times after setting `_num_yielded`, so a resumed epoch's count holds the replayed
+    batches twice (torchdata 0.11.0), while Lightning's count is the batches this epoch's iterator yielded.
+    """
     iterator = getattr(loader, "_iterator", None)
     fetches = getattr(iterator, "_num_yielded", None)
-    return int(fetches) if isinstance(fetches, int) else None
+    if not isinstance(fetches, int) or isinstance(getattr(loader, "dataset", None), torch.utils.data.IterableDataset):
+        return 0
+    return fetches - fetched
 
 
 def rewound_loader_states(trainer: Any, loader: Any, fetches: int) -> list[dict[str, Any]] | None:
@@ -309,11 +320,21 @@ def rewound_loader_states(trainer: Any, loader: Any, fetches: int) -> list[dict[
 def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, Any] | None:
     if frozenset(state) != _SINGLE_PROCESS_STATE or not 0 <= fetches <= int(state["_num_yielded"]):
         return None
-    if any(state[key] is not None for key in ("_index_sampler_state", "fetcher_state", "dataset_state")):
+    if state["_index_sampler_state"] is not None or state["dataset_state"] is not None:
+        return None
+    # an `IterableDataset`'s fetcher: `_StatefulSingleProcessDataLoaderIter.load_state_dict` replays the
+    # dataset's iterator for `_num_yielded` batches where neither it nor the dataset is `Stateful` (its
+    # state then None); a dataset or iterator with a state of its own cannot be read back
+    fetcher: Any = state["fetcher_state"]
+    if fetcher is not None and (
+        not isinstance(fetcher, dict) or set(fetcher) != _REPLAYED_FETCHER or fetcher["dataset_iter_state"] is not None
+    ):
         return None
     rewound = dict(state)
     if fetches < int(state["_num_yielded"]):
         rewound["_iterator_finished"] = False
+        if fetcher is not None:  # the dataset's iterator had not ended before the fetch read back to
+            rewound["fetcher_state"] = {**fetcher, "fetcher_ended": False}
     rewound["_num_yielded"] = rewound["_sampler_iter_yielded"] = fetches
     sampler_iter: Any = state["_sampler_iter_state"]
     if sampler_iter is None:  # torchdata fast-forwards the sampler by `_sampler_iter_yielded` draws

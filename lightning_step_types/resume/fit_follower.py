@@ -11,8 +11,8 @@ whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one f
   reference, the metrics' states copied when they changed), the optimizer steps and LR scheduler
   updates done so far, and where the data fetcher was;
 - the state a resumed run must load to fetch a batch again: where the training data comes from one
-  torchdata ``StatefulDataLoader`` loading in this process from a map-style dataset, read back at the
-  save (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's
+  torchdata ``StatefulDataLoader`` loading in this process from a dataset without a state of its own
+  (map-style, or an iterable one torchdata replays), read back at the save (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's
   fetch), at no cost per batch; from any other training loader with a ``state_dict()``, that state
   read before each fetch;
 - at each validation's start, the views the validation updates (``callback_metrics``) and the
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from lightning_step_types._lightning.data import (
     cycled_loaders,
-    loader_fetches,
+    loader_count_offset,
     rewindable_loader,
     rewound_loader_states,
     stateful_loader_states,
@@ -248,8 +248,7 @@ class FitFollower:
         if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
             self.loaded_loaders = self.loaded_cycled = None
         if epoch != self.offset_epoch and self.rewinding is not None:  # the epoch's iterator exists, no fetch under way
-            fetches = loader_fetches(self.rewinding)
-            self.fetch_offset = fetches - fetch_position(trainer)[0] if fetches is not None else 0
+            self.fetch_offset = loader_count_offset(self.rewinding, fetch_position(trainer)[0])
             self.offset_epoch = epoch
         self.epoch, self.batch = epoch, completed
         self.phase = Phase.BATCH
