@@ -325,9 +325,10 @@ def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, A
     # an `IterableDataset`'s fetcher: `_StatefulSingleProcessDataLoaderIter.load_state_dict` replays the
     # dataset's iterator for `_num_yielded` batches where neither it nor the dataset is `Stateful` (its
     # state then None); a dataset or iterator with a state of its own cannot be read back
-    fetcher: Any = state["fetcher_state"]
-    if fetcher is not None and (
-        not isinstance(fetcher, dict) or set(fetcher) != _REPLAYED_FETCHER or fetcher["dataset_iter_state"] is not None
+    found_fetcher: Any = state["fetcher_state"]
+    fetcher = cast("dict[str, Any]", found_fetcher) if isinstance(found_fetcher, dict) else None
+    if found_fetcher is not None and (
+        fetcher is None or frozenset(fetcher) != _REPLAYED_FETCHER or fetcher["dataset_iter_state"] is not None
     ):
         return None
     rewound = dict(state)
