@@ -8,7 +8,8 @@ to its loop:
   ``generator`` (``RandomSampler``, with and without replacement, ``SubsetRandomSampler``,
   ``WeightedRandomSampler``), a loader's ``generator=`` with ``shuffle=True``, a ``batch_sampler`` of
   the user's own with a generator, torchdata's ``RandomSampler`` and ``StatefulDistributedSampler``,
-  and a ``RandomSampler`` without a generator (torch's global random state: warned);
+  a ``RandomSampler`` without a generator (torch's global random state: warned), and no sampler: an
+  ``IterableDataset`` without a state of its own, which torchdata replays at a load;
 - **the combined mode** of two training loaders of unequal length (11 and 7 batches):
   ``CombinedLoader`` in ``max_size_cycle``, ``max_size`` and ``min_size``.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import pytest
 import torch
 from fault_matrix import BATCH, ROWS, SECOND_LOADER_ROWS, Cell, Fault, Faults, Loop, MapRows, Outcome, run_cell
 from pytorch_lightning.utilities import CombinedLoader
-from torch.utils.data import RandomSampler, Sampler, SubsetRandomSampler, WeightedRandomSampler
+from torch.utils.data import IterableDataset, RandomSampler, Sampler, SubsetRandomSampler, WeightedRandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler as TorchdataRandomSampler
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
@@ -48,6 +50,7 @@ SAMPLERS = (
     "stateful_distributed",  # torchdata's StatefulDistributedSampler(shuffle=True), on one process
     "global",  # torch's RandomSampler without a generator: torch's global random state
     "torchdata_replacement_shared",  # torchdata's RandomSampler(replacement=True, generator=g), the loader's generator=g
+    "iterable_replayed",  # no sampler: an IterableDataset without a state, replayed by torchdata at a load
 )
 # how docs/resume.md names each (``ds`` the dataset, ``g`` a seeded torch.Generator)
 SAMPLER_SHOWN = {
@@ -62,6 +65,7 @@ SAMPLER_SHOWN = {
     "stateful_distributed": "torchdata's `StatefulDistributedSampler(ds, shuffle=True)`",
     "global": "`RandomSampler(ds)`, no generator (torch's global random state)",
     "torchdata_replacement_shared": "torchdata's `RandomSampler(ds, replacement=True, generator=g)` in `StatefulDataLoader(ds, sampler=..., generator=g)`",
+    "iterable_replayed": "none: an `IterableDataset` without `state_dict()` (torchdata replays it at a load)",
 }
 MODES = ("max_size_cycle", "max_size", "min_size")
 SECOND_BATCHES = math.ceil(SECOND_LOADER_ROWS / BATCH)  # 7
@@ -82,8 +86,22 @@ class ShuffledBatches(Sampler[list[int]]):
             yield order[start : start + self.batch]
 
 
+class ReplayedRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """The harness's rows as an iterable without a length or a state of its own: Lightning fetches a
+    batch ahead, and torchdata replays the iterator at a load (so no fault is planned in its fetches:
+    the replay would meet it again)."""
+
+    def __init__(self) -> None:
+        self.rows = MapRows(ROWS, 0, None)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return (self.rows[index] for index in range(len(self.rows)))
+
+
 def sampled_loader(sampler: str, faults: Faults | None) -> StatefulDataLoader[Any]:
     """The training loader of ``sampler`` (see ``SAMPLERS``), over the harness's 42 rows."""
+    if sampler == "iterable_replayed":
+        return StatefulDataLoader(ReplayedRows(), batch_size=BATCH)
     data = MapRows(ROWS, 0, faults)
     generator = torch.Generator().manual_seed(7)
     if sampler == "shuffle_generator":
