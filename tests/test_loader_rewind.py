@@ -1,11 +1,10 @@
 """A StatefulDataLoader's state read back at a save, instead of before every fetch.
 
-Where the training data comes from one torchdata ``StatefulDataLoader`` loading in the main process
-from a dataset without a state of its own (map-style, or an iterable one that torchdata replays at a
-load), a checkpoint saved inside a batch gets the loader's state as it was before that batch's fetch
-by reading its counters back at the save; nothing is read per batch. Every other stateful loader
-(worker processes, a dataset with a state of its own, several loaders) has its state read before
-each fetch. These tests count the reads, and resume fits whose
+Where the training data comes from one torchdata ``StatefulDataLoader`` loading in the main process,
+a checkpoint saved inside a batch gets the loader's state as it was before that batch's fetch by
+reading its counters back at the save: nothing is read per batch, but for a dataset's own state
+(where it has one), read before each fetch. Every other stateful loader (worker processes, several
+loaders) has its state read before each fetch. These tests count the reads, and resume fits whose
 save lands inside a fetch, with the samplers whose order a generator draws, against the
 uninterrupted fit (the samplers draw their order from ``seed + epoch``).
 """
@@ -59,6 +58,26 @@ class Rows(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.x[index], self.y[index]
 
 
+class ServedRows(Rows):
+    """Rows with a state of their own: how many samples they served, which shifts each sample served
+    (so a resume that put back the count after the fetch, or none, trains on other values)."""
+
+    def __init__(self, rows: int, fault: Any = None, fault_batch: int = -1) -> None:
+        super().__init__(rows, fault, fault_batch)
+        self.served = 0
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.served += 1  # before a fault inside the fetch: the state then is not the one before it
+        x, y = super().__getitem__(index)
+        return x + 0.01 * self.served, y
+
+    def state_dict(self) -> dict[str, int]:
+        return {"served": self.served}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.served = state["served"]
+
+
 class ReplayedRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
     """Rows as an iterable without a length or a state of its own: Lightning fetches a batch ahead,
     and torchdata replays the iterator at a load. ``fault`` as in ``Rows``."""
@@ -72,7 +91,9 @@ class ReplayedRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
 
 
 class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
-    """An iterable with a state of its own (where its next row is)."""
+    """An iterable with a state of its own (where its next row is); counts the reads of it."""
+
+    reads = 0
 
     def __init__(self, rows: int) -> None:
         self.x, self.y = make_dataset(0, rows // BATCH, BATCH).tensors
@@ -84,6 +105,7 @@ class IterableRows(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
             yield self.x[index], self.y[index]
 
     def state_dict(self) -> dict[str, int]:
+        IterableRows.reads += 1
         return {"next_index": self.next_index}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
@@ -103,9 +125,14 @@ def test_a_loader_without_a_dataset_state_is_not_read_per_batch(tmp_path: Path, 
     assert _reads_in_a_fit(tmp_path, 8, kind) == _reads_in_a_fit(tmp_path, 24, kind)
 
 
-def test_a_dataset_with_a_state_of_its_own_is_read_before_each_fetch(tmp_path: Path) -> None:
-    # 8 more batches, 8 more reads: the state before each fetch (the dataset's own cannot be read back)
-    assert _reads_in_a_fit(tmp_path, 24, "own_state") - _reads_in_a_fit(tmp_path, 8, "own_state") == 8
+def test_a_dataset_with_a_state_of_its_own_has_only_that_read_before_each_fetch(tmp_path: Path) -> None:
+    # the loader's state is not read per batch; the dataset's own (which cannot be read back) is:
+    # 8 more batches, 8 more of its reads
+    IterableRows.reads = 0
+    loader_reads = _reads_in_a_fit(tmp_path, 8, "own_state")
+    dataset_reads = IterableRows.reads
+    assert _reads_in_a_fit(tmp_path, 24, "own_state") == loader_reads
+    assert IterableRows.reads - 2 * dataset_reads == 8
 
 
 ROWS, FAULT_BATCH = 22, 5  # 11 batches; the fault lands inside the fetch of batch 5
@@ -114,6 +141,8 @@ ROWS, FAULT_BATCH = 22, 5  # 11 batches; the fault lands inside the fetch of bat
 def _loader(sampler: str, rows: int, fault: Any = None, fault_batch: int = FAULT_BATCH) -> StatefulDataLoader[Any]:
     if sampler == "iterable":  # no sampler: the iterable's order, replayed at a load
         return StatefulDataLoader(ReplayedRows(rows, fault, fault_batch), batch_size=BATCH)
+    if sampler == "served":  # a dataset with a state of its own, in order
+        return StatefulDataLoader(ServedRows(rows, fault, fault_batch), batch_size=BATCH)
     data = Rows(rows, fault, fault_batch)
     if sampler == "distributed":  # torch's sampler, without a state: torchdata skips the samples drawn
         chosen: Any = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3)
@@ -122,7 +151,7 @@ def _loader(sampler: str, rows: int, fault: Any = None, fault_batch: int = FAULT
     return StatefulDataLoader(data, batch_size=BATCH, sampler=chosen)
 
 
-@pytest.mark.parametrize("sampler", ["distributed", "stateful_distributed", "iterable"])
+@pytest.mark.parametrize("sampler", ["distributed", "stateful_distributed", "iterable", "served"])
 @pytest.mark.parametrize("how", ["exception", "save"])
 def test_a_save_inside_a_fetch_resumes_at_that_batch(tmp_path: Path, sampler: str, how: str) -> None:
     """An exception raised by the dataset inside the fetch (``OnExceptionCheckpoint``), or a save made
@@ -156,7 +185,7 @@ def test_a_save_inside_a_fetch_resumes_at_that_batch(tmp_path: Path, sampler: st
     assert_same_params(resumed, uninterrupted)
 
 
-@pytest.mark.parametrize("sampler", ["iterable", "stateful_distributed"])
+@pytest.mark.parametrize("sampler", ["iterable", "stateful_distributed", "served"])
 def test_two_resumes_in_one_epoch_resume_at_their_batches(tmp_path: Path, sampler: str) -> None:
     """A save inside batch 5, a resume, a save inside batch 8 of the same epoch, a resume. torchdata
     replays an iterable without a state at a load and counts the replayed batches again in its state

@@ -10,7 +10,7 @@ import importlib
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -18,13 +18,16 @@ from lightning_step_types._lightning.fit_loop import nested_dict
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
 
 __all__ = [
+    "DatasetStates",
     "around_epoch_iterator",
     "before_train_iterator",
     "before_wrapped_draw",
     "continue_loader_iterator",
     "cycled_loaders",
+    "dataset_states",
     "epoch_of_iterator",
     "fetched_batch_size",
+    "holds_dataset_state",
     "load_finished_loaders_as_ended",
     "loaded_loader_states",
     "loader_count_offset",
@@ -262,16 +265,16 @@ _BATCH_SAMPLER_STATE = frozenset({"samples_yielded", "sampler_state", "sampler_i
 _SAMPLER_COUNTERS = frozenset({"yielded", "generator"})
 
 
-_REPLAYED_FETCHER = frozenset({"dataset_iter_state", "fetcher_ended"})
+_ITERABLE_FETCHER = frozenset({"dataset_iter_state", "fetcher_ended"})
 
 
 def rewindable_loader(trainer: Any) -> Any:
     """The one training loader whose state `rewound_loader_states` reads back, or None.
 
-    A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``
-    over a dataset without ``state_dict``/``load_state_dict`` (map-style, or an `IterableDataset`
-    whose iterator has none either: torchdata replays it at a load), alone in the fit's
-    `CombinedLoader`, whose state now has the layout read here.
+    A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``,
+    alone in the fit's `CombinedLoader`, whose state now has the layout read here. Its dataset (or an
+    `IterableDataset`'s iterator) may have a state of its own: `dataset_states` then reads that part
+    before each fetch.
     """
     loaders = train_loaders(trainer)
     if len(loaders) != 1:
@@ -280,15 +283,65 @@ def rewindable_loader(trainer: Any) -> Any:
     kind: Any = loader.__class__
     if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
         return None
-    dataset = getattr(loader, "dataset", None)
     if int(getattr(loader, "num_workers", 1)) != 0:
         return None
-    if callable(getattr(dataset, "state_dict", None)) or callable(getattr(dataset, "load_state_dict", None)):
-        return None
     states = stateful_loader_states(trainer)
-    if not states or len(states) != 1 or _rewound(states[0], int(states[0].get("_num_yielded", 0)), loader) is None:
+    if not states or len(states) != 1:
+        return None
+    fetches = int(states[0].get("_num_yielded", 0))
+    if _rewound(states[0], fetches, loader, dataset_states(loader) if holds_dataset_state(loader) else None) is None:
         return None
     return loader
+
+
+class DatasetStates(NamedTuple):
+    """The part of a main-process `StatefulDataLoader`'s state that its dataset holds, as its
+    `_StatefulSingleProcessDataLoaderIter.state_dict` (torchdata-private) writes it: ``dataset_state``,
+    and for an `IterableDataset` its fetcher's ``fetcher_state`` (the iterator's state and whether it ended)."""
+
+    dataset: Any
+    fetcher: dict[str, Any] | None
+
+
+def _own_state(holder: Any) -> Any:
+    """torchdata's `try_to_serialize`: the ``state_dict()`` of an object that has ``state_dict`` and
+    ``load_state_dict`` (its `Stateful` protocol), else None; without the protocol's `isinstance`
+    check (about 15 µs on Python 3.11), as it runs before every fetch."""
+    state_dict = getattr(holder, "state_dict", None)
+    if callable(state_dict) and callable(getattr(holder, "load_state_dict", None)):
+        return state_dict()
+    return None
+
+
+def holds_dataset_state(loader: Any) -> bool:
+    """Whether the loader's dataset, or its running `IterableDataset` iterator
+    (`_StatefulSingleProcessDataLoaderIter._dataset_fetcher.dataset_iter`, torchdata-private), has a
+    state of its own."""
+    fetcher = getattr(getattr(loader, "_iterator", None), "_dataset_fetcher", None)
+    holders = [getattr(loader, "dataset", None), getattr(fetcher, "dataset_iter", None)]
+    return any(
+        callable(getattr(h, "state_dict", None)) and callable(getattr(h, "load_state_dict", None)) for h in holders
+    )
+
+
+def dataset_states(loader: Any) -> DatasetStates | None:
+    """The dataset's part of the loader's state now (see `DatasetStates`); None before it has an iterator.
+
+    `_StatefulSingleProcessDataLoaderIter._dataset_fetcher` (torchdata-private): a map-style fetcher's
+    ``dataset``; an iterable one's ``dataset``, ``dataset_iter`` and ``ended``, read as its
+    ``state_dict`` reads them.
+    """
+    fetcher = getattr(getattr(loader, "_iterator", None), "_dataset_fetcher", None)
+    if fetcher is None:
+        return None
+    dataset = fetcher.dataset
+    if not hasattr(fetcher, "dataset_iter"):  # map-style
+        return DatasetStates(_own_state(dataset), None)
+    dataset_iter = fetcher.dataset_iter
+    return DatasetStates(
+        _own_state(dataset) if dataset_iter is not dataset else None,
+        {"dataset_iter_state": _own_state(dataset_iter), "fetcher_ended": fetcher.ended},
+    )
 
 
 def loader_count_offset(loader: Any, fetched: int) -> int:
@@ -306,35 +359,43 @@ def loader_count_offset(loader: Any, fetched: int) -> int:
     return fetches - fetched
 
 
-def rewound_loader_states(trainer: Any, loader: Any, fetches: int) -> list[dict[str, Any]] | None:
+def rewound_loader_states(
+    trainer: Any, loader: Any, fetches: int, dataset: DatasetStates | None = None
+) -> list[dict[str, Any]] | None:
     """The training loaders' states as Lightning saves them (`stateful_loader_states`), read back to
-    when ``loader`` (`rewindable_loader`) had yielded ``fetches`` batches of its running iterator;
+    when ``loader`` (`rewindable_loader`) had yielded ``fetches`` batches of its running iterator, with
+    ``dataset``, the dataset's part read then (`dataset_states`), where it holds a state of its own;
     None where they cannot be."""
     states = stateful_loader_states(trainer)
     if not states or len(states) != 1:
         return None
-    state = _rewound(states[0], fetches, loader)
+    state = _rewound(states[0], fetches, loader, dataset)
     return [state] if state is not None else None
 
 
-def _rewound(state: Mapping[str, Any], fetches: int, loader: Any) -> dict[str, Any] | None:
+def _rewound(
+    state: Mapping[str, Any], fetches: int, loader: Any, dataset: DatasetStates | None
+) -> dict[str, Any] | None:
     if frozenset(state) != _SINGLE_PROCESS_STATE or not 0 <= fetches <= int(state["_num_yielded"]):
         return None
-    if state["_index_sampler_state"] is not None or state["dataset_state"] is not None:
+    if state["_index_sampler_state"] is not None:
         return None
-    # an `IterableDataset`'s fetcher: `_StatefulSingleProcessDataLoaderIter.load_state_dict` replays the
-    # dataset's iterator for `_num_yielded` batches where neither it nor the dataset is `Stateful` (its
-    # state then None); a dataset or iterator with a state of its own cannot be read back
     found_fetcher: Any = state["fetcher_state"]
     fetcher = cast("dict[str, Any]", found_fetcher) if isinstance(found_fetcher, dict) else None
-    if found_fetcher is not None and (
-        fetcher is None or frozenset(fetcher) != _REPLAYED_FETCHER or fetcher["dataset_iter_state"] is not None
-    ):
+    if found_fetcher is not None and (fetcher is None or frozenset(fetcher) != _ITERABLE_FETCHER):
         return None
     rewound = dict(state)
+    if dataset is not None:  # the dataset's own state, read before the fetch read back to
+        if (dataset.fetcher is None) != (fetcher is None):
+            return None
+        rewound["dataset_state"], rewound["fetcher_state"] = dataset.dataset, dataset.fetcher
+    elif state["dataset_state"] is not None or (fetcher is not None and fetcher["dataset_iter_state"] is not None):
+        return None  # a state of the dataset's own, not read before the fetch: it cannot be read back
     if fetches < int(state["_num_yielded"]):
         rewound["_iterator_finished"] = False
-        if fetcher is not None:  # the dataset's iterator had not ended before the fetch read back to
+        if fetcher is not None and dataset is None:
+            # `_StatefulSingleProcessDataLoaderIter.load_state_dict` replays an iterable without a state
+            # of its own for `_num_yielded` batches; its iterator had not ended before the fetch read back to
             rewound["fetcher_state"] = {**fetcher, "fetcher_ended": False}
     rewound["_num_yielded"] = rewound["_sampler_iter_yielded"] = fetches
     sampler_iter: Any = state["_sampler_iter_state"]

@@ -11,10 +11,11 @@ whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one f
   reference, the metrics' states copied when they changed), the optimizer steps and LR scheduler
   updates done so far, and where the data fetcher was;
 - the state a resumed run must load to fetch a batch again: where the training data comes from one
-  torchdata ``StatefulDataLoader`` loading in this process from a dataset without a state of its own
-  (map-style, or an iterable one torchdata replays), read back at the save (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's
-  fetch), at no cost per batch; from any other training loader with a ``state_dict()``, that state
-  read before each fetch;
+  torchdata ``StatefulDataLoader`` loading in this process, read back at the save
+  (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's fetch), with
+  its dataset's own state, where it has one, read before each fetch (``_lightning.data.dataset_states``);
+  from any other training loader with a ``state_dict()`` (worker processes, several loaders), that
+  state read before each fetch;
 - at each validation's start, the views the validation updates (``callback_metrics``) and the
   metrics' states, for a checkpoint saved inside the validation.
 
@@ -30,7 +31,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from lightning_step_types._lightning.data import (
+    DatasetStates,
     cycled_loaders,
+    dataset_states,
+    holds_dataset_state,
     loader_count_offset,
     rewindable_loader,
     rewound_loader_states,
@@ -136,11 +140,15 @@ class FitFollower:
         self.stateful: bool | None = None  # whether a training loader has a state_dict (found at the first fetch)
         # the one training loader whose state is read back at a save (`rewindable_loader`), or None
         self.rewinding: Any = None
+        # whether its dataset holds a state of its own, read before each fetch (`dataset_states`)
+        self.dataset_holds_state: bool = False
         # its iterator's count of yielded batches minus the fetcher's count of fetches (read at each epoch's first batch)
         self.fetch_offset: int = 0
         self.offset_epoch: int = -1
         # fetch number -> the loaders' states before it, and which of them had cycled
         self.before_fetch: dict[int, tuple[list[dict[str, Any]], list[bool] | None]] = {}
+        # fetch number -> the rewound loader's dataset's part of its state before it
+        self.dataset_before_fetch: dict[int, DatasetStates | None] = {}
         self.last_fetch: int = -1
         self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
         self.loaded_cycled: list[bool] | None = None
@@ -172,8 +180,9 @@ class FitFollower:
             # the training loaders exist from `FitLoop.setup_data`, before this; their states are read per fetch
             self.stateful = stateful_loader_states(trainer) is not None
             self.rewinding = rewindable_loader(trainer) if self.stateful else None
-            if not self.stateful or self.rewinding is not None:  # nothing to read before each fetch
-                unfollow_fetches(trainer)
+            self.dataset_holds_state = self.rewinding is not None and holds_dataset_state(self.rewinding)
+            if not self.stateful or (self.rewinding is not None and not self.dataset_holds_state):
+                unfollow_fetches(trainer)  # nothing to read before each fetch
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
             self.parameters = list(trainer.lightning_module.parameters())
@@ -237,8 +246,12 @@ class FitFollower:
             fetched, _ = fetch_position(trainer)
             if fetched < self.last_fetch:  # the fetcher was reset: a new epoch's iterator
                 self.before_fetch.clear()
+                self.dataset_before_fetch.clear()
             self.last_fetch = fetched
-            self.before_fetch[fetched] = (stateful_loader_states(trainer) or [], cycled_loaders(trainer))
+            if self.dataset_holds_state:  # the rest of the loader's state is read back at a save
+                self.dataset_before_fetch[fetched] = dataset_states(self.rewinding)
+            else:
+                self.before_fetch[fetched] = (stateful_loader_states(trainer) or [], cycled_loaders(trainer))
 
     # --- the batch-start record ---------------------------------------------------------------------
 
@@ -280,10 +293,11 @@ class FitFollower:
         record.scheduler_updates = scheduler_updates_done
         if self.stateful:
             record.fetched, record.prefetched = fetch_position(trainer)
-            if self.before_fetch:
-                first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
-                for number in [number for number in self.before_fetch if number < first]:
-                    del self.before_fetch[number]
+            first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
+            for before_fetch in (self.before_fetch, self.dataset_before_fetch):
+                if before_fetch:
+                    for number in [number for number in before_fetch if number < first]:
+                        del before_fetch[number]
 
     def gradients_since_start(self) -> tuple[bool, bool, bool, bool]:
         """Compared with the batch's start: ``(gradients were held over into it, its backward added to
@@ -307,8 +321,9 @@ class FitFollower:
     def loader_states_before(self, fetch: int, trainer: Any) -> tuple[list[dict[str, Any]] | None, list[bool] | None]:
         """The loaders' states from which fetch number ``fetch`` of this epoch comes (None: a new iterator),
         and which of them had cycled."""
-        if self.rewinding is not None:
-            states = rewound_loader_states(trainer, self.rewinding, fetch + self.fetch_offset)
+        if self.rewinding is not None and (not self.dataset_holds_state or fetch in self.dataset_before_fetch):
+            dataset = self.dataset_before_fetch.get(fetch)
+            states = rewound_loader_states(trainer, self.rewinding, fetch + self.fetch_offset, dataset)
             if states is not None:
                 return states, cycled_loaders(trainer)
         if fetch in self.before_fetch:
