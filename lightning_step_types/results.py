@@ -297,8 +297,9 @@ def loss_error(where: str, loss: object) -> StepResultError:
 
 
 def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
-    if type(metadata) is dict:  # the common case, without the Mapping ABC check
-        frozen = FrozenMetadata(cast("dict[str, object]", metadata))
+    if type(metadata) is dict:  # the common case, without the Mapping ABC check (nor a typing.cast call)
+        given: dict[str, object] = metadata  # pyright: ignore[reportUnknownVariableType]  # keys checked below
+        frozen = FrozenMetadata(given)
         data = frozen._data  # pyright: ignore[reportPrivateUsage]
         for key in data:  # a loop, not all(<generator>): half the cost for the usual few keys
             if type(key) is not str:
