@@ -34,6 +34,7 @@ from lightning_step_types.step.adapter import (
     module_state,
     set_nonfinite_deferral,
     typed_outputs,
+    typed_policy,
 )
 from lightning_step_types.step.compiled_logging import record_log, recording_logs
 from lightning_step_types.step.wrapping import (
@@ -85,7 +86,7 @@ class TypedModuleMixin:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        StepPolicy.of(True, cls.nonfinite_loss, cls.log_loss)  # a wrong setting fails at the class, not the first step
+        typed_policy(cls.nonfinite_loss, cls.log_loss)  # a wrong setting fails at the class, not the first step
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in STEP_HOOKS}, _adapt_step)
         wrap_inherited_hooks(cls, BATCH_END_HOOKS, adapt_batch_end_function)
         wrap_inherited_hooks(cls, {hook_name: hook_name for hook_name in _EPOCH_STATE_HOOKS}, _with_epoch_state)
@@ -222,7 +223,7 @@ def _lightning_log(
 
 
 def _adapt_step(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
-    return adapt_step_function(func, hook_name, module_policy)
+    return adapt_step_function(func, hook_name)
 
 
 def _adapt_setup(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
@@ -245,7 +246,7 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
         result = setup(*args, **kwargs)
     finally:
         state.in_setup = False
-    compile_inside_adapted_steps(module, module_policy)
+    compile_inside_adapted_steps(module)
     set_nonfinite_deferral(trainer_of(module), module, is_default_nonfinite_loss(module.nonfinite_loss))
     stage = kwargs.get("stage", args[0] if args else None)
     if epoch_state.exact_resume_enabled(module):
@@ -269,8 +270,8 @@ def attach_declared_metrics(module: TypedModuleMixin) -> None:
 
 
 def module_policy(module: TypedModuleMixin) -> StepPolicy:
-    """The adapter settings a typed module's steps run with (read on every step)."""
-    return StepPolicy.of(True, module.nonfinite_loss, module.log_loss)
+    """The adapter settings a typed module's steps run with (``run_step`` reads them on every step)."""
+    return typed_policy(module.nonfinite_loss, module.log_loss)
 
 
 def _save_epoch_state(module: TypedModuleMixin, checkpoint: dict[str, Any]) -> None:

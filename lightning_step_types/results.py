@@ -165,8 +165,11 @@ class StepResult(Mapping[str, Any], Generic[MetaT]):
     # The default is None, not _EMPTY_METADATA: torch.compile cannot trace a call that leaves out
     # an argument whose default is an object of a class of ours (a graph break per step).
     def __init__(self, loss: torch.Tensor, metadata: MetaT | None = None, batch_size: int | None = None) -> None:
-        # Checks what the caller passed, whatever its annotation said.
-        if not is_loss_tensor(loss):
+        # Checks what the caller passed, whatever its annotation said. A plain 0-d tensor of a loss
+        # dtype is a loss: that usual case is told apart with no call (this runs on every step).
+        if not (type(loss) is torch.Tensor and loss.ndim == 0 and loss.dtype in LOSS_DTYPES) and not is_loss_tensor(
+            loss
+        ):
             raise loss_error(f"{type(self).__name__}.loss", loss)
         if metadata is None:
             metadata = _EMPTY_METADATA  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
@@ -294,8 +297,9 @@ def loss_error(where: str, loss: object) -> StepResultError:
 
 
 def _frozen_metadata(owner: str, metadata: object) -> FrozenMetadata:
-    if type(metadata) is dict:  # the common case, without the Mapping ABC check
-        frozen = FrozenMetadata(cast("dict[str, object]", metadata))
+    if type(metadata) is dict:  # the common case, without the Mapping ABC check (nor a typing.cast call)
+        given: dict[str, object] = metadata  # pyright: ignore[reportUnknownVariableType]  # keys checked below
+        frozen = FrozenMetadata(given)
         data = frozen._data  # pyright: ignore[reportPrivateUsage]
         for key in data:  # a loop, not all(<generator>): half the cost for the usual few keys
             if type(key) is not str:

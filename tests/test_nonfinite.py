@@ -182,6 +182,37 @@ def test_training_skip_skips_the_batches_and_warns_once(kind: str, tmp_path: Pat
     assert_same_params(model, reference)
 
 
+class ChangesTheSetting(pl.Callback):
+    """Sets the typed module's ``nonfinite_loss`` during the fit: ``"skip"`` once the fit has started
+    (after its setup), ``"raise"`` again at the second NaN batch's start."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        pl_module.nonfinite_loss = "skip"
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if batch_idx == NAN_BATCHES[1]:
+            pl_module.nonfinite_loss = "raise"
+
+
+def test_a_typed_module_s_setting_changed_during_the_fit_applies_from_its_next_step(tmp_path: Path) -> None:
+    """The settings are read on every step (not once per fit): each change applies to the next step."""
+    model = TypedNonFinite()  # the default, "raise"
+    per_batch = ParamsPerBatch()
+    trainer = make_trainer(tmp_path, callbacks=[ChangesTheSetting(), per_batch])
+    raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
+    # the first NaN batch is skipped ("skip", set after the setup), with one warning ...
+    assert len(step_warnings) == 1
+    assert "skipping this batch (nonfinite_loss='skip')" in step_warnings[0]
+    assert_same_params(per_batch.end[NAN_BATCHES[0]], per_batch.start[NAN_BATCHES[0]])
+    # ... and the second raises ("raise" again) before its optimizer step
+    assert type(raised) is StepResultError
+    assert "a finite loss (nonfinite_loss='raise')" in str(raised).split("\n")[2]
+    assert NAN_BATCHES[1] not in per_batch.end
+    assert_same_params(model, per_batch.start[NAN_BATCHES[1]])
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("policy", ["warn", None])
 def test_training_warn_and_off_train_on_as_plain_lightning(kind: str, policy: str | None, tmp_path: Path) -> None:

@@ -50,9 +50,13 @@ def trainer_is_running(module: Any) -> bool:
     """Whether ``module`` is inside ``fit``/``validate``/``test``/``predict`` right now.
 
     Asked on every step, so it reads ``LightningModule._trainer`` (None until a Trainer attaches
-    it) directly rather than through ``trainer_of``'s instance-``__dict__`` lookup.
+    it) as a plain attribute, with no call: not through ``trainer_of``'s instance-``__dict__``
+    lookup, nor ``getattr`` with a default (a module without one raises AttributeError instead).
     """
-    trainer = getattr(module, "_trainer", None)
+    try:
+        trainer = module._trainer
+    except AttributeError:  # not a LightningModule set up by its __init__
+        return False
     if trainer is None:
         return False
     # TrainerStatus is a str enum in both Lightning flavours; comparing its member value (`_value_`,

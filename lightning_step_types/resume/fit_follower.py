@@ -196,7 +196,53 @@ class FitFollower:
             if not self.resume.first_batch(self):  # the point is a batch's end: it runs before any batch
                 self.phase, self.validated, self.logger_step_at_end = Phase.TAIL, False, logger_step(trainer)
                 return
-        self.note_batch_start(trainer)
+        # --- the batch-start record: written here rather than in a method of its own, since every call
+        # per batch counts; one read of Lightning's counters, and nothing that has nothing to record
+        epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
+        if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
+            self.loaded_loaders = self.loaded_cycled = None
+        if epoch != self.offset_epoch and self.rewinding is not None:  # the epoch's iterator exists, no fetch under way
+            self.fetch_offset = loader_count_offset(self.rewinding, fetch_position(trainer)[0])
+            self.offset_epoch = epoch
+        self.epoch, self.batch = epoch, completed
+        self.phase = Phase.BATCH
+        holders = self.holders
+        # `Holders.batch_start`, called only where it has something to do: rows written since the last
+        # batch's start, callbacks whose batch hooks change their state, or the first batch's mark
+        if holders is not None and (holders.rows or holders.in_batch or "batch" not in holders.row_marks):
+            holders.batch_start()
+        # gradients may be held over into this batch: Lightning zeroes them only where this index is a
+        # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
+        if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
+            self.gradient_marks = gradient_marks(self.parameters)
+        elif self.gradient_marks is not None:
+            self.gradient_marks = None
+        record = self.record
+        record.epoch, record.batch = epoch, completed
+        results = self.results
+        if results:
+            record.logged, _ = logged_snapshot(results)
+        elif record.logged:
+            record.logged = []
+        resume: Any = self.resume
+        if resume is not None or record.pending:
+            record.pending = resume.pending_logged() if resume is not None else {}
+        if self.metrics:
+            for name, metric in self.metrics.items():
+                mark = metric_change_mark(metric)
+                if record.marks.get(name) != mark:
+                    record.marks[name] = mark
+                    record.metrics[name] = metric_states_on_device(metric)
+        record.steps = self.steps[0]
+        record.scheduler_updates = scheduler_updates_done
+        if self.stateful:
+            record.fetched, record.prefetched = fetch_position(trainer)
+            first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
+            for before_fetch in (self.before_fetch, self.dataset_before_fetch):
+                if before_fetch:
+                    for number in [number for number in before_fetch if number < first]:
+                        del before_fetch[number]
+        # --- the batch
         original(data_fetcher)
         # `_TrainingEpochLoop.run` calls `on_advance_end` right after: the batch's end. Not wrapped (it
         # would cost a call per batch): the phase stays TAIL after it too, and the logger step tells the
@@ -252,52 +298,6 @@ class FitFollower:
                 self.dataset_before_fetch[fetched] = dataset_states(self.rewinding)
             else:
                 self.before_fetch[fetched] = (stateful_loader_states(trainer) or [], cycled_loaders(trainer))
-
-    # --- the batch-start record ---------------------------------------------------------------------
-
-    def note_batch_start(self, trainer: Any) -> None:
-        # runs on every batch: one read of Lightning's counters, and nothing that has nothing to record
-        epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
-        if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
-            self.loaded_loaders = self.loaded_cycled = None
-        if epoch != self.offset_epoch and self.rewinding is not None:  # the epoch's iterator exists, no fetch under way
-            self.fetch_offset = loader_count_offset(self.rewinding, fetch_position(trainer)[0])
-            self.offset_epoch = epoch
-        self.epoch, self.batch = epoch, completed
-        self.phase = Phase.BATCH
-        if self.holders is not None:
-            self.holders.batch_start()
-        # gradients may be held over into this batch: Lightning zeroes them only where this index is a
-        # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
-        if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
-            self.gradient_marks = gradient_marks(self.parameters)
-        elif self.gradient_marks is not None:
-            self.gradient_marks = None
-        record = self.record
-        record.epoch, record.batch = epoch, completed
-        results = self.results
-        if results:
-            record.logged, _ = logged_snapshot(results)
-        elif record.logged:
-            record.logged = []
-        resume: Any = self.resume
-        if resume is not None or record.pending:
-            record.pending = resume.pending_logged() if resume is not None else {}
-        if self.metrics:
-            for name, metric in self.metrics.items():
-                mark = metric_change_mark(metric)
-                if record.marks.get(name) != mark:
-                    record.marks[name] = mark
-                    record.metrics[name] = metric_states_on_device(metric)
-        record.steps = self.steps[0]
-        record.scheduler_updates = scheduler_updates_done
-        if self.stateful:
-            record.fetched, record.prefetched = fetch_position(trainer)
-            first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
-            for before_fetch in (self.before_fetch, self.dataset_before_fetch):
-                if before_fetch:
-                    for number in [number for number in before_fetch if number < first]:
-                        del before_fetch[number]
 
     def gradients_since_start(self) -> tuple[bool, bool, bool, bool]:
         """Compared with the batch's start: ``(gradients were held over into it, its backward added to

@@ -23,10 +23,11 @@ from lightning_step_types._lightning.data import fetched_batch_size
 from lightning_step_types._lightning.result_collection import logged_in_current_hook
 from lightning_step_types._lightning.trainer import lightning_checks_nonfinite, trainer_is_running
 from lightning_step_types.errors import StepResultError
-from lightning_step_types.policy import LossLogging, StepPolicy
-from lightning_step_types.results import StepResult
+from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
+from lightning_step_types.results import StepResult, TrainStepResult
 from lightning_step_types.step.checks import (
     StepCall,
+    accept_training_result,
     check_evaluation_return,
     check_training_return,
     no_batch_size_for_log_loss,
@@ -41,6 +42,7 @@ __all__ = [
     "source_of",
     "run_step",
     "typed_outputs",
+    "typed_policy",
 ]
 
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
@@ -65,10 +67,21 @@ class MetricUpdates(Protocol):
 class _ModuleState:
     """Per-module runtime state, kept off the module so that it pickles and copies as it was."""
 
-    __slots__ = ("calls", "active", "latest", "metric_sets", "in_setup", "nonfinite_deferred", "__weakref__")
+    __slots__ = (
+        "calls",
+        "own_settings",
+        "active",
+        "latest",
+        "metric_sets",
+        "in_setup",
+        "nonfinite_deferred",
+        "__weakref__",
+    )
 
     def __init__(self) -> None:
         self.calls: dict[str, StepCall] = {}  # per hook, rebuilt when the module's policy changes
+        # a typed module's `nonfinite_loss` and `log_loss` as last read, and the policy they make
+        self.own_settings: tuple[object, object, StepPolicy] | None = None
         self.active: bool = False  # inside an adapted step: nested calls (super().training_step) pass through
         # The latest typed result per step, read by typed batch-end hooks (module and callbacks alike).
         self.latest: dict[str, StepResult[Any]] = {}
@@ -99,35 +112,54 @@ def module_state(module: torch.nn.Module) -> _ModuleState:
     return state
 
 
+def typed_policy(nonfinite_loss: NonFiniteLoss, log_loss: bool | LossLogging) -> StepPolicy:
+    """The policy a typed module's steps run with, from its ``nonfinite_loss`` and ``log_loss`` settings."""
+    return StepPolicy.of(True, nonfinite_loss, log_loss)
+
+
 def run_step(
     module: torch.nn.Module,
     hook_name: str,
-    settings: StepPolicy | Callable[[Any], StepPolicy],
+    settings: StepPolicy | None,
     step: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> Any:
     """Call a step, then check and convert what it returned.
 
-    ``settings`` is the policy, or (for a typed module, whose settings are read per call) what
-    gives them for the module: it is asked only past the pass-through below, so that a nested call
-    traced by torch.compile (``super().training_step(...)`` in a compiled step) traces no more of
-    the library than that.
+    ``settings`` is the policy, or None for a typed module, whose own settings (``nonfinite_loss``,
+    ``log_loss``: ``typed_policy``) are read on every step. They are read only past the pass-through
+    below, so that a nested call traced by torch.compile (``super().training_step(...)`` in a
+    compiled step) traces no more of the library than that.
 
     Outside a running Trainer (a unit test calling ``model.training_step`` directly, Fabric)
     and in nested calls such as ``super().training_step(...)``, the step's own return value
     passes through untouched.
+
+    This runs on every step, so it makes no call it can avoid: lookups are written inline.
     """
-    last = _last  # module_state's fast path, inline: this runs on every step
+    last = _last  # module_state's fast path, inline
     state = last[1] if last is not None and last[0]() is module else module_state(module)
     if state.active or not trainer_is_running(module):
         return step(*args, **kwargs)
-    policy = settings if isinstance(settings, StepPolicy) else settings(module)
+    if settings is None:
+        typed: Any = module
+        nonfinite_loss, log_loss = typed.nonfinite_loss, typed.log_loss
+        own = state.own_settings
+        # the same two objects make the same policy: StepPolicy.of is asked only when one changed
+        if own is not None and own[0] is nonfinite_loss and own[1] is log_loss:
+            policy = own[2]
+        else:
+            policy = typed_policy(nonfinite_loss, log_loss)
+            state.own_settings = (nonfinite_loss, log_loss, policy)
+    else:
+        policy = settings
     if state.nonfinite_deferred and policy.nonfinite_loss is not None:
         policy = StepPolicy.of(policy.strict, None, policy.log_loss or False)
-    call = state.calls.get(hook_name)
+    calls = state.calls
+    call = calls[hook_name] if hook_name in calls else None
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
-        call = state.calls[hook_name] = StepCall(module, hook_name, policy, source_of(step))
+        call = calls[hook_name] = StepCall(module, hook_name, policy, source_of(step))
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -144,8 +176,12 @@ def run_step(
         raise
     finally:
         state.active = False
-    training = hook_name == "training_step"
-    lightning_output, result = (check_training_return if training else check_evaluation_return)(output, call)
+    if hook_name != "training_step":
+        lightning_output, result = check_evaluation_return(output, call)
+    elif type(output) is TrainStepResult:  # a typed step's usual return: what check_training_return would do
+        lightning_output, result = accept_training_result(output, call)
+    else:
+        lightning_output, result = check_training_return(output, call)
     if result is None:
         if state.latest:
             state.latest.pop(hook_name, None)

@@ -36,7 +36,13 @@ from lightning_step_types.results import (
     loss_error,
 )
 
-__all__ = ["StepCall", "check_evaluation_return", "check_training_return", "warn_loss_logged_by_the_step"]
+__all__ = [
+    "StepCall",
+    "accept_training_result",
+    "check_evaluation_return",
+    "check_training_return",
+    "warn_loss_logged_by_the_step",
+]
 
 # Keys that Lightning 0.x read from a step's dict; Lightning 1.0+ keeps them as plain extras and
 # reads nothing from them. Key -> (what does that job now, the fix).
@@ -110,18 +116,29 @@ class StepCall:
 
 
 def check_training_return(output: object, call: StepCall) -> tuple[Any, StepResult[Any] | None]:
-    """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None)."""
+    """Check a ``training_step`` return; give back (what Lightning receives, the typed result or None).
+
+    The two usual returns are checked inline with no call that can be avoided (no ``typing.cast``,
+    whose call costs as much at runtime as any other): they run on every batch.
+    """
     kind = type(output)
-    if kind is TrainStepResult:  # the path of every typed step, kept short: it runs per batch
-        return _accept_training_result(cast("TrainStepResult[Any]", output), call)
-    if kind is dict and not call.strict:  # a legacy step's usual return, checked inline: it runs per batch too
-        loss = cast("dict[object, Any]", output).get("loss")
-        if type(loss) is torch.Tensor and loss.grad_fn is not None and loss.dtype in LOSS_DTYPES and loss.numel() == 1:
-            for key in cast("dict[object, Any]", output):
+    if kind is TrainStepResult:  # the path of every typed step
+        result: TrainStepResult[Any] = output  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+        return accept_training_result(result, call)
+    if kind is dict and not call.strict:  # a legacy step's usual return
+        returned: dict[object, Any] = output  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+        loss = returned["loss"] if "loss" in returned else None
+        if (
+            type(loss) is torch.Tensor
+            and loss.grad_fn is not None
+            and loss.dtype in LOSS_DTYPES
+            and (loss.ndim == 0 or loss.numel() == 1)  # one value (a 0-d tensor, with no call)
+        ):
+            for key in returned:
                 if type(key) is not str or key in LEGACY_KEYS:  # a warning to give: the full check
                     break
             else:
-                if call.nonfinite_loss is None or math.isfinite(loss.item()):  # see _accept_training_result
+                if call.nonfinite_loss is None or math.isfinite(loss.item()):  # see accept_training_result
                     return output, None
     try:  # only StepResultError leaves a check, whatever the returned object does when inspected
         return _check_training_return(output, call)
@@ -175,7 +192,7 @@ def _check_training_return(output: object, call: StepCall) -> tuple[Any, StepRes
         )  # isinstance leaves the type arguments unknown to pyright
         if not isinstance(output, TrainStepResult):
             raise _wrong_result_class(output, TrainStepResult, call)
-        return _accept_training_result(output, call)
+        return accept_training_result(output, call)
     if call.strict:
         raise _not_a_result(output, TrainStepResult, call)
     return _check_legacy_training_return(output, call), None
@@ -273,9 +290,13 @@ def _other_settings(logging: LossLogging, stage: str) -> str:
     )
 
 
-def _accept_training_result(
+def accept_training_result(
     output: StepResult[Any], call: StepCall
 ) -> tuple[torch.Tensor | dict[str, Any] | None, StepResult[Any] | None]:
+    """Check a ``TrainStepResult`` (its construction checked the rest) and give back what Lightning receives.
+
+    ``run_step`` calls it directly for a result of exactly that class, as ``check_training_return`` would.
+    """
     loss = output.loss
     if loss.is_leaf:  # usually it has a grad_fn (is_leaf is the cheaper read): only then look closer
         _check_loss_graph(loss, "return value.loss", call)
@@ -284,20 +305,21 @@ def _accept_training_result(
     if nonfinite and _skip_nonfinite(loss, "return value.loss", call):
         return None, None
     # Without metadata Lightning's loops make of a bare loss exactly what they make of {"loss": loss}.
-    has_metadata = bool(cast(FrozenMetadata, output.metadata)._data)
-    return (_as_lightning_dict(output) if has_metadata else loss), output
+    metadata: FrozenMetadata = output.metadata  # pyright: ignore[reportAssignmentType]  # always one (StepResult.__init__)
+    return (_as_lightning_dict(output) if metadata._data else loss), output
 
 
 def _as_lightning_dict(result: StepResult[Any]) -> dict[str, Any]:
     """The plain dict Lightning's loops receive: ``{"loss": loss, **metadata}``."""
-    return {"loss": result.loss, **cast(FrozenMetadata, result.metadata)._data}
+    metadata: FrozenMetadata = result.metadata  # pyright: ignore[reportAssignmentType]  # always one (StepResult.__init__)
+    return {"loss": result.loss, **metadata._data}
 
 
 def _check_legacy_training_return(output: object, call: StepCall) -> object:
     """Lightning's own returns (a Tensor, or a Mapping with 'loss'): checked, passed on unchanged."""
     if isinstance(output, torch.Tensor):
         _check_returned_loss(output, "return value", call)
-        nonfinite = call.nonfinite_loss is not None and not math.isfinite(output.item())  # see _accept_training_result
+        nonfinite = call.nonfinite_loss is not None and not math.isfinite(output.item())  # see accept_training_result
         return None if nonfinite and _skip_nonfinite(output, "return value", call) else output
     if type(output) is dict or isinstance(output, Mapping):
         output = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown to pyright
@@ -305,9 +327,7 @@ def _check_legacy_training_return(output: object, call: StepCall) -> object:
         if "loss" in output:
             loss = output["loss"]
             _check_returned_loss(loss, "return value['loss']", call)
-            nonfinite = call.nonfinite_loss is not None and not math.isfinite(
-                loss.item()
-            )  # see _accept_training_result
+            nonfinite = call.nonfinite_loss is not None and not math.isfinite(loss.item())  # see accept_training_result
             if nonfinite and _skip_nonfinite(loss, "return value['loss']", call):
                 return None
         elif call.automatic_optimization:

@@ -48,21 +48,20 @@ def _lightning_view(wrapper: Callable[..., Any], step: Callable[..., Any]) -> No
     converts_its_outputs(wrapper)
 
 
-def adapt_step_function(
-    func: Callable[..., Any], hook_name: str, policy_of: Callable[[Any], StepPolicy]
-) -> Callable[..., Any]:
-    """Wrap a step defined on a class (``TypedLightningModule`` subclasses); the policy is read per call."""
+def adapt_step_function(func: Callable[..., Any], hook_name: str) -> Callable[..., Any]:
+    """Wrap a step defined on a class (``TypedLightningModule`` subclasses): it runs with the module's
+    own settings, read per call."""
 
     @functools.wraps(func)
     def adapted_step(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return run_step(self, hook_name, policy_of, func, (self, *args), kwargs)
+        return run_step(self, hook_name, None, func, (self, *args), kwargs)
 
     _lightning_view(adapted_step, func)
     setattr(adapted_step, "__lst_step__", func)  # noqa: B010 - the user's step, for compile_inside_adapted_steps
     return adapted_step
 
 
-def compile_inside_adapted_steps(module: torch.nn.Module, policy_of: Callable[[Any], StepPolicy]) -> None:
+def compile_inside_adapted_steps(module: torch.nn.Module) -> None:
     """Under ``trainer.fit(torch.compile(model))``, compile the user's steps and not the library's wrapper.
 
     Lightning compiles a module by setting ``dynamo_ctx(module.training_step)`` (and the other
@@ -81,20 +80,16 @@ def compile_inside_adapted_steps(module: torch.nn.Module, policy_of: Callable[[A
         if func is None:  # Lightning's own default step: left as Lightning compiled it
             continue
         compiled = logs_after(compiler(types.MethodType(func, module)))
-        module.__dict__[hook_name] = _adapted_compiled_step(module, hook_name, policy_of, func, compiled)
+        module.__dict__[hook_name] = _adapted_compiled_step(module, hook_name, func, compiled)
         keep_uncompiled_step(module, hook_name, types.MethodType(getattr(type(module), hook_name), module))
 
 
 def _adapted_compiled_step(
-    module: torch.nn.Module,
-    hook_name: str,
-    policy_of: Callable[[Any], StepPolicy],
-    func: Callable[..., Any],
-    compiled: Callable[..., Any],
+    module: torch.nn.Module, hook_name: str, func: Callable[..., Any], compiled: Callable[..., Any]
 ) -> Callable[..., Any]:
     @functools.wraps(func)
     def adapted_step(*args: Any, **kwargs: Any) -> Any:
-        return run_step(module, hook_name, policy_of, compiled, args, kwargs)
+        return run_step(module, hook_name, None, compiled, args, kwargs)
 
     _lightning_view(adapted_step, func)
     return adapted_step
