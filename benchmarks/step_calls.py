@@ -50,6 +50,7 @@ from step_overhead import (  # noqa: E402 - the benchmark's own models, beside t
     TypedLossNoExactResume,
     TypedMetadata,
     Variant,
+    quiet_trainer,
 )
 
 LIBRARY = str(Path(lightning_step_types.__file__).resolve().parent) + os.sep
@@ -151,19 +152,7 @@ def count_calls(variant: Variant, skip: int, batches: int) -> Counter[tuple[Site
     y = torch.randint(0, OUT_FEATURES, (steps * BATCH_SIZE,), generator=generator)
     tally = Tally()
     data = _CountedSamples(tally, skip * BATCH_SIZE, (skip + batches) * BATCH_SIZE, x, y)
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=1,
-        max_steps=steps,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=variant.callbacks(),
-    )
+    trainer = quiet_trainer(steps, variant.callbacks())
     try:
         trainer.fit(variant.make(), train_dataloaders=DataLoader(data, batch_size=BATCH_SIZE))
     finally:

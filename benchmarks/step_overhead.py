@@ -254,7 +254,8 @@ HAND_LOG_BAR = "plain: self.log('train_loss', loss, on_step=True, on_epoch=True,
 LOG_LOSS = "typed: log_loss=True"
 
 
-def _trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
+def quiet_trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
+    """A Trainer of one epoch of ``max_steps`` training batches, with nothing around them."""
     return pl.Trainer(
         accelerator="cpu",
         devices=1,
@@ -374,7 +375,7 @@ def end_to_end(steps: int, warmup: int, segment: int) -> dict[str, SegmentClock]
     def fit(variant: Variant) -> None:
         torch.set_num_threads(1)  # per thread: OpenMP's setting is thread-local
         try:
-            trainer = _trainer(steps, [*variant.callbacks(), clocks[variant.name]])
+            trainer = quiet_trainer(steps, [*variant.callbacks(), clocks[variant.name]])
             trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful, variant.workers))
         except BaseException as error:  # re-raised below; the baton must not wait for a dead thread
             errors.append(error)
@@ -511,7 +512,7 @@ def adapter_cost(number: int, repeat: int) -> dict[str, tuple[float, float]]:
     costs: dict[str, tuple[float, float]] = {}
     for name, (make, callbacks) in cases.items():
         clock = AdapterClock(number, repeat)
-        _trainer(1, [*callbacks, clock]).fit(make(), train_dataloaders=_loader(1))
+        quiet_trainer(1, [*callbacks, clock]).fit(make(), train_dataloaders=_loader(1))
         costs[name] = (clock.adapted_us, clock.direct_us)
     return costs
 
@@ -526,7 +527,7 @@ def step_call_ns(variant: Variant, steps: int, skip: int) -> float:
     around it (policy, state, checks, conversion, recording the result), building the result
     included. Timed inside a real fit, the code runs as cold as in training, unlike part 3.
     """
-    trainer = _trainer(steps, variant.callbacks())
+    trainer = quiet_trainer(steps, variant.callbacks())
     strategy = trainer.strategy
     training_step = strategy.training_step
     times: list[int] = []
