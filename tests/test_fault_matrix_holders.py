@@ -47,6 +47,8 @@ from fault_matrix import (
     named_cells_table,
 )
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from models import PlainRegressor, TypedRegressor, assert_same_params, make_loader, trainer_kwargs
+from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import (
     BackboneFinetuning,
     Callback,
@@ -58,6 +60,8 @@ from pytorch_lightning.callbacks import (
     Timer,
 )
 from torch import nn
+
+from lightning_step_types.pytorch_lightning import StepResultAdapter
 
 HALF = Loop(validation="half")  # a validation after batches 4 and 9 of each epoch
 PLAIN_LOOP = Loop()  # no validation: ModelCheckpoint and EarlyStopping act at the epoch's end
@@ -593,6 +597,63 @@ def test_a_relaunch_from_last_ckpt_keeps_the_stop_early_stopping_requested(way: 
     assert (relaunched.trainer.current_epoch, relaunched.trainer.global_step) == (2, 22)
     assert relaunched.rows == []
     assert holder_differences(stopped, directory, [stopped, relaunched], directory) == []
+
+
+class _StopsAtBatch4:
+    """Sets ``trainer.should_stop`` in batch 4 and raises there (as Lightning's own
+    ``test_restarting_mid_epoch_raises_warning`` does): the module's own stop, not a callback's, in a
+    fit that an exception ends. ``stop_at = -1``: neither."""
+
+    stop_at = 4
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        if batch_idx == self.stop_at:
+            self.trainer.should_stop = True  # type: ignore[attr-defined]
+            raise RuntimeError("stopped in batch 4")
+        return super().training_step(batch, batch_idx)  # type: ignore[misc]
+
+
+class _PlainStops(_StopsAtBatch4, PlainRegressor):
+    pass
+
+
+class _TypedStops(_StopsAtBatch4, TypedRegressor):
+    pass
+
+
+def _fit_that_stops(way: str, root: Path, max_epochs: int, ckpt: Path | None, stop_at: int) -> Any:
+    module: Any = _TypedStops() if way == "typed" else _PlainStops()
+    module.stop_at = stop_at
+    callbacks = [StepResultAdapter()] if way == "adapter" else []
+    trainer = Trainer(**trainer_kwargs(root, max_epochs=max_epochs), callbacks=callbacks)
+    if stop_at < 0:
+        trainer.fit(module, make_loader(n_batches=8), ckpt_path=ckpt)
+        return trainer, module
+    with pytest.raises(RuntimeError, match="stopped in batch 4"):
+        trainer.fit(module, make_loader(n_batches=8), ckpt_path=ckpt)
+    saved = root / "stopped.ckpt"
+    trainer.save_checkpoint(saved)
+    return saved
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+@pytest.mark.parametrize("max_epochs", [1, 2])
+def test_a_stop_holds_for_a_relaunch_with_the_same_limits_and_trains_on_with_more(
+    way: str, max_epochs: int, tmp_path: Path
+) -> None:
+    """The module requests a stop in batch 4 of a 1-epoch fit, which an exception ends there; the checkpoint is
+    saved after it. A fit from it with ``max_epochs=1`` (a relaunch) stops at once, as the run that saved
+    it was to (plain Lightning trains batches 4 to 7); with ``max_epochs=2`` it trains on as plain Lightning
+    does from plain Lightning's checkpoint: the same steps, the same weights."""
+    saved = _fit_that_stops(way, tmp_path / way, 1, None, stop_at=4)
+    resumed, module = _fit_that_stops(way, tmp_path / way, max_epochs, saved, stop_at=-1)
+    plain_saved = _fit_that_stops("plain", tmp_path / "plain", 1, None, stop_at=4)
+    plain, plain_module = _fit_that_stops("plain", tmp_path / "plain", max_epochs, plain_saved, stop_at=-1)
+    if max_epochs == 1:
+        assert (resumed.global_step, plain.global_step) == (4, 8)
+        return
+    assert resumed.global_step == plain.global_step == 16
+    assert_same_params(module, plain_module)
 
 
 # --- the table docs/resume.md holds ---------------------------------------------------------------------

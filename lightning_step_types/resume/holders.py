@@ -16,8 +16,10 @@ checkpoint already holds nor loses one.
 - A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
   validation's own): the rows written since the point's start are saved, and the resumed run does
   not write them again when its hooks write the same rows.
-- ``trainer.should_stop`` (an ``EarlyStopping`` or ``Timer`` stop): saved, and set again at the
-  resumed fit's start, so that a relaunch from ``last.ckpt`` stops where the run that saved stopped.
+- ``trainer.should_stop`` (an ``EarlyStopping`` or ``Timer`` stop, or the module's own): saved with
+  the fit's limits (``max_epochs``, ``max_steps``), and set again at the start of a resumed fit with
+  the same limits, so that a relaunch from ``last.ckpt`` stops where the run that saved stopped; a fit
+  given other limits (to train on) goes on, as in plain Lightning.
 - The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
   ``StochasticWeightAveraging`` and ``GradientAccumulationScheduler`` (which set up from the epoch
   and the checkpoint, whatever ran before) run at the resumed fit's start; any other callback's is
@@ -44,7 +46,7 @@ from lightning_step_types.resume.messages import (
     plain_epoch_end_problem,
 )
 
-__all__ = ["Holders", "SAVED", "loaded_holders", "resume_holders"]
+__all__ = ["Holders", "SAVED", "fit_limits", "loaded_holders", "resume_holders"]
 
 SAVED = "holders"  # checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
 
@@ -266,10 +268,13 @@ class Holders:
         if self.stateful:
             self.marks[name] = {key: _copied(callback.state_dict()) for key, callback in self.stateful}
 
-    def saved(self, mark: str | None, stop: bool, unfinished_batch: int | None) -> dict[str, Any]:
-        """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries;
-        ``unfinished_batch``: an exception stopped that batch's on_train_batch_end hooks, which do not run again."""
-        saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop, "runs_again": mark}
+    def saved(self, mark: str | None, stop: list[int | None] | None, unfinished_batch: int | None) -> dict[str, Any]:
+        """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries; ``stop``:
+        the fit's limits (`fit_limits`) where a stop was requested, else None; ``unfinished_batch``: an
+        exception stopped that batch's on_train_batch_end hooks, which do not run again."""
+        saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop is not None, "runs_again": mark}
+        if stop is not None:
+            saved["stop_limits"] = stop
         start = "batch" if mark == "fetch" else mark  # a fault before a batch's hooks ended: from its start
         if start is not None and start in self.row_marks:
             done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
@@ -280,6 +285,12 @@ class Holders:
             names = [type(callback).__name__ for callback in self.batch_end_holders]
             saved["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
         return saved
+
+
+def fit_limits(trainer: Any) -> list[int | None]:
+    """The fit's ``[max_epochs, max_steps]``, as the Trainer reports them: what a saved stop is tied to."""
+    max_epochs: Any = trainer.max_epochs
+    return [None if max_epochs is None else int(max_epochs), int(trainer.max_steps)]
 
 
 def loaded_holders(checkpoint: Any, saved: Mapping[str, Any] | None) -> None:
@@ -308,7 +319,9 @@ def resume_holders(
         unfinished = saved.get("unfinished")
         if unfinished:
             problems.append(batch_end_callbacks_problem(int(unfinished["batch"]), list(unfinished["callbacks"])))
-        if saved.get("should_stop"):
+        # the stop holds for a relaunch with the limits it was requested under (a checkpoint of an
+        # earlier release has none: it holds); with others, the fit goes on as plain Lightning's does
+        if saved.get("should_stop") and saved.get("stop_limits", fit_limits(trainer)) == fit_limits(trainer):
             trainer.should_stop = True
         if holders is not None:
             holders.written = [(int(index), step, dict(values)) for index, step, values in saved.get("rows", [])]

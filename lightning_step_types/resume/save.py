@@ -35,7 +35,7 @@ from lightning_step_types._lightning.fit_loop import (
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
-from lightning_step_types.resume.holders import SAVED
+from lightning_step_types.resume.holders import SAVED, fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
 from lightning_step_types.resume.points import Point, Position, point_of
 from lightning_step_types.resume.rank_exchange import gathered_states
@@ -93,9 +93,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             and not position.batch_hooks_done
             else None
         )
-        ours[STATE][SAVED] = follower.holders.saved(
-            _runs_again(follower, point, position), bool(getattr(trainer, "should_stop", False)), unfinished
-        )
+        stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
+        ours[STATE][SAVED] = follower.holders.saved(_runs_again(follower, point, position), stop, unfinished)
 
 
 def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:
