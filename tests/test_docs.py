@@ -578,6 +578,23 @@ def _resume_warning(case: str) -> str:
         return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, **options))
 
 
+def _cycled_loader_warning() -> str:
+    """A save in batch 8, after the shorter of two shuffled loaders in ``max_size_cycle`` started again
+    at batch 7's fetch (tests/test_loader_rewind.py's models)."""
+    import tempfile
+
+    import test_loader_rewind as rewind
+
+    with tempfile.TemporaryDirectory() as folder:
+        saved = Path(folder) / "saved.ckpt"
+        kwargs = {**rewind.trainer_kwargs(folder, max_epochs=2), "enable_checkpointing": False}
+        with pytest.raises(RuntimeError, match="the dataset failed"):
+            pl.Trainer(**kwargs).fit(rewind.SavingInStep(saved, 8), rewind.combined_loader("max_size_cycle"))
+        resumed_as = type("MyModel", (rewind.CombinedRegressor,), {})
+        loader = rewind.combined_loader("max_size_cycle")
+        return warning_of(lambda: pl.Trainer(**kwargs).fit(resumed_as(), loader, ckpt_path=saved))
+
+
 def _resume_inside_a_batch_warning(case: str) -> str:
     """A checkpoint saved inside batch 5 that no point can fully hold (tests/test_resume_fault.py's models)."""
     import tempfile
@@ -963,6 +980,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume after the module changed": lambda: _resume_warning("changed"),
     "resume with a sampler without a generator": lambda: _resume_warning("global sampler"),
     "resume with a sampler sharing the loader's generator": lambda: _resume_warning("shared generator"),
+    "resume inside a combined loader's new pass": _cycled_loader_warning,
     "resume after an optimizer step, before on_train_batch_end logs": lambda: _resume_inside_a_batch_warning(
         "batch-end hooks"
     ),

@@ -3,8 +3,9 @@
 Where the training data comes from one torchdata ``StatefulDataLoader`` loading in the main process,
 a checkpoint saved inside a batch gets the loader's state as it was before that batch's fetch by
 reading its counters back at the save: nothing is read per batch, but for a dataset's own state
-(where it has one), read before each fetch. Every other stateful loader (worker processes, several
-loaders) has its state read before each fetch. These tests count the reads, and resume fits whose
+(where it has one), read before each fetch. Several such loaders in a ``CombinedLoader`` are read
+back the same way, each from its own count of batches taken after each fetch. Every other stateful
+loader (worker processes) has its state read before each fetch. These tests count the reads, and resume fits whose
 save lands inside a fetch, with the samplers whose order a generator draws, against the
 uninterrupted fit (the samplers draw their order from ``seed + epoch``).
 """
@@ -21,11 +22,12 @@ import torch
 from models import TypedRegressor, assert_same_params, make_dataset, trainer_kwargs
 from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import OnExceptionCheckpoint
+from pytorch_lightning.utilities import CombinedLoader
 from torch.utils.data import Dataset, DistributedSampler, IterableDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
-from lightning_step_types import StepResultWarning
+from lightning_step_types import StepResultWarning, TrainStepResult
 
 BATCH = 2
 
@@ -218,3 +220,120 @@ def test_two_resumes_in_one_epoch_resume_at_their_batches(tmp_path: Path, sample
         resumed_trainer.fit(resumed, _loader(sampler, ROWS), ckpt_path=saved)
     assert resumed_trainer.global_step == 2 * ROWS // BATCH
     assert_same_params(resumed, uninterrupted)
+
+
+# --- several loaders in a CombinedLoader -------------------------------------------------------------
+
+COMBINED_BATCHES = {"max_size_cycle": 11, "max_size": 11, "min_size": 7}  # loaders of 11 and 7 batches
+
+
+class CombinedRegressor(TypedRegressor):
+    """``TypedRegressor`` on a `CombinedLoader`'s batches: the sum of the losses of its loaders'
+    batches (``max_size``: a loader that ran out gives None)."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        losses = [self.loss_and_preds(part)[0] for part in batch.values() if part is not None]
+        return TrainStepResult(loss=sum(losses[1:], losses[0]))
+
+
+class SavingInStep(CombinedRegressor):
+    """Saves at its step of batch ``fault_batch`` (after the next batch's fetch: Lightning fetches one
+    ahead), then the job stops."""
+
+    def __init__(self, saved: Path, fault_batch: int) -> None:
+        super().__init__()
+        self.saved, self.fault_batch = saved, fault_batch
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        if batch_idx == self.fault_batch:
+            self.trainer.save_checkpoint(self.saved)
+            raise RuntimeError("the dataset failed")  # the same message as the other faults'
+        return super().training_step(batch, batch_idx)
+
+
+def combined_loader(
+    mode: str, fault: Any = None, fault_batch: int = -1, kind: Any = StatefulDataLoader
+) -> CombinedLoader:
+    """Two shuffled loaders, each with a seeded generator of its own: a resume that puts back the
+    wrong count, or a loader's order from the wrong pass, trains on other batches."""
+    first = kind(
+        Rows(22, fault, fault_batch), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(1)
+    )
+    second = kind(Rows(14), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(2))
+    return CombinedLoader({"a": first, "b": second}, mode=mode)
+
+
+@pytest.mark.parametrize("mode", list(COMBINED_BATCHES))
+def test_combined_loaders_are_not_read_per_batch(tmp_path: Path, mode: str) -> None:
+    def reads(epochs: int) -> int:
+        CountingLoader.reads = 0
+        kwargs = trainer_kwargs(tmp_path, max_epochs=epochs)
+        Trainer(**kwargs).fit(CombinedRegressor(), combined_loader(mode, kind=CountingLoader))
+        return CountingLoader.reads
+
+    assert reads(1) == reads(3)  # two more epochs of 7 or 11 batches, no more reads
+
+
+# The short loader (7 batches) runs out at the fetch of batch 7: max_size_cycle starts it again
+# there, max_size stops it; min_size's epoch ends. Faults before, at and after that fetch.
+_COMBINED_FAULTS = [
+    (mode, batch)
+    for mode, batches in (("max_size_cycle", (3, 7, 8, 10)), ("max_size", (3, 7, 8, 10)), ("min_size", (3, 6)))
+    for batch in batches
+]
+
+
+def _restarted_before(mode: str, fault_batch: int) -> bool:
+    """Whether the short loader started its second pass before the batch's fetch (at batch 7's)."""
+    return mode == "max_size_cycle" and fault_batch > 7
+
+
+@pytest.mark.parametrize(("mode", "fault_batch"), _COMBINED_FAULTS)
+@pytest.mark.parametrize("how", ["exception", "save", "step"])
+def test_combined_loaders_resume_at_the_faulted_batch(tmp_path: Path, mode: str, fault_batch: int, how: str) -> None:
+    """A fault inside the fetch of the first loader's batch ``fault_batch`` (its dataset raises, or
+    saves there as SLURM's signal does and the job stops), or a save in that batch's step (with the
+    next batch fetched already), resumed against the uninterrupted fit:
+    the same parameters after two epochs, from each loader's own position and pass. Where the short
+    loader of ``max_size_cycle`` started its second pass before the batch, that pass's order was drawn
+    from its generator then, which no checkpoint holds: one warning names it, and the run differs."""
+    kwargs = trainer_kwargs(tmp_path, max_epochs=2)
+    uninterrupted = CombinedRegressor()
+    Trainer(**kwargs).fit(uninterrupted, combined_loader(mode))
+
+    saved = tmp_path / "saved.ckpt"
+    on_exception = [OnExceptionCheckpoint(str(tmp_path), filename="saved")] if how == "exception" else []
+    trainer = Trainer(**{**kwargs, "enable_checkpointing": bool(on_exception)}, callbacks=on_exception)
+
+    def fault() -> None:
+        if how == "save":
+            trainer.save_checkpoint(saved)
+        raise RuntimeError("the dataset failed")
+
+    with pytest.raises(RuntimeError, match="the dataset failed"):
+        if how == "step":
+            trainer.fit(SavingInStep(saved, fault_batch), combined_loader(mode))
+        else:
+            trainer.fit(CombinedRegressor(), combined_loader(mode, fault, fault_batch))
+    assert trainer.current_epoch == 0
+    assert saved.exists()
+    resumed = CombinedRegressor()
+    resumed_trainer = Trainer(**kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed_trainer.fit(resumed, combined_loader(mode), ckpt_path=saved)
+    named = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert resumed_trainer.global_step == 2 * COMBINED_BATCHES[mode]
+    if not _restarted_before(mode, fault_batch):
+        assert named == []
+        assert_same_params(resumed, uninterrupted)
+        return
+    assert len(named) == 1, named
+    assert named[0].startswith(f"CombinedRegressor: resuming epoch 0 at batch {fault_batch}\n")
+    for part in (
+        'CombinedLoader(mode="max_size_cycle"): loader 1 (torchdata.stateful_dataloader.sampler.RandomSampler)',
+        "the resumed run draws the pass it resumes in from the generator as it was at the epoch's start",
+        'fix:      give the combined loaders the same number of batches, or combine them with mode="max_size"',
+    ):
+        assert part in named[0], named[0]
+    assert not torch.equal(resumed.net.weight, uninterrupted.net.weight)  # the warning is not a false alarm

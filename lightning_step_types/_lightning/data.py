@@ -23,6 +23,8 @@ __all__ = [
     "before_train_iterator",
     "before_wrapped_draw",
     "continue_loader_iterator",
+    "counted_loader_states",
+    "counted_loaders",
     "cycled_loaders",
     "dataset_states",
     "epoch_of_iterator",
@@ -31,6 +33,7 @@ __all__ = [
     "load_finished_loaders_as_ended",
     "loaded_loader_states",
     "loader_count_offset",
+    "loader_counts",
     "loader_samplers",
     "rewindable_loader",
     "rewound_loader_states",
@@ -66,7 +69,9 @@ __all__ = [
 # of it while a fetch is under way), `_BatchSamplerIterator.state_dict` (``samples_yielded``, and its
 # sampler's or sampler iterator's state), `_StatefulRandomSamplerIterator.state_dict` (``yielded``,
 # ``generator``: the state the iterator drew its order from) and `StatefulDistributedSampler.state_dict`
-# (``yielded``). Any other layout is not rewound: the loader's state is then read before each fetch.
+# (``yielded``). Several such loaders combined are rewound each from its own count, taken after each
+# fetch, as each moves on by its own in a `CombinedLoader` mode. Any other layout is not rewound: the
+# loaders' states are then read before each fetch.
 
 # `_TrainingEpochLoop.on_run_start` makes each epoch's training iterator after the fit's first
 # (`iter(data_fetcher)`, which `FitLoop.setup_data` made): `_DataFetcher.__iter__` calls
@@ -244,6 +249,10 @@ def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:
     put_on_instance(instance, method, first)
 
 
+# torchdata's `StatefulDataLoader.state_dict()` key (single- and multi-process): its iterator ran out.
+_ITERATOR_FINISHED = "_iterator_finished"
+
+
 _SINGLE_PROCESS_STATE = frozenset(
     {
         "_index_sampler_state",
@@ -280,10 +289,7 @@ def rewindable_loader(trainer: Any) -> Any:
     if len(loaders) != 1:
         return None
     loader = loaders[0]
-    kind: Any = loader.__class__
-    if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
-        return None
-    if int(getattr(loader, "num_workers", 1)) != 0:
+    if not _main_process_stateful_loader(loader):
         return None
     states = stateful_loader_states(trainer)
     if not states or len(states) != 1:
@@ -292,6 +298,71 @@ def rewindable_loader(trainer: Any) -> Any:
     if _rewound(states[0], fetches, loader, dataset_states(loader) if holds_dataset_state(loader) else None) is None:
         return None
     return loader
+
+
+def _main_process_stateful_loader(loader: Any) -> bool:
+    """A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``."""
+    kind: Any = loader.__class__
+    if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
+        return False
+    return int(getattr(loader, "num_workers", 1)) == 0
+
+
+def counted_loaders(trainer: Any) -> list[Any] | None:
+    """The training loaders whose states `counted_loader_states` reads back at a save, or None.
+
+    Several loaders in the fit's `CombinedLoader`, each a `StatefulDataLoader` loading in the main
+    process from a map-style dataset without a state of its own, whose state now has the layout read
+    here. Each moves on by its own count in a fetch (``max_size`` stops one that ran out,
+    ``max_size_cycle`` starts it again with a new iterator), so the counts are taken after each fetch
+    (`loader_counts`): a few attributes, where the states themselves cost torchdata's checks of each part.
+    """
+    loaders = train_loaders(trainer)
+    if len(loaders) < 2:
+        return None
+    states = stateful_loader_states(trainer)
+    if not states or len(states) != len(loaders):
+        return None
+    for loader, state in zip(loaders, states):
+        if not _main_process_stateful_loader(loader):
+            return None
+        if isinstance(getattr(loader, "dataset", None), torch.utils.data.IterableDataset):
+            return None  # replayed at a load, and counted twice then (`loader_count_offset`)
+        if _rewound(state, int(state.get("_num_yielded", 0)), loader, None) is None:
+            return None
+    return loaders
+
+
+def loader_counts(loaders: list[Any]) -> tuple[tuple[Any, int, bool], ...]:
+    """Each of ``loaders``' running iterator (``StatefulDataLoader._iterator``), with the batches it
+    yielded and whether it ran out (`_StatefulBaseDataLoaderIter._num_yielded` and ``_finished``,
+    torchdata-private): what `counted_loader_states` reads the states back to. A main-process
+    `StatefulDataLoader` makes a new iterator for each pass (``__iter__``), so the one held here keeps
+    its counts after ``max_size_cycle`` started the loader again."""
+    counts: list[tuple[Any, int, bool]] = []
+    for loader in loaders:
+        iterator = loader._iterator
+        counts.append(
+            (iterator, iterator._num_yielded, iterator._finished) if iterator is not None else (None, 0, False)
+        )
+    return tuple(counts)
+
+
+def counted_loader_states(loaders: list[Any], counts: tuple[tuple[Any, int, bool], ...]) -> list[dict[str, Any]] | None:
+    """The states of `counted_loaders` as their ``state_dict()`` was when ``counts`` (`loader_counts`) were
+    taken: each iterator's state (`_StatefulSingleProcessDataLoaderIter.state_dict`, torchdata-private,
+    what the loader's ``state_dict()`` returns while it runs) with its counters read back as in
+    `rewound_loader_states`; None where one cannot be."""
+    states: list[dict[str, Any]] = []
+    for loader, (iterator, yielded, finished) in zip(loaders, counts):
+        if iterator is None:
+            return None
+        state = _rewound(iterator.state_dict(), yielded, loader, None)
+        if state is None:
+            return None
+        state[_ITERATOR_FINISHED] = finished  # a loader may have run out in a fetch since
+        states.append(state)
+    return states
 
 
 class DatasetStates(NamedTuple):
@@ -452,10 +523,6 @@ def epoch_of_iterator(trainer: Any) -> int:
     """The epoch the training iterator made now is for (`FitLoop.epoch_progress.current.processed`:
     the epochs done, restored from the checkpoint in a resumed fit)."""
     return int(trainer.fit_loop.epoch_progress.current.processed)
-
-
-# torchdata's `StatefulDataLoader.state_dict()` key (single- and multi-process): its iterator ran out.
-_ITERATOR_FINISHED = "_iterator_finished"
 
 
 def load_finished_loaders_as_ended(trainer: Any) -> None:

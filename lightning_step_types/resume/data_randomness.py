@@ -22,6 +22,10 @@ torchdata's restore redraws its samples without the loader's draw that came betw
 
 The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
 the save is loaded as ended, not started over (``_lightning.data.load_finished_loaders_as_ended``).
+In ``mode="max_size_cycle"`` a loader that ran out starts a new pass inside the epoch, and a sampler
+drawing from a generator draws that pass's order then: the states kept are the epoch's start's, so a
+resume inside such a pass is named in one ``StepResultWarning`` (a loader without a random order
+resumes exactly).
 """
 
 from __future__ import annotations
@@ -43,7 +47,13 @@ from lightning_step_types._lightning.data import (
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
-from lightning_step_types.resume.messages import CHECKPOINT_KEY, global_order_problem, shared_generator_problem, warn
+from lightning_step_types.resume.messages import (
+    CHECKPOINT_KEY,
+    cycled_order_problem,
+    global_order_problem,
+    shared_generator_problem,
+    warn,
+)
 
 __all__ = ["GENERATORS", "follow_randomness", "load_randomness", "save_randomness", "stop_randomness"]
 
@@ -134,6 +144,17 @@ def _sharing_samplers(loader: Any) -> list[str]:
     return names
 
 
+def _random_order(loader: Any) -> list[str]:
+    """The loader's samplers that draw their order from a generator (their own, or torch's global one)."""
+    names: list[str] = []
+    for path in _OWNERS[1:]:  # not the loader's own generator=: alone, it draws its workers' seeds only
+        owner = _owner(loader, path)
+        name = f"{type(owner).__module__}.{type(owner).__qualname__}"
+        if isinstance(getattr(owner, "generator", None), torch.Generator) and name not in names:
+            names.append(name)
+    return names + [name for name in _global_samplers(loader) if name not in names]
+
+
 def _states(trainer: Any) -> States:
     return [
         {entry.path: entry.generator.get_state() for entry in _generators(loader)} for loader in train_loaders(trainer)
@@ -149,6 +170,8 @@ class _Randomness:
         self.after: dict[int, States] = {}  # epoch -> the states once it was made
         self.first_epoch: int | None = None  # the epoch of the iterator `setup_data` made, until its on_run_start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry
+        # a resumed fit's module, point and which loaders had started a new pass there, to name at its setup
+        self.cycled: tuple[Any, str, list[bool]] | None = None
 
     def before_first_iterator(self) -> None:
         """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
@@ -157,11 +180,26 @@ class _Randomness:
             return
         epoch = epoch_of_iterator(trainer)
         load_finished_loaders_as_ended(trainer)
+        if self.cycled is not None:
+            self._name_cycled(trainer, *self.cycled)
+            self.cycled = None
         if self.loaded is not None and int(self.loaded["epoch"]) == epoch:
             self._put_back(trainer, "before", eager_only=False)
         self.before = {epoch: _states(trainer)}
         self.after = {}
         self.first_epoch = epoch
+
+    def _name_cycled(self, trainer: Any, module: Any, where: str, cycled: list[bool]) -> None:
+        loaders = train_loaders(trainer)
+        if len(cycled) != len(loaders):
+            return
+        drawn = [
+            f"loader {index} ({', '.join(names)})"
+            for index, (loader, again) in enumerate(zip(loaders, cycled))
+            if again and (names := _random_order(loader))
+        ]
+        if drawn:
+            warn(module, where, cycled_order_problem(drawn))
 
     def epoch_starts(self, run: Callable[[], None]) -> None:
         """An epoch loop's ``on_run_start``: it makes the epoch's iterator (the fit's first epoch has one already)."""
@@ -249,9 +287,10 @@ def save_randomness(trainer: Any, checkpoint: dict[str, Any], point: Mapping[str
         checkpoint.setdefault(CHECKPOINT_KEY, {})[GENERATORS] = saved
 
 
-def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
+def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cycled: list[bool] | None) -> None:
     """Keep a checkpoint's generator states for the resumed fit; warn (global rank 0) for a sampler
-    that draws from torch's global random state."""
+    that draws from torch's global random state, and for a loader with a random order that had started
+    a new pass (``cycled``: which training loaders had, at the point the fit resumes from)."""
     randomness = _FITS.get(trainer)
     ours = saved_part(checkpoint, CHECKPOINT_KEY)
     saved = saved_part(ours, GENERATORS)
@@ -267,3 +306,5 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) ->
     sharing: list[str] = list(saved.get("sharing") or [])
     if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores the sampler inside an epoch only
         warn(module, where_resumed(point), shared_generator_problem(sharing))
+    if cycled and any(cycled):  # named once the loaders exist (`setup_data`)
+        randomness.cycled = (module, where_resumed(point), cycled)

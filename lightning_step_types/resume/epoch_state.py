@@ -107,7 +107,8 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
     load_running_state(trainer, module, checkpoint)
     if trainer is not None:
         load_data_order(trainer, module, checkpoint)
-        load_randomness(trainer, module, checkpoint)
+        follower = follower_of(module)  # the point's loaders: which had started a new pass
+        load_randomness(trainer, module, checkpoint, follower.loaded_cycled if follower is not None else None)
 
 
 def resuming(module: Any | None = None) -> bool:

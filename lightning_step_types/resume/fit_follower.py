@@ -14,8 +14,10 @@ whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one f
   torchdata ``StatefulDataLoader`` loading in this process, read back at the save
   (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's fetch), with
   its dataset's own state, where it has one, read before each fetch (``_lightning.data.dataset_states``);
-  from any other training loader with a ``state_dict()`` (worker processes, several loaders), that
-  state read before each fetch;
+  where several such loaders are combined, read back at the save from each one's count of batches
+  taken after each fetch (``_lightning.data.counted_loader_states``); from any other training loader
+  with a ``state_dict()`` (worker processes, a dataset's own state among several loaders), that state
+  read before each fetch;
 - at each validation's start, the views the validation updates (``callback_metrics``) and the
   metrics' states, for a checkpoint saved inside the validation.
 
@@ -32,10 +34,13 @@ from typing import Any, Protocol
 
 from lightning_step_types._lightning.data import (
     DatasetStates,
+    counted_loader_states,
+    counted_loaders,
     cycled_loaders,
     dataset_states,
     holds_dataset_state,
     loader_count_offset,
+    loader_counts,
     rewindable_loader,
     rewound_loader_states,
     stateful_loader_states,
@@ -142,6 +147,8 @@ class FitFollower:
         self.rewinding: Any = None
         # whether its dataset holds a state of its own, read before each fetch (`dataset_states`)
         self.dataset_holds_state: bool = False
+        # several such loaders combined (`counted_loaders`): their states are read back from counts, or None
+        self.counted: list[Any] | None = None
         # its iterator's count of yielded batches minus the fetcher's count of fetches (read at each epoch's first batch)
         self.fetch_offset: int = 0
         self.offset_epoch: int = -1
@@ -149,6 +156,8 @@ class FitFollower:
         self.before_fetch: dict[int, tuple[list[dict[str, Any]], list[bool] | None]] = {}
         # fetch number -> the rewound loader's dataset's part of its state before it
         self.dataset_before_fetch: dict[int, DatasetStates | None] = {}
+        # fetch number -> the counted loaders' iterators and counts before it (`loader_counts`), and which had cycled
+        self.counts_before_fetch: dict[int, tuple[tuple[tuple[Any, int, bool], ...], list[bool] | None]] = {}
         self.last_fetch: int = -1
         self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
         self.loaded_cycled: list[bool] | None = None
@@ -181,6 +190,7 @@ class FitFollower:
             self.stateful = stateful_loader_states(trainer) is not None
             self.rewinding = rewindable_loader(trainer) if self.stateful else None
             self.dataset_holds_state = self.rewinding is not None and holds_dataset_state(self.rewinding)
+            self.counted = counted_loaders(trainer) if self.stateful and self.rewinding is None else None
             if not self.stateful or (self.rewinding is not None and not self.dataset_holds_state):
                 unfollow_fetches(trainer)  # nothing to read before each fetch
             self.manual = not trainer.lightning_module.automatic_optimization
@@ -238,7 +248,7 @@ class FitFollower:
         if self.stateful:
             record.fetched, record.prefetched = fetch_position(trainer)
             first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it
-            for before_fetch in (self.before_fetch, self.dataset_before_fetch):
+            for before_fetch in (self.before_fetch, self.dataset_before_fetch, self.counts_before_fetch):
                 if before_fetch:
                     for number in [number for number in before_fetch if number < first]:
                         del before_fetch[number]
@@ -293,9 +303,12 @@ class FitFollower:
             if fetched < self.last_fetch:  # the fetcher was reset: a new epoch's iterator
                 self.before_fetch.clear()
                 self.dataset_before_fetch.clear()
+                self.counts_before_fetch.clear()
             self.last_fetch = fetched
             if self.dataset_holds_state:  # the rest of the loader's state is read back at a save
                 self.dataset_before_fetch[fetched] = dataset_states(self.rewinding)
+            elif self.counted is not None:  # the states are read back at a save, from these counts
+                self.counts_before_fetch[fetched] = (loader_counts(self.counted), cycled_loaders(trainer))
             else:
                 self.before_fetch[fetched] = (stateful_loader_states(trainer) or [], cycled_loaders(trainer))
 
@@ -326,6 +339,11 @@ class FitFollower:
             states = rewound_loader_states(trainer, self.rewinding, fetch + self.fetch_offset, dataset)
             if states is not None:
                 return states, cycled_loaders(trainer)
+        if self.counted is not None and fetch in self.counts_before_fetch:
+            counts, cycled = self.counts_before_fetch[fetch]
+            counted = counted_loader_states(self.counted, counts)
+            if counted is not None:
+                return counted, cycled
         if fetch in self.before_fetch:
             return self.before_fetch[fetch]
         fetched, _ = fetch_position(trainer)

@@ -239,6 +239,17 @@ def global_order_problem(samplers: list[str]) -> Problem:
     )
 
 
+def cycled_order_problem(loaders: list[str]) -> Problem:
+    return (
+        f"a training loader that ran out and started again inside the epoch before the save, in"
+        f' CombinedLoader(mode="max_size_cycle"): {", ".join(loaders)} draws each pass\'s order from a'
+        " torch.Generator, and the resumed run draws the pass it resumes in from the generator as it was at"
+        " the epoch's start, so the rest of the resumed epoch's batches are not the uninterrupted run's",
+        "a save before that loader starts again, or a loader whose order a new pass does not draw",
+        'give the combined loaders the same number of batches, or combine them with mode="max_size"',
+    )
+
+
 def shared_generator_problem(samplers: list[str]) -> Problem:
     return (
         f"a training loader whose sampler shares the loader's generator=: {', '.join(samplers)} draws from the"
