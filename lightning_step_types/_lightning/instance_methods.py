@@ -15,9 +15,16 @@ __all__ = ["put_on_instance", "take_off_instance"]
 # Lightning looks each method below up on the instance, so an instance attribute runs first. The
 # library puts its own there for a fit and takes it off again, putting back what the instance had
 # before (a user's own replacement, such as ``trainer.fit_loop.epoch_loop.val_loop.run = ...``), and
-# leaves alone anything set after it. Both write the instance's ``__dict__`` itself, so that an object
-# with attribute machinery of its own (a ``unittest.mock.Mock`` logger or callback, which records a
-# deleted attribute and raises on it afterwards) is left as it was.
+# leaves alone anything set after it.
+#
+# An object with Python's own attribute machinery (the loops, the logger connector) is read and
+# written with getattr, setattr and delattr, never through its ``__dict__``: on CPython 3.11,
+# reading an instance's ``__dict__`` turns its attributes into a dict for good, and every attribute
+# read and method call on that object afterwards takes the interpreter's unspecialized path. Done to
+# the fit and epoch loops and the logger connector, that cost more per training step than the rest
+# of exact resume together (``benchmarks/README.md``). An object with attribute machinery of its own
+# (a ``unittest.mock.Mock`` logger or callback, which records a deleted attribute and raises on it
+# afterwards) is written through its ``__dict__``, so that it is left as it was.
 
 
 _ABSENT: Any = object()
@@ -27,24 +34,58 @@ _PREVIOUS = "_lightning_step_types_previous"  # on the library's callable: what 
 
 
 def put_on_instance(instance: Any, name: str, value: Callable[..., Any]) -> None:
-    """``instance.<name> = value`` (in its ``__dict__``), remembering what was there before the
-    library's (one of the library's own still there is replaced, never remembered)."""
-    current: Any = instance.__dict__.get(name, _ABSENT)
+    """``instance.<name> = value``, remembering what the instance had before the library's (one of
+    the library's own still there is replaced, never remembered)."""
+    current: Any = _own_attribute(instance, name)
     vars(value)[_PREVIOUS] = vars(current)[_PREVIOUS] if _is_ours(current) else current
-    instance.__dict__[name] = value
+    if _plain_attributes(instance):
+        setattr(instance, name, value)
+    else:
+        instance.__dict__[name] = value
 
 
 def take_off_instance(instance: Any, name: str) -> None:
     """Undo `put_on_instance`: what the instance had before it goes back. Anything else is left alone."""
-    current: Any = instance.__dict__.get(name, _ABSENT)
+    current: Any = _own_attribute(instance, name)
     if not _is_ours(current):
         return
     attributes = cast("dict[str, Any]", vars(current))
     previous = attributes[_PREVIOUS]
-    if previous is _ABSENT:
-        del instance.__dict__[name]
+    if not _plain_attributes(instance):
+        if previous is _ABSENT:
+            del instance.__dict__[name]
+        else:
+            instance.__dict__[name] = previous
+    elif previous is _ABSENT:
+        delattr(instance, name)
     else:
-        instance.__dict__[name] = previous
+        setattr(instance, name, previous)
+
+
+def _own_attribute(instance: Any, name: str) -> Any:
+    """What ``instance`` holds under ``name`` itself, not through its class; ``_ABSENT`` if nothing."""
+    if not _plain_attributes(instance):
+        return instance.__dict__.get(name, _ABSENT)
+    found: Any = getattr(instance, name, _ABSENT)
+    kind: Any = type(cast(object, instance))  # not __class__, which a Mock(spec=...) overrides
+    on_class: Any = getattr(kind, name, _ABSENT)
+    if found is _ABSENT or found is on_class:
+        return _ABSENT
+    # a method defined on the class, bound on this lookup: the instance holds nothing of its own
+    if getattr(found, "__self__", None) is instance and getattr(found, "__func__", _ABSENT) is on_class:
+        return _ABSENT
+    return found
+
+
+def _plain_attributes(instance: Any) -> bool:
+    """Whether the instance's class keeps ``object``'s own attribute lookup, assignment and deletion."""
+    cls: Any = type(cast(object, instance))  # not __class__, which a Mock(spec=...) overrides
+    return (
+        cls.__getattribute__ is object.__getattribute__
+        and cls.__setattr__ is object.__setattr__
+        and cls.__delattr__ is object.__delattr__
+        and not hasattr(cls, "__getattr__")
+    )
 
 
 def _is_ours(value: object) -> bool:
