@@ -579,8 +579,8 @@ def _resume_warning(case: str) -> str:
 
 
 def _cycled_loader_warning() -> str:
-    """A save in batch 8, after the shorter of two shuffled loaders in ``max_size_cycle`` started again
-    at batch 7's fetch (tests/test_loader_rewind.py's models)."""
+    """A save in batch 8, after the shorter of two shuffled loaders in ``max_size_cycle``, each loading in
+    a worker process, started again at batch 7's fetch (tests/test_loader_rewind.py's models)."""
     import tempfile
 
     import test_loader_rewind as rewind
@@ -588,10 +588,11 @@ def _cycled_loader_warning() -> str:
     with tempfile.TemporaryDirectory() as folder:
         saved = Path(folder) / "saved.ckpt"
         kwargs = {**rewind.trainer_kwargs(folder, max_epochs=2), "enable_checkpointing": False}
+        loader = rewind.combined_loader("max_size_cycle", kind=rewind.with_workers)
         with pytest.raises(RuntimeError, match="the dataset failed"):
-            pl.Trainer(**kwargs).fit(rewind.SavingInStep(saved, 8), rewind.combined_loader("max_size_cycle"))
+            pl.Trainer(**kwargs).fit(rewind.SavingInStep(saved, 8), loader)
         resumed_as = type("MyModel", (rewind.CombinedRegressor,), {})
-        loader = rewind.combined_loader("max_size_cycle")
+        loader = rewind.combined_loader("max_size_cycle", kind=rewind.with_workers)
         return warning_of(lambda: pl.Trainer(**kwargs).fit(resumed_as(), loader, ckpt_path=saved))
 
 

@@ -513,6 +513,23 @@ def stop_around_epoch_iterator(trainer: Any) -> None:
     take_off_instance(trainer.fit_loop.epoch_loop, "on_run_start")
 
 
+def around_loader_iterator(loader: Any, around: Callable[[Callable[[], Any]], Any]) -> None:
+    """Make a `StatefulDataLoader`'s iterators through ``around(make)``, which returns what ``make()``
+    returns. `StatefulDataLoader.__iter__` calls ``self._get_iterator()`` (torchdata-private, looked
+    up on the instance) for each new iterator of a loader without persistent workers: for each pass
+    ``CombinedLoader(mode="max_size_cycle")`` starts."""
+    original: Callable[[], Any] = loader._get_iterator
+
+    def get_iterator() -> Any:
+        return around(original)
+
+    put_on_instance(loader, "_get_iterator", get_iterator)
+
+
+def stop_around_loader_iterator(loader: Any) -> None:
+    take_off_instance(loader, "_get_iterator")
+
+
 def train_iterator(trainer: Any) -> Any:
     """The training `CombinedLoader`'s current iterator (`CombinedLoader._iterator`, private): a new
     object each time an epoch's iterator is made."""

@@ -23,13 +23,18 @@ torchdata's restore redraws its samples without the loader's draw that came betw
 The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
 the save is loaded as ended, not started over (``_lightning.data.load_finished_loaders_as_ended``).
 In ``mode="max_size_cycle"`` a loader that ran out starts a new pass inside the epoch, and a sampler
-drawing from a generator draws that pass's order then: the states kept are the epoch's start's, so a
-resume inside such a pass is named in one ``StepResultWarning`` (a loader without a random order
-resumes exactly).
+drawing from a generator draws that pass's order then. Where the loaders' states are read back from
+their counts (``_lightning.data.counted_loaders``), ``LoaderPasses`` keeps each generator's state from
+right before and right after each loader's latest iterators were made, and a checkpoint inside such a
+pass carries those in place of the epoch's start's: the resumed run draws the pass's order again as
+the uninterrupted one drew it. Elsewhere (a loader's state read before each fetch, a checkpoint of an
+earlier release), a resume inside such a pass is named in one ``StepResultWarning`` (a loader without
+a random order resumes exactly).
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
@@ -38,9 +43,11 @@ import torch
 
 from lightning_step_types._lightning.data import (
     around_epoch_iterator,
+    around_loader_iterator,
     epoch_of_iterator,
     load_finished_loaders_as_ended,
     stop_around_epoch_iterator,
+    stop_around_loader_iterator,
     train_iterator,
     train_loaders,
     wrapped_sampler,
@@ -55,7 +62,15 @@ from lightning_step_types.resume.messages import (
     warn,
 )
 
-__all__ = ["GENERATORS", "follow_randomness", "load_randomness", "save_randomness", "stop_randomness"]
+__all__ = [
+    "GENERATORS",
+    "LoaderPasses",
+    "PassStates",
+    "follow_randomness",
+    "load_randomness",
+    "save_randomness",
+    "stop_randomness",
+]
 
 GENERATORS = "generators"
 
@@ -155,10 +170,59 @@ def _random_order(loader: Any) -> list[str]:
     return names + [name for name in _global_samplers(loader) if name not in names]
 
 
+def _loader_states(loader: Any) -> dict[str, torch.Tensor]:
+    return {entry.path: entry.generator.get_state() for entry in _generators(loader)}
+
+
 def _states(trainer: Any) -> States:
-    return [
-        {entry.path: entry.generator.get_state() for entry in _generators(loader)} for loader in train_loaders(trainer)
-    ]
+    return [_loader_states(loader) for loader in train_loaders(trainer)]
+
+
+class PassStates(NamedTuple):
+    """A loader's generators' states right before a pass's iterator was made, and right after."""
+
+    before: dict[str, torch.Tensor]
+    after: dict[str, torch.Tensor]
+
+
+class LoaderPasses:
+    """The passes ``CombinedLoader(mode="max_size_cycle")`` starts inside an epoch for loaders that ran out.
+
+    Each new iterator of the followed loaders is made through ``_made``, which takes the loader's
+    generators' states right before and right after: a sampler draws its order as its iterator is
+    made (torchdata's ``RandomSampler``) or at its first sample (torch's), and torch's ``RandomSampler``
+    draws once more as a pass runs out, before the next pass's iterator is made. Nothing runs per
+    batch. The latest two iterators per loader are kept: a resume point is at most one fetch behind.
+    """
+
+    def __init__(self, loaders: list[Any]) -> None:
+        self.loaders = loaders
+        self.made: list[list[tuple[Any, PassStates]]] = [[] for _ in loaders]
+        self.followed = [loader for loader in loaders if _generators(loader)]  # a loader without generators is exact
+        for index, loader in enumerate(loaders):
+            if loader in self.followed:
+                around_loader_iterator(loader, functools.partial(self._made, index))
+
+    def _made(self, index: int, make: Callable[[], Any]) -> Any:
+        loader = self.loaders[index]
+        before = _loader_states(loader)
+        iterator = make()
+        made = self.made[index]
+        made.append((iterator, PassStates(before, _loader_states(loader))))
+        del made[:-2]
+        return iterator
+
+    def at(self, counts: tuple[tuple[Any, int, bool], ...], cycled: list[bool]) -> list[PassStates | None]:
+        """For a resume point's iterators (``loader_counts`` before its fetch) and which loaders had started
+        a new pass there (``cycled_loaders``): each such loader's pass states, else None (the epoch's hold)."""
+        return [
+            next((states for made, states in self.made[index] if made is iterator), None) if again else None
+            for index, ((iterator, _, _), again) in enumerate(zip(counts, cycled))
+        ]
+
+    def stop(self) -> None:
+        for loader in self.followed:
+            stop_around_loader_iterator(loader)
 
 
 class _Randomness:
@@ -172,6 +236,9 @@ class _Randomness:
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry
         # a resumed fit's module, point and which loaders had started a new pass there, to name at its setup
         self.cycled: tuple[Any, str, list[bool]] | None = None
+        # the epoch a resumed fit started in, and which of its loaders were put back to a pass's states
+        self.resumed_epoch: int | None = None
+        self.loaded_passes: list[bool] = []
 
     def before_first_iterator(self) -> None:
         """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
@@ -232,16 +299,25 @@ class _Randomness:
                 if entry is not None and state is not None and (entry.drawn_with_iterator or not eager_only):
                     entry.generator.set_state(state)
 
-    def saved(self, epoch: int) -> dict[str, Any] | None:
+    def saved(self, epoch: int, passes: list[PassStates | None] | None) -> dict[str, Any] | None:
+        """The generators' entry for a point in ``epoch``; ``passes``: the point's loaders' pass states
+        where a loader is in a pass ``max_size_cycle`` started inside the epoch (``LoaderPasses.at``)."""
         trainer = self.trainer()
         if trainer is None:
             return None
         now = _states(trainer)  # before the epoch's iterator, where it is not made yet
         before, after = self.before.get(epoch, now), self.after.get(epoch, [])
+        # a resumed fit's epoch: the states put back for its loaders were a pass's where the checkpoint said so
+        kept = self.loaded_passes if epoch == self.resumed_epoch else []
+        in_pass: list[bool] = []
         loaders: list[dict[str, Any]] = []
         for index, states in enumerate(now):
             before_states = before[index] if index < len(before) else {}
             after_states = after[index] if index < len(after) else {}
+            pass_states = passes[index] if passes is not None and index < len(passes) else None
+            if pass_states is not None:
+                before_states, after_states = pass_states
+            in_pass.append(pass_states is not None or (index < len(kept) and kept[index]))
             loaders.append(
                 {
                     path: {"before": before_states.get(path, state), "after": after_states.get(path), "saved": state}
@@ -252,7 +328,7 @@ class _Randomness:
         if not any(now) and not samplers:
             return None
         sharing = [name for loader in train_loaders(trainer) for name in _sharing_samplers(loader)]
-        return {"epoch": epoch, "loaders": loaders, "global": samplers, "sharing": sharing}
+        return {"epoch": epoch, "loaders": loaders, "global": samplers, "sharing": sharing, "passes": in_pass}
 
     def stop(self) -> None:
         trainer = self.trainer()
@@ -277,12 +353,15 @@ def stop_randomness(trainer: Any) -> None:
         randomness.stop()
 
 
-def save_randomness(trainer: Any, checkpoint: dict[str, Any], point: Mapping[str, Any] | None) -> None:
-    """Add the training generators' states for the epoch the checkpoint resumes in (``point``)."""
+def save_randomness(
+    trainer: Any, checkpoint: dict[str, Any], point: Mapping[str, Any] | None, passes: list[PassStates | None] | None
+) -> None:
+    """Add the training generators' states for the epoch the checkpoint resumes in (``point``), with
+    the states of the passes its loaders are in (``LoaderPasses.at``), where ``max_size_cycle`` started them."""
     randomness = _FITS.get(trainer)
     if randomness is None or point is None:
         return
-    saved = randomness.saved(int(point["epoch"]))
+    saved = randomness.saved(int(point["epoch"]), passes)
     if saved is not None:
         checkpoint.setdefault(CHECKPOINT_KEY, {})[GENERATORS] = saved
 
@@ -297,6 +376,10 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cy
     if randomness is None or "loaders" not in saved:
         return
     randomness.loaded = saved
+    # which loaders' states are a pass's (a checkpoint of an earlier release has none: each is named below)
+    flags: list[Any] = list(saved.get("passes") or [])
+    in_pass = [bool(flag) for flag in flags]
+    randomness.resumed_epoch, randomness.loaded_passes = int(saved["epoch"]), in_pass
     if int(getattr(trainer, "global_rank", 0)) != 0:
         return
     point = saved_part(saved_part(ours, "epoch_state"), "point")
@@ -306,5 +389,7 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cy
     sharing: list[str] = list(saved.get("sharing") or [])
     if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores the sampler inside an epoch only
         warn(module, where_resumed(point), shared_generator_problem(sharing))
-    if cycled and any(cycled):  # named once the loaders exist (`setup_data`)
-        randomness.cycled = (module, where_resumed(point), cycled)
+    # a loader in a pass the checkpoint holds no states of (named once the loaders exist, at `setup_data`)
+    unsaved = [again and not (index < len(in_pass) and in_pass[index]) for index, again in enumerate(cycled or [])]
+    if any(unsaved):
+        randomness.cycled = (module, where_resumed(point), unsaved)

@@ -88,10 +88,10 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     already: Any = checkpoint.get(CHECKPOINT_KEY)
     if isinstance(already, dict) and STATE in already:  # saved already by this dump (a hook that calls super())
         return
-    save_running_state(trainer, module, checkpoint)
+    passes = save_running_state(trainer, module, checkpoint)
     point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
     save_data_order(trainer, checkpoint, point)
-    save_randomness(trainer, checkpoint, point)
+    save_randomness(trainer, checkpoint, point, passes)
     rank_exchange.settle_save(trainer, point)
 
 

@@ -63,6 +63,7 @@ from lightning_step_types._lightning.module_state import (
 )
 from lightning_step_types._lightning.result_collection import LoggedSnapshot, logged_snapshot, training_epoch_results
 from lightning_step_types._lightning.trainer import running
+from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
 from lightning_step_types.resume.holders import Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
 
@@ -149,6 +150,8 @@ class FitFollower:
         self.dataset_holds_state: bool = False
         # several such loaders combined (`counted_loaders`): their states are read back from counts, or None
         self.counted: list[Any] | None = None
+        # their generators' states around the passes `max_size_cycle` starts inside an epoch, or None
+        self.passes: LoaderPasses | None = None
         # its iterator's count of yielded batches minus the fetcher's count of fetches (read at each epoch's first batch)
         self.fetch_offset: int = 0
         self.offset_epoch: int = -1
@@ -191,6 +194,7 @@ class FitFollower:
             self.rewinding = rewindable_loader(trainer) if self.stateful else None
             self.dataset_holds_state = self.rewinding is not None and holds_dataset_state(self.rewinding)
             self.counted = counted_loaders(trainer) if self.stateful and self.rewinding is None else None
+            self.passes = LoaderPasses(self.counted) if self.counted is not None else None
             if not self.stateful or (self.rewinding is not None and not self.dataset_holds_state):
                 unfollow_fetches(trainer)  # nothing to read before each fetch
             self.manual = not trainer.lightning_module.automatic_optimization
@@ -352,8 +356,18 @@ class FitFollower:
         # fetched by Lightning's first `iter()`: from what the fit started with
         return self.loaded_loaders, self.loaded_cycled
 
+    def pass_states_before(self, fetch: int | None) -> list[PassStates | None] | None:
+        """For a point whose next batch is fetch number ``fetch`` (None: from a new iterator): each
+        loader's generators' states around the pass ``max_size_cycle`` started it in, or None where none did."""
+        if fetch is None or self.passes is None or fetch not in self.counts_before_fetch:
+            return None
+        counts, cycled = self.counts_before_fetch[fetch]
+        return self.passes.at(counts, cycled) if cycled is not None else None
+
     def stop(self, trainer: Any) -> None:
         unfollow_fit_loop(trainer)
+        if self.passes is not None:
+            self.passes.stop()
         if self.holders is not None:
             self.holders.stop()
         for handle in self._step_hooks:

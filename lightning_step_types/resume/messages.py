@@ -245,7 +245,8 @@ def cycled_order_problem(loaders: list[str]) -> Problem:
         f' CombinedLoader(mode="max_size_cycle"): {", ".join(loaders)} draws each pass\'s order from a'
         " torch.Generator, and the resumed run draws the pass it resumes in from the generator as it was at"
         " the epoch's start, so the rest of the resumed epoch's batches are not the uninterrupted run's",
-        "a save before that loader starts again, or a loader whose order a new pass does not draw",
+        "a save before that loader starts again, a loader whose order a new pass does not draw,"
+        " or loaders that load in the main process",
         'give the combined loaders the same number of batches, or combine them with mode="max_size"',
     )
 

@@ -34,6 +34,7 @@ from lightning_step_types._lightning.fit_loop import (
 )
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
+from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.resume.holders import SAVED, fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
@@ -50,30 +51,32 @@ FORMAT = 3
 READ_FORMATS = (2, FORMAT)
 
 
-def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
-    """Add this fit's resume point and running state to ``checkpoint`` under the library's key (every process calls this)."""
+def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> list[PassStates | None] | None:
+    """Add this fit's resume point and running state to ``checkpoint`` under the library's key (every
+    process calls this). Returns the generators' states of the passes the point's loaders are in,
+    where ``max_size_cycle`` started them inside the epoch (``FitFollower.pass_states_before``)."""
     ours = checkpoint.setdefault(CHECKPOINT_KEY, {})
     if STATE in ours:  # saved already by this dump: a user's hook that calls super() reaches ours twice
-        return
+        return None
     follower = follower_of(module)
     if follower is None or follower.trainer() is not trainer:
-        return  # not in a fit this library follows (validate, test, or a Lightning before 2.5)
+        return None  # not in a fit this library follows (validate, test, or a Lightning before 2.5)
     mismatch = epoch_results_mismatch(follower.results)
     if mismatch is not None:
         warn_unavailable(mismatch)
-        return
+        return None
     resume: Any = follower.resume
     if resume is not None and not follower.first_batch_done and resume.encoded is not None:
         # nothing has run since the checkpoint this fit resumed from: it resumes from the same point
         ours[STATE] = resume.saved
-        return
+        return None
     position = _position(follower, trainer)
     point = point_of(position)
-    encoded = _encoded(follower, trainer, point)
+    encoded, fetch = _encoded(follower, trainer, point)
     fit_loop = fit_loop_at_point(checkpoint, encoded)
     if fit_loop is None:
         warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
-        return
+        return None
     state = rank_state(follower, point, trainer, module)
     ours[STATE] = {
         "format": FORMAT,
@@ -95,6 +98,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         )
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
         ours[STATE][SAVED] = follower.holders.saved(_runs_again(follower, point, position), stop, unfinished)
+    return follower.pass_states_before(fetch)
 
 
 def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:
@@ -145,29 +149,31 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
     )
 
 
-def _encoded(follower: FitFollower, trainer: Any, point: Point) -> ResumePoint:
-    """The loop state that makes Lightning's resumed run start at ``point``."""
+def _encoded(follower: FitFollower, trainer: Any, point: Point) -> tuple[ResumePoint, int | None]:
+    """The loop state that makes Lightning's resumed run start at ``point``, and the fetch its next
+    batch comes from (None: from a new iterator, or no loader with a state)."""
     counters = batch_counters(trainer)
     if point.kind == "epoch":
-        return ResumePoint(point.epoch, False, 0, None, True, False)
+        return ResumePoint(point.epoch, False, 0, None, True, False), None
     if point.kind == "epoch_end":
-        return ResumePoint(point.epoch, True, counters.completed, None, True, True)
+        return ResumePoint(point.epoch, True, counters.completed, None, True, True), None
     fetched, prefetched = fetch_position(trainer)
     if point.kind == "batch":
         record = follower.record
         inside = follower.phase == Phase.BATCH and record.batch == point.batch
         first_fetch = record.fetched - record.prefetched if inside else fetched - prefetched
-        loaders, cycled = (None, None)  # the epoch's first batch: its data from a new iterator
-        if follower.stateful and point.batch > 0:
-            loaders, cycled = follower.loader_states_before(first_fetch, trainer)
-        return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled)
+        fetch = first_fetch if follower.stateful and point.batch > 0 else None  # batch 0: a new iterator
+        loaders, cycled = follower.loader_states_before(fetch, trainer) if fetch is not None else (None, None)
+        return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled), fetch
     # batch_end: the next batch is fetched after the one whose end runs
     is_last_batch = counters.is_last_batch or data_exhausted(trainer)
     last = is_last_batch or point.batch + 1 >= training_batches(trainer)
-    loaders, cycled = (None, None)
-    if follower.stateful and not last:
-        loaders, cycled = follower.loader_states_before(fetched - prefetched, trainer)
-    return ResumePoint(point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled, point.from_validation)
+    fetch = fetched - prefetched if follower.stateful and not last else None
+    loaders, cycled = follower.loader_states_before(fetch, trainer) if fetch is not None else (None, None)
+    encoded = ResumePoint(
+        point.epoch, True, point.batch + 1, loaders, True, is_last_batch, cycled, point.from_validation
+    )
+    return encoded, fetch
 
 
 def _losses(

@@ -1,0 +1,218 @@
+"""How many machine instructions each training step executes, per variant: a count, not a timing.
+
+The same ``Linear(32, 2)`` model and variants as ``step_overhead.py``. Each variant is fitted in a
+process of its own under valgrind's cachegrind (``--cache-sim=no``: it counts the instructions
+executed, all of them, the interpreter's and torch's included), twice: for ``--short`` and for
+``--long`` training steps, on the same data. The difference of the two processes' counts divided by
+the difference of their steps is the instructions per step, with the imports and the Trainer's
+set-up cancelled out. With one thread and ``PYTHONHASHSEED=0`` the count hardly depends on the
+machine or its load (repeated runs agree to within about 2,000 instructions a step, under 0.1% of
+a plain step), so it can tell apart costs of a few microseconds that the timed benchmark's noise
+hides. It also sees what ``step_calls.py`` cannot: work done inside the calls, in C, such as an
+attribute lookup that the interpreter can no longer specialize.
+
+The table gives each variant's instructions per step, the difference to its plain baseline, and
+the ratio; then the targets of ``step_overhead.py`` in instructions (the typed step at most 1.02 of
+plain; ``StepResultAdapter()`` at most 0.02 of the plain step above an empty ``Callback()``;
+``log_loss=True`` at most 0.01 of the plain step above the hand-written call it replaces). An
+instruction is not a fixed time: a count says where the work is, the timed benchmark what it costs.
+
+Needs valgrind (``apt-get install valgrind``). Run from the repository root::
+
+    python benchmarks/step_instructions.py                  # every variant, about 15 minutes on 2 cores
+    python benchmarks/step_instructions.py --only "typed: TrainStepResult(loss)"
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from lightning_step_types.pytorch_lightning import StepResultAdapter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_overhead import (  # noqa: E402 - the benchmark's own models, beside this file
+    PlainDict,
+    PlainLogsToBar,
+    PlainLoss,
+    TypedLogsLoss,
+    TypedLoss,
+    TypedLossNoExactResume,
+    TypedMetadata,
+    _loader,
+    quiet_trainer,
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    make: Callable[[], pl.LightningModule]
+    callbacks: Callable[[], list[pl.Callback]] = list
+    baseline: str | None = None
+
+
+PLAIN, PLAIN_DICT = "plain: return loss", "plain: return {'loss', 'logits'}"
+TYPED, EMPTY, ADAPTER = "typed: TrainStepResult(loss)", "dict + empty Callback()", "dict + StepResultAdapter()"
+HAND_LOG, LOG_LOSS = "plain: self.log('train_loss', loss, ..., prog_bar=True)", "typed: log_loss=True"
+VARIANTS = (
+    Variant(PLAIN, PlainLoss),
+    Variant(TYPED, TypedLoss, baseline=PLAIN),
+    Variant("typed: exact_resume=False", TypedLossNoExactResume, baseline=PLAIN),
+    Variant(HAND_LOG, PlainLogsToBar, baseline=PLAIN),
+    Variant(LOG_LOSS, TypedLogsLoss, baseline=PLAIN),
+    Variant(PLAIN_DICT, PlainDict),
+    Variant("typed: TrainStepResult(loss, metadata)", TypedMetadata, baseline=PLAIN_DICT),
+    Variant(EMPTY, PlainDict, lambda: [pl.Callback()], PLAIN_DICT),
+    Variant(ADAPTER, PlainDict, lambda: [StepResultAdapter()], PLAIN_DICT),
+    Variant(
+        "dict + StepResultAdapter(exact_resume=False)",
+        PlainDict,
+        lambda: [StepResultAdapter(exact_resume=False)],
+        PLAIN_DICT,
+    ),
+    Variant(
+        "dict + StepResultAdapter(exact_resume=False, nonfinite_loss=None)",
+        PlainDict,
+        lambda: [StepResultAdapter(exact_resume=False, nonfinite_loss=None)],
+        PLAIN_DICT,
+    ),
+)
+VARIANT_NAMES = [v.name for v in VARIANTS]
+# The targets, as fractions of the plain step's instructions (step_overhead.py states them as time).
+TYPED_TARGET, ADAPTER_TARGET, LOG_LOSS_TARGET = 0.02, 0.02, 0.01
+# One thread, and the same string hashes in every process: otherwise thread pools and dict probe
+# sequences differ from run to run and move the count.
+_QUIET_ENVIRONMENT = {
+    "PYTHONHASHSEED": "0",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+
+
+def fit(name: str, steps: int, data_steps: int) -> None:
+    """The child process: one fit of ``steps`` training steps of a variant (run under valgrind)."""
+    variant = next(v for v in VARIANTS if v.name == name)
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
+    pl.seed_everything(0, verbose=False)
+    trainer = quiet_trainer(steps, variant.callbacks())
+    trainer.fit(variant.make(), train_dataloaders=_loader(data_steps))
+
+
+def instructions(name: str, steps: int, data_steps: int, workdir: Path) -> int:
+    """The instructions one process executes to import everything and fit ``steps`` steps of a variant."""
+    out = workdir / f"{VARIANT_NAMES.index(name)}-{steps}.cachegrind"
+    command = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        f"--cachegrind-out-file={out}",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--fit",
+        name,
+        str(steps),
+        str(data_steps),
+    ]
+    environment = {**os.environ, **_QUIET_ENVIRONMENT}
+    completed = subprocess.run(command, capture_output=True, text=True, env=environment)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{name!r}, {steps} steps, failed under valgrind:\n{completed.stderr[-3000:]}")
+    for line in out.read_text().splitlines():
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{out}: no summary line")
+
+
+def per_step(names: Sequence[str], short: int, long: int, jobs: int) -> dict[str, float]:
+    """Instructions per training step of each variant: (long run - short run) / (long - short)."""
+    with tempfile.TemporaryDirectory() as directory, concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        runs = {
+            (name, steps): pool.submit(instructions, name, steps, long, Path(directory))
+            for name in names
+            for steps in (short, long)
+        }
+        return {name: (runs[name, long].result() - runs[name, short].result()) / (long - short) for name in names}
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--only", action="append", help="a variant's name (repeatable); default: all")
+    parser.add_argument("--short", type=int, default=50, help="training steps of the first fit")
+    parser.add_argument("--long", type=int, default=450, help="training steps of the second fit")
+    parser.add_argument("--jobs", type=int, default=2, help="processes under valgrind at once")
+    parser.add_argument("--fit", nargs=3, metavar=("NAME", "STEPS", "DATA_STEPS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.fit:
+        fit(args.fit[0], int(args.fit[1]), int(args.fit[2]))
+        return
+    if shutil.which("valgrind") is None:
+        parser.error("valgrind is not installed (apt-get install valgrind)")
+    names = {v.name: v for v in VARIANTS}
+    wanted = set(args.only or names)
+    unknown = wanted - set(names)
+    if unknown:
+        parser.error(f"unknown variant(s) {sorted(unknown)}; known: {list(names)}")
+    wanted |= {v.baseline for v in VARIANTS if v.name in wanted and v.baseline is not None}
+    if wanted & {ADAPTER, EMPTY}:
+        wanted |= {ADAPTER, EMPTY}
+    if wanted & {LOG_LOSS, HAND_LOG}:
+        wanted |= {LOG_LOSS, HAND_LOG, TYPED}
+    counts = per_step([v.name for v in VARIANTS if v.name in wanted], args.short, args.long, args.jobs)
+
+    print(f"Instructions per training step (cachegrind; fits of {args.long} and {args.short} steps, one thread)\n")
+    rows = [("variant", "instructions/step", "over baseline", "ratio")]
+    for variant in VARIANTS:
+        if variant.name not in counts:
+            continue
+        count = counts[variant.name]
+        if variant.baseline is None:
+            rows.append((variant.name, f"{count:,.0f}", "", ""))
+        else:
+            base = counts[variant.baseline]
+            rows.append((variant.name, f"{count:,.0f}", f"{count - base:+,.0f}", f"{count / base:.4f}"))
+    print(_table(rows))
+
+    targets = [("target (a fraction of the plain step's instructions)", "value", "limit", "")]
+    if TYPED in counts:
+        targets.append(_target(f"{TYPED}, over plain", counts[TYPED] / counts[PLAIN] - 1, TYPED_TARGET))
+    if ADAPTER in counts:
+        value = (counts[ADAPTER] - counts[EMPTY]) / counts[PLAIN_DICT]
+        targets.append(_target(f"{ADAPTER}, over {EMPTY}", value, ADAPTER_TARGET))
+    if LOG_LOSS in counts:
+        value = ((counts[LOG_LOSS] - counts[TYPED]) - (counts[HAND_LOG] - counts[PLAIN])) / counts[PLAIN]
+        targets.append(_target("log_loss=True's cost, over the hand-written call's", value, LOG_LOSS_TARGET))
+    if len(targets) > 1:
+        print()
+        print(_table(targets))
+
+
+def _target(label: str, value: float, limit: float) -> tuple[str, str, str, str]:
+    return label, f"{value:+.4f}", f"{limit:+.2f}", "ok" if value <= limit else "ABOVE"
+
+
+if __name__ == "__main__":
+    main()

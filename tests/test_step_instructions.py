@@ -1,0 +1,55 @@
+"""``benchmarks/step_instructions.py``: it runs as a user starts it, under valgrind, and its table says what it should.
+
+A plain step's instructions are counted from two short fits (the counts' difference over the
+steps' difference), and the row's figures are checked against each other and against the size a
+training step of this model has, so the tool cannot rot between the runs that quote it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from limits import hang_limit
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PLAIN = "plain: return loss"
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_step_instructions_counts_a_plain_step() -> None:
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "step_instructions.py")]
+    completed = subprocess.run(
+        [*command, "--only", PLAIN, "--short", "3", "--long", "11"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=600),
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "Instructions per training step (cachegrind; fits of 11 and 3 steps, one thread)"
+    assert re.fullmatch(r"variant\s+instructions/step\s+over baseline\s+ratio", lines[2])
+    row = re.fullmatch(rf"{re.escape(PLAIN)}\s+(?P<count>[\d,]+)", lines[4])
+    assert row is not None, lines
+    # a Linear(32, 2) training step through Lightning: interpreter, hooks, autograd and SGD, no more
+    assert 300_000 < int(row["count"].replace(",", "")) < 30_000_000
+    assert len(lines) == 5  # no baseline asked for, so no target to report
+
+
+def test_step_instructions_names_the_missing_tool(tmp_path: Path) -> None:
+    script = REPO_ROOT / "benchmarks" / "step_instructions.py"
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path)},  # no valgrind on it
+        timeout=hang_limit(idle_s=120),
+    )
+    assert completed.returncode == 2
+    assert "valgrind is not installed (apt-get install valgrind)" in completed.stderr
