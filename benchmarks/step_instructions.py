@@ -5,10 +5,10 @@ process of its own under valgrind's cachegrind (``--cache-sim=no``: it counts th
 executed, all of them, the interpreter's and torch's included), twice: for ``--short`` and for
 ``--long`` training steps, on the same data. The difference of the two processes' counts divided by
 the difference of their steps is the instructions per step, with the imports and the Trainer's
-set-up cancelled out. With one thread and ``PYTHONHASHSEED=0`` the count hardly depends on the
-machine or its load (repeated runs agree to within about 2,000 instructions a step, under 0.1% of
-a plain step), so it can tell apart costs of a few microseconds that the timed benchmark's noise
-hides. It also sees what ``step_calls.py`` cannot: work done inside the calls, in C, such as an
+set-up cancelled out. With one thread and ``PYTHONHASHSEED=0`` the count does not depend on the
+machine's load (repeated runs agree to within about 12,000 instructions a step, 0.5% of a plain
+step, where the timed benchmark's rounds move by several percent), so it can tell apart costs that
+the timed benchmark's noise hides. It also sees what ``step_calls.py`` cannot: work done inside the calls, in C, such as an
 attribute lookup that the interpreter can no longer specialize.
 
 The table gives each variant's instructions per step, the difference to its plain baseline, and
@@ -153,7 +153,8 @@ def per_step(names: Sequence[str], short: int, long: int, jobs: int) -> dict[str
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in rows]
+    cells = (("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r))) for r in rows)
+    lines = [line.rstrip() for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

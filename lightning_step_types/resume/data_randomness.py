@@ -198,10 +198,11 @@ class LoaderPasses:
     def __init__(self, loaders: list[Any]) -> None:
         self.loaders = loaders
         self.made: list[list[tuple[Any, PassStates]]] = [[] for _ in loaders]
-        self.followed = [loader for loader in loaders if _generators(loader)]  # a loader without generators is exact
+        self.followed: list[Any] = []
         for index, loader in enumerate(loaders):
-            if loader in self.followed:
+            if _generators(loader):  # a loader without generators draws no order: its passes resume exactly
                 around_loader_iterator(loader, functools.partial(self._made, index))
+                self.followed.append(loader)
 
     def _made(self, index: int, make: Callable[[], Any]) -> Any:
         loader = self.loaders[index]
