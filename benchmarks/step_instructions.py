@@ -1,6 +1,6 @@
 """How many machine instructions each training step executes, per variant: a count, not a timing.
 
-The same ``Linear(32, 2)`` model and variants as ``step_overhead.py``. Each variant is fitted in a
+The same ``Linear(32, 2)`` model and variants as ``step_calls.py``, and ``step_overhead.py``'s loss logging. Each variant is fitted in a
 process of its own under valgrind's cachegrind (``--cache-sim=no``: it counts the instructions
 executed, all of them, the interpreter's and torch's included), twice: for ``--short`` and for
 ``--long`` training steps, on the same data. The difference of the two processes' counts divided by
@@ -19,7 +19,7 @@ instruction is not a fixed time: a count says where the work is, the timed bench
 
 Needs valgrind (``apt-get install valgrind``). Run from the repository root::
 
-    python benchmarks/step_instructions.py                  # every variant, about 15 minutes on 2 cores
+    python benchmarks/step_instructions.py                  # every variant, about 18 minutes on 2 cores
     python benchmarks/step_instructions.py --only "typed: TrainStepResult(loss)"
 """
 
@@ -34,62 +34,24 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 
-from lightning_step_types.pytorch_lightning import StepResultAdapter
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from step_overhead import (  # noqa: E402 - the benchmark's own models, beside this file
-    PlainDict,
-    PlainLogsToBar,
-    PlainLoss,
-    TypedLogsLoss,
-    TypedLoss,
-    TypedLossNoExactResume,
-    TypedMetadata,
-    _loader,
-    quiet_trainer,
-)
+from step_calls import PLAIN, PLAIN_DICT  # noqa: E402 - the benchmarks' own variants, beside this file
+from step_calls import VARIANTS as CALL_VARIANTS  # noqa: E402
+from step_overhead import PlainLogsToBar, TypedLogsLoss, Variant, _loader, _table, quiet_trainer  # noqa: E402
 
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    make: Callable[[], pl.LightningModule]
-    callbacks: Callable[[], list[pl.Callback]] = list
-    baseline: str | None = None
-
-
-PLAIN, PLAIN_DICT = "plain: return loss", "plain: return {'loss', 'logits'}"
 TYPED, EMPTY, ADAPTER = "typed: TrainStepResult(loss)", "dict + empty Callback()", "dict + StepResultAdapter()"
 HAND_LOG, LOG_LOSS = "plain: self.log('train_loss', loss, ..., prog_bar=True)", "typed: log_loss=True"
+# step_calls.py's variants, and the loss logging of step_overhead.py's
 VARIANTS = (
-    Variant(PLAIN, PlainLoss),
-    Variant(TYPED, TypedLoss, baseline=PLAIN),
-    Variant("typed: exact_resume=False", TypedLossNoExactResume, baseline=PLAIN),
+    *CALL_VARIANTS,
     Variant(HAND_LOG, PlainLogsToBar, baseline=PLAIN),
     Variant(LOG_LOSS, TypedLogsLoss, baseline=PLAIN),
-    Variant(PLAIN_DICT, PlainDict),
-    Variant("typed: TrainStepResult(loss, metadata)", TypedMetadata, baseline=PLAIN_DICT),
-    Variant(EMPTY, PlainDict, lambda: [pl.Callback()], PLAIN_DICT),
-    Variant(ADAPTER, PlainDict, lambda: [StepResultAdapter()], PLAIN_DICT),
-    Variant(
-        "dict + StepResultAdapter(exact_resume=False)",
-        PlainDict,
-        lambda: [StepResultAdapter(exact_resume=False)],
-        PLAIN_DICT,
-    ),
-    Variant(
-        "dict + StepResultAdapter(exact_resume=False, nonfinite_loss=None)",
-        PlainDict,
-        lambda: [StepResultAdapter(exact_resume=False, nonfinite_loss=None)],
-        PLAIN_DICT,
-    ),
 )
 VARIANT_NAMES = [v.name for v in VARIANTS]
 # The targets, as fractions of the plain step's instructions (step_overhead.py states them as time).
@@ -151,14 +113,6 @@ def per_step(names: Sequence[str], short: int, long: int, jobs: int) -> dict[str
         return {name: (runs[name, long].result() - runs[name, short].result()) / (long - short) for name in names}
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    cells = (("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r))) for r in rows)
-    lines = [line.rstrip() for line in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--only", action="append", help="a variant's name (repeatable); default: all")
@@ -185,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     counts = per_step([v.name for v in VARIANTS if v.name in wanted], args.short, args.long, args.jobs)
 
     print(f"Instructions per training step (cachegrind; fits of {args.long} and {args.short} steps, one thread)\n")
-    rows = [("variant", "instructions/step", "over baseline", "ratio")]
+    rows: list[tuple[str, ...]] = []
     for variant in VARIANTS:
         if variant.name not in counts:
             continue
@@ -195,9 +149,9 @@ def main(argv: list[str] | None = None) -> None:
         else:
             base = counts[variant.baseline]
             rows.append((variant.name, f"{count:,.0f}", f"{count - base:+,.0f}", f"{count / base:.4f}"))
-    print(_table(rows))
+    print(_table(("variant", "instructions/step", "over baseline", "ratio"), rows))
 
-    targets = [("target (a fraction of the plain step's instructions)", "value", "limit", "")]
+    targets: list[tuple[str, str, str, str]] = []
     if TYPED in counts:
         targets.append(_target(f"{TYPED}, over plain", counts[TYPED] / counts[PLAIN] - 1, TYPED_TARGET))
     if ADAPTER in counts:
@@ -206,9 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     if LOG_LOSS in counts:
         value = ((counts[LOG_LOSS] - counts[TYPED]) - (counts[HAND_LOG] - counts[PLAIN])) / counts[PLAIN]
         targets.append(_target("log_loss=True's cost, over the hand-written call's", value, LOG_LOSS_TARGET))
-    if len(targets) > 1:
+    if targets:
         print()
-        print(_table(targets))
+        print(_table(("target (a fraction of the plain step's instructions)", "value", "limit", ""), targets))
 
 
 def _target(label: str, value: float, limit: float) -> tuple[str, str, str, str]:

@@ -562,7 +562,7 @@ def step_call_cost(steps: int, rounds: int) -> dict[str, float]:
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [
-        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip()
         for row in [header, *rows]
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
