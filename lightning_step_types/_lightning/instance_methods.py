@@ -38,10 +38,7 @@ def put_on_instance(instance: Any, name: str, value: Callable[..., Any]) -> None
     the library's own still there is replaced, never remembered)."""
     current: Any = _own_attribute(instance, name)
     vars(value)[_PREVIOUS] = vars(current)[_PREVIOUS] if _is_ours(current) else current
-    if _plain_attributes(instance):
-        setattr(instance, name, value)
-    else:
-        instance.__dict__[name] = value
+    _store(instance, name, value)
 
 
 def take_off_instance(instance: Any, name: str) -> None:
@@ -49,17 +46,20 @@ def take_off_instance(instance: Any, name: str) -> None:
     current: Any = _own_attribute(instance, name)
     if not _is_ours(current):
         return
-    attributes = cast("dict[str, Any]", vars(current))
-    previous = attributes[_PREVIOUS]
-    if not _plain_attributes(instance):
-        if previous is _ABSENT:
-            del instance.__dict__[name]
-        else:
-            instance.__dict__[name] = previous
-    elif previous is _ABSENT:
+    previous = cast("dict[str, Any]", vars(current))[_PREVIOUS]
+    if previous is not _ABSENT:
+        _store(instance, name, previous)
+    elif _plain_attributes(instance):
         delattr(instance, name)
     else:
-        setattr(instance, name, previous)
+        del instance.__dict__[name]
+
+
+def _store(instance: Any, name: str, value: object) -> None:
+    if _plain_attributes(instance):
+        setattr(instance, name, value)
+    else:
+        instance.__dict__[name] = value
 
 
 def _own_attribute(instance: Any, name: str) -> Any:
