@@ -56,6 +56,13 @@ def loader(sampler: str, workers: int = 0) -> Any:
     """The training loader; ``sampler`` names what Lightning finds in it under DDP."""
     data = dataset()
     options: dict[str, Any] = dict(batch_size=BATCH_SIZE, num_workers=workers, persistent_workers=workers > 0)
+    if workers:
+        # Workers start from a forkserver, not by fork. A DDP process has threads of its own (gloo's, the
+        # store server on rank 0, Lightning's child-process observer); a worker forked while one of them
+        # holds a lock can wait for it forever, and the loader waits forever for the worker's start-up
+        # reply (pytorch/pytorch#130610). One CI run of this file hung so: rank 0 in the first `iter()` of
+        # a 2-worker loader, rank 1 in the next collective, until gloo's 30-minute timeout.
+        options["multiprocessing_context"] = "forkserver"
     if sampler == "injected":  # torch's RandomSampler: Lightning puts a DistributedSampler(shuffle=True) in
         return StatefulDataLoader(data, sampler=RandomSampler(data), **options)
     if sampler == "wrapper":  # torchdata's RandomSampler: Lightning wraps it in DistributedSamplerWrapper
