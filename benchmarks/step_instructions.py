@@ -16,11 +16,16 @@ the ratio; then the targets of ``step_overhead.py`` in instructions (the typed s
 plain; ``StepResultAdapter()`` at most 0.02 of the plain step above an empty ``Callback()``;
 ``log_loss=True`` at most 0.01 of the plain step above the hand-written call it replaces). An
 instruction is not a fixed time: a count says where the work is, the timed benchmark what it costs.
+``--caches`` also simulates the first-level caches and a branch predictor (cachegrind's model, with
+this machine's cache sizes) and prints each step's data cache misses and mispredicted branches:
+what a count of instructions does not show, and why a few thousand of them, run between Lightning's
+with the code and data they touch, can take more time than their number says.
 
 Needs valgrind (``apt-get install valgrind``). Run from the repository root::
 
     python benchmarks/step_instructions.py                  # every variant, about 18 minutes on 2 cores
     python benchmarks/step_instructions.py --only "typed: TrainStepResult(loss)"
+    python benchmarks/step_instructions.py --caches --only "typed: exact_resume=False"   # about 8 minutes
 """
 
 from __future__ import annotations
@@ -77,13 +82,16 @@ def fit(name: str, steps: int, data_steps: int) -> None:
     trainer.fit(variant.make(), train_dataloaders=_loader(data_steps))
 
 
-def instructions(name: str, steps: int, data_steps: int, workdir: Path) -> int:
-    """The instructions one process executes to import everything and fit ``steps`` steps of a variant."""
+def events(name: str, steps: int, data_steps: int, workdir: Path, caches: bool) -> dict[str, int]:
+    """What one process executes to import everything and fit ``steps`` steps of a variant: its
+    instructions (``Ir``) and, with ``caches``, the simulated cache misses and mispredicted branches."""
     out = workdir / f"{VARIANT_NAMES.index(name)}-{steps}.cachegrind"
+    simulate = "yes" if caches else "no"
     command = [
         "valgrind",
         "--tool=cachegrind",
-        "--cache-sim=no",
+        f"--cache-sim={simulate}",
+        f"--branch-sim={simulate}",
         f"--cachegrind-out-file={out}",
         sys.executable,
         str(Path(__file__).resolve()),
@@ -96,21 +104,30 @@ def instructions(name: str, steps: int, data_steps: int, workdir: Path) -> int:
     completed = subprocess.run(command, capture_output=True, text=True, env=environment)
     if completed.returncode != 0:
         raise RuntimeError(f"{name!r}, {steps} steps, failed under valgrind:\n{completed.stderr[-3000:]}")
+    names: list[str] = []
     for line in out.read_text().splitlines():
+        if line.startswith("events:"):
+            names = line.split()[1:]
         if line.startswith("summary:"):
-            return int(line.split()[1])
+            return dict(zip(names, map(int, line.split()[1:])))
     raise RuntimeError(f"{out}: no summary line")
 
 
-def per_step(names: Sequence[str], short: int, long: int, jobs: int) -> dict[str, float]:
-    """Instructions per training step of each variant: (long run - short run) / (long - short)."""
+def per_step(names: Sequence[str], short: int, long: int, jobs: int, caches: bool) -> dict[str, dict[str, float]]:
+    """Each variant's events per training step: (long run - short run) / (long - short)."""
     with tempfile.TemporaryDirectory() as directory, concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         runs = {
-            (name, steps): pool.submit(instructions, name, steps, long, Path(directory))
+            (name, steps): pool.submit(events, name, steps, long, Path(directory), caches)
             for name in names
             for steps in (short, long)
         }
-        return {name: (runs[name, long].result() - runs[name, short].result()) / (long - short) for name in names}
+        return {
+            name: {
+                event: (count - runs[name, short].result()[event]) / (long - short)
+                for event, count in runs[name, long].result().items()
+            }
+            for name in names
+        }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -119,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--short", type=int, default=50, help="training steps of the first fit")
     parser.add_argument("--long", type=int, default=450, help="training steps of the second fit")
     parser.add_argument("--jobs", type=int, default=2, help="processes under valgrind at once")
+    parser.add_argument(
+        "--caches",
+        action="store_true",
+        help="also simulate the caches and the branch predictor (about twice as long): a table of misses",
+    )
     parser.add_argument("--fit", nargs=3, metavar=("NAME", "STEPS", "DATA_STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.fit:
@@ -136,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
         wanted |= {ADAPTER, EMPTY}
     if wanted & {LOG_LOSS, HAND_LOG}:
         wanted |= {LOG_LOSS, HAND_LOG, TYPED}
-    counts = per_step([v.name for v in VARIANTS if v.name in wanted], args.short, args.long, args.jobs)
+    measured = per_step([v.name for v in VARIANTS if v.name in wanted], args.short, args.long, args.jobs, args.caches)
+    counts = {name: per_variant["Ir"] for name, per_variant in measured.items()}
 
     print(f"Instructions per training step (cachegrind; fits of {args.long} and {args.short} steps, one thread)\n")
     rows: list[tuple[str, ...]] = []
@@ -163,6 +186,40 @@ def main(argv: list[str] | None = None) -> None:
     if targets:
         print()
         print(_table(("target (a fraction of the plain step's instructions)", "value", "limit", ""), targets))
+    if args.caches:
+        print()
+        print(_cache_table(measured))
+
+
+# cachegrind's events: first-level data cache misses on reads and writes, mispredicted conditional and
+# indirect branches
+_DATA_MISSES, _MISPREDICTED = ("D1mr", "D1mw"), ("Bcm", "Bim")
+
+
+def _cache_table(measured: dict[str, dict[str, float]]) -> str:
+    """Per step: the first-level data cache misses and the mispredicted branches of cachegrind's model of
+    this machine's caches and of a simple branch predictor, each with its difference to the baseline."""
+    rows: list[tuple[str, ...]] = []
+    for variant in VARIANTS:
+        if variant.name not in measured:
+            continue
+        row = [variant.name]
+        for events in (_DATA_MISSES, _MISPREDICTED):
+            value = sum(measured[variant.name][event] for event in events)
+            row.append(f"{value:,.0f}")
+            if variant.baseline is None:
+                row.append("")
+            else:
+                row.append(f"{value - sum(measured[variant.baseline][event] for event in events):+,.0f}")
+        rows.append(tuple(row))
+    header = (
+        "variant (simulated, per step)",
+        "L1 data misses",
+        "over baseline",
+        "mispredicted branches",
+        "over baseline",
+    )
+    return _table(header, rows)
 
 
 def _target(label: str, value: float, limit: float) -> tuple[str, str, str, str]:

@@ -21,10 +21,10 @@ PLAIN = "plain: return loss"
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_step_instructions_counts_a_plain_step() -> None:
+def test_step_instructions_counts_a_plain_step_and_its_simulated_cache_misses() -> None:
     command = [sys.executable, str(REPO_ROOT / "benchmarks" / "step_instructions.py")]
     completed = subprocess.run(
-        [*command, "--only", PLAIN, "--short", "3", "--long", "11"],
+        [*command, "--only", PLAIN, "--short", "3", "--long", "11", "--caches"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -38,7 +38,19 @@ def test_step_instructions_counts_a_plain_step() -> None:
     assert row is not None, lines
     # a Linear(32, 2) training step through Lightning: interpreter, hooks, autograd and SGD, no more
     assert 300_000 < int(row["count"].replace(",", "")) < 30_000_000
-    assert len(lines) == 5  # no baseline asked for, so no target to report
+    # no baseline asked for, so no target to report; then the simulated caches' table
+    assert lines[5] == ""
+    assert re.fullmatch(
+        r"variant \(simulated, per step\)\s+L1 data misses\s+over baseline\s+mispredicted branches\s+over baseline",
+        lines[6],
+    )
+    cache_row = re.fullmatch(rf"{re.escape(PLAIN)}\s+(?P<misses>[\d,]+)\s+(?P<mispredicted>[\d,]+)", lines[8])
+    assert cache_row is not None, lines
+    misses, mispredicted = (int(cache_row[name].replace(",", "")) for name in ("misses", "mispredicted"))
+    # some of the step's data and branches, never none of them and never more than its instructions
+    assert 100 < misses < int(row["count"].replace(",", "")) // 10
+    assert 100 < mispredicted < int(row["count"].replace(",", "")) // 10
+    assert len(lines) == 9
 
 
 def test_step_instructions_names_the_missing_tool(tmp_path: Path) -> None:
