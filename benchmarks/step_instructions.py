@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--caches",
         action="store_true",
-        help="also simulate the caches and the branch predictor (about twice as long): a table of misses",
+        help="also simulate the caches and the branch predictor (2 to 3 times as long): a table of misses",
     )
     parser.add_argument("--fit", nargs=3, metavar=("NAME", "STEPS", "DATA_STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -204,13 +204,13 @@ def _cache_table(measured: dict[str, dict[str, float]]) -> str:
         if variant.name not in measured:
             continue
         row = [variant.name]
-        for events in (_DATA_MISSES, _MISPREDICTED):
-            value = sum(measured[variant.name][event] for event in events)
+        for kinds in (_DATA_MISSES, _MISPREDICTED):
+            value = sum(measured[variant.name][kind] for kind in kinds)
             row.append(f"{value:,.0f}")
             if variant.baseline is None:
                 row.append("")
             else:
-                row.append(f"{value - sum(measured[variant.baseline][event] for event in events):+,.0f}")
+                row.append(f"{value - sum(measured[variant.baseline][kind] for kind in kinds):+,.0f}")
         rows.append(tuple(row))
     header = (
         "variant (simulated, per step)",

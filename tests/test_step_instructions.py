@@ -47,7 +47,7 @@ def test_step_instructions_counts_a_plain_step_and_its_simulated_cache_misses() 
     cache_row = re.fullmatch(rf"{re.escape(PLAIN)}\s+(?P<misses>[\d,]+)\s+(?P<mispredicted>[\d,]+)", lines[8])
     assert cache_row is not None, lines
     misses, mispredicted = (int(cache_row[name].replace(",", "")) for name in ("misses", "mispredicted"))
-    # some of the step's data and branches, never none of them and never more than its instructions
+    # some of the step's data reads and writes and of its branches: never none, never a tenth of its instructions
     assert 100 < misses < int(row["count"].replace(",", "")) // 10
     assert 100 < mispredicted < int(row["count"].replace(",", "")) // 10
     assert len(lines) == 9
