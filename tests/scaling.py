@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -58,11 +59,17 @@ def loader(sampler: str, workers: int = 0) -> Any:
     options: dict[str, Any] = dict(batch_size=BATCH_SIZE, num_workers=workers, persistent_workers=workers > 0)
     if workers:
         # Workers start from a forkserver, not by fork. A DDP process has threads of its own (gloo's, the
-        # store server on rank 0, Lightning's child-process observer); a worker forked while one of them
-        # holds a lock can wait for it forever, and the loader waits forever for the worker's start-up
-        # reply (pytorch/pytorch#130610). One CI run of this file hung so: rank 0 in the first `iter()` of
-        # a 2-worker loader, rank 1 in the next collective, until gloo's 30-minute timeout.
-        options["multiprocessing_context"] = "forkserver"
+        # store server on rank 0, Lightning's child-process observer, queue feeders); a worker forked
+        # while one of them held CPython 3.11's lock on the list of thread states never gets out of
+        # `os.fork()` (gdb: PyOS_AfterFork_Child -> _PyThreadState_DeleteExcept, waiting on that lock),
+        # and the loader waits for its start-up reply without a time limit. That hung this file's jobs:
+        # one rank in the first `iter()` of a 2-worker loader, the other in the next collective, until
+        # gloo's 30-minute timeout. A forkserver is a single-threaded process: nothing is held there.
+        # It imports what a worker unpickles once, before its first worker (Python 3.11 does not preload
+        # a script's own imports there): each worker would import them again, about 3.5 s.
+        forkserver = multiprocessing.get_context("forkserver")
+        forkserver.set_forkserver_preload(["torch", "torchdata.stateful_dataloader", "pytorch_lightning"])
+        options["multiprocessing_context"] = forkserver
     if sampler == "injected":  # torch's RandomSampler: Lightning puts a DistributedSampler(shuffle=True) in
         return StatefulDataLoader(data, sampler=RandomSampler(data), **options)
     if sampler == "wrapper":  # torchdata's RandomSampler: Lightning wraps it in DistributedSamplerWrapper
