@@ -8,13 +8,10 @@ asserted, so the script cannot rot between the GPU runs.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from limits import hang_limit
+from benchmark_scripts import run_benchmark
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = [
     "plain: return loss",
     "typed: TrainStepResult(loss), nonfinite_loss='raise'",
@@ -26,14 +23,7 @@ EPOCH_VALUES = ["train_acc", "train_loss", "train_loss_epoch", "train_max"]
 
 def test_gpu_check_cpu_smoke_reports_every_figure_and_resumes_exactly(tmp_path: Path) -> None:
     out = tmp_path / "report" / "smoke.json"
-    completed = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "gpu_check.py"), "--cpu-smoke", "--out", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=hang_limit(idle_s=75),
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_benchmark("gpu_check.py", "--cpu-smoke", "--out", str(out), idle_s=75)
     report = json.loads(out.read_text())
     assert list(report) == ["environment", "step_overhead", "host_sync", "bf16_mixed", "resume", "fsdp_resume"]
     # strategy="fsdp" needs CUDA: on a lent GPU the same resume check runs under it

@@ -8,29 +8,19 @@ relations between its rows are asserted, so the tool cannot rot between the runs
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-from limits import hang_limit
+from benchmark_scripts import run_benchmark
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TYPED, ADAPTER = "typed: TrainStepResult(loss)", "dict + StepResultAdapter()"
 PLAIN, PLAIN_DICT = "plain: return loss", "plain: return {'loss', 'logits'}"
 ROW = re.compile(r"^(?P<name>\S.*?)\s{2,}(?P<calls>\d+\.\d)(?:\s+(?P<over>[+-]\d+\.\d))?\s+(?P<library>\d+\.\d)$")
 
 
 def test_step_calls_counts_each_variant_and_the_library_share() -> None:
-    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "step_calls.py"), "--skip", "3", "--batches", "4"]
-    completed = subprocess.run(
-        [*command, "--only", ADAPTER, "--by-caller", TYPED],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=hang_limit(idle_s=60),
+    output = run_benchmark(
+        "step_calls.py", "--skip", "3", "--batches", "4", "--only", ADAPTER, "--by-caller", TYPED, idle_s=60
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    lines = completed.stdout.splitlines()
+    lines = output.splitlines()
     assert lines[0] == "Python-level calls per batch (call + c_call events, 4 batches after 3; gc off)"
     rows = {match["name"]: match for match in map(ROW.match, lines) if match is not None}
     # the variants asked for and their baselines, in the script's order

@@ -14,24 +14,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import REPO_ROOT, run_benchmark
 from limits import hang_limit
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 PLAIN = "plain: return loss"
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_step_instructions_counts_a_plain_step_and_its_simulated_cache_misses() -> None:
-    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "step_instructions.py")]
-    completed = subprocess.run(
-        [*command, "--only", PLAIN, "--short", "3", "--long", "11", "--caches"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=hang_limit(idle_s=600),
+    output = run_benchmark(
+        "step_instructions.py", "--only", PLAIN, "--short", "3", "--long", "11", "--caches", idle_s=600
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    lines = completed.stdout.splitlines()
+    lines = output.splitlines()
     assert lines[0] == "Instructions per training step (cachegrind; fits of 11 and 3 steps, one thread)"
     assert re.fullmatch(r"variant\s+instructions/step\s+over baseline\s+ratio", lines[2])
     row = re.fullmatch(rf"{re.escape(PLAIN)}\s+(?P<count>[\d,]+)", lines[4])
