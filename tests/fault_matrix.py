@@ -774,16 +774,20 @@ def fit_segment(
         kwargs["plugins"] = [SLURMEnvironment(auto_requeue=True)]
     if extras is not None:
         kwargs.update(extras.trainer_kwargs(faults, root))
+    kwargs.update(getattr(loop, "trainer_kwargs", {}))  # a loop of another test file may set more
     trainer = pl.Trainer(**kwargs)
     rows.trainer = faults.trainer = trainer
     module = (extras.module_class(way, loop) if extras is not None else module_class(way, loop))(loop, faults)
-    val = val_loader() if loop.validation != "none" else None
+    loaders = train_loaders(loop, faults)
+    # a LightningDataModule passed as the training data (as `trainer.fit(model, datamodule)` accepts) brings
+    # its validation loader with it
+    val = val_loader() if loop.validation != "none" and not isinstance(loaders, pl.LightningDataModule) else None
     error: BaseException | None = None
     slurm = on_slurm(root) if how == "sigusr1" else contextlib.nullcontext()
     with warnings.catch_warnings(record=True) as caught, slurm:
         warnings.simplefilter("always")
         try:
-            trainer.fit(module, train_loaders(loop, faults), val, ckpt_path=ckpt_path)
+            trainer.fit(module, loaders, val, ckpt_path=ckpt_path)
         except (SimulatedFault, pl.utilities.exceptions.SIGTERMException) as raised:
             error = raised
         except Exception as raised:  # a crash: the outcome says which

@@ -22,11 +22,13 @@ __all__ = [
     "around_epoch_iterator",
     "before_train_iterator",
     "before_wrapped_draw",
+    "combined_train_loader",
     "continue_loader_iterator",
     "counted_loader_states",
     "counted_loaders",
     "cycled_loaders",
     "dataset_states",
+    "epoch_iterator_made_again",
     "epoch_of_iterator",
     "fetched_batch_size",
     "holds_dataset_state",
@@ -182,6 +184,12 @@ def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
 
 def stop_before_train_iterator(trainer: Any) -> None:
     take_off_instance(trainer.fit_loop, "_load_combined_loader_states")
+
+
+def combined_train_loader(trainer: Any) -> Any:
+    """The fit's training `CombinedLoader` (`FitLoop._combined_loader`, private), or None before
+    `FitLoop.setup_data`; a new object each time Lightning makes the loaders anew."""
+    return getattr(trainer.fit_loop, "_combined_loader", None)
 
 
 def train_loaders(trainer: Any) -> list[Any]:
@@ -507,6 +515,16 @@ def around_epoch_iterator(trainer: Any, around: Callable[[Callable[[], None]], N
         around(lambda: original(data_fetcher))
 
     put_on_instance(epoch_loop, "on_run_start", on_run_start)
+
+
+def epoch_iterator_made_again(trainer: Any) -> bool:
+    """Whether the epoch about to run makes an iterator of its own, in place of the one `FitLoop.setup_data`
+    made (when `reload_dataloaders_every_n_epochs` made the loaders anew at the epoch's start).
+    `_TrainingEpochLoop.on_run_start` calls `iter(data_fetcher)` again past the first epoch, unless the fit
+    is resuming (`FitLoop.is_resuming`, public) or the epoch loop restarting (`_Loop.restarting`). Checked
+    on pytorch-lightning 2.5.0 and 2.6.6."""
+    fit_loop = trainer.fit_loop
+    return int(trainer.current_epoch) > 0 and not fit_loop.is_resuming and not fit_loop.epoch_loop.restarting
 
 
 def stop_around_epoch_iterator(trainer: Any) -> None:

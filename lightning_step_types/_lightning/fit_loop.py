@@ -25,6 +25,7 @@ __all__ = [
     "epoch_end_views",
     "fetch_position",
     "fit_loop_at_point",
+    "follow_fetches",
     "follow_fit_loop",
     "in_epoch_start",
     "interrupted",
@@ -137,6 +138,14 @@ def batch_start_counters(trainer: Any) -> tuple[int, int, int, int]:
         int(epoch_loop.scheduler_progress.total.completed),
         int(epoch_loop._batches_that_stepped),
     )
+
+
+def follow_fetches(trainer: Any, follower: Any) -> None:
+    """Route the epoch loop's `_on_before_fetch` through ``follower.run_fetch`` again (its training
+    loaders, made anew, have a state to read before each fetch), as `follow_fit_loop` does."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    take_off_instance(epoch_loop, "_on_before_fetch")
+    put_on_instance(epoch_loop, "_on_before_fetch", functools.partial(follower.run_fetch, epoch_loop._on_before_fetch))
 
 
 def unfollow_fetches(trainer: Any) -> None:

@@ -44,6 +44,7 @@ import torch
 from lightning_step_types._lightning.data import (
     around_epoch_iterator,
     around_loader_iterator,
+    epoch_iterator_made_again,
     epoch_of_iterator,
     load_finished_loaders_as_ended,
     stop_around_epoch_iterator,
@@ -308,6 +309,10 @@ class _Randomness:
             return None
         now = _states(trainer)  # before the epoch's iterator, where it is not made yet
         before, after = self.before.get(epoch, now), self.after.get(epoch, [])
+        if epoch == self.first_epoch and epoch_iterator_made_again(trainer):
+            # loaders made anew at the epoch's start: the epoch trains from the iterator it makes next, drawn
+            # from the generators as they are now, not from the one `setup_data` made (a resumed run does)
+            before, after = now, []
         # a resumed fit's epoch: the states put back for its loaders were a pass's where the checkpoint said so
         kept = self.loaded_passes if epoch == self.resumed_epoch else []
         in_pass: list[bool] = []

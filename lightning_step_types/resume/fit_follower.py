@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from lightning_step_types._lightning.data import (
     DatasetStates,
+    combined_train_loader,
     counted_loader_states,
     counted_loaders,
     cycled_loaders,
@@ -48,6 +49,7 @@ from lightning_step_types._lightning.data import (
 from lightning_step_types._lightning.fit_loop import (
     batch_start_counters,
     fetch_position,
+    follow_fetches,
     follow_fit_loop,
     logger_metric_dicts,
     logger_step,
@@ -152,6 +154,7 @@ class FitFollower:
         self.counted: list[Any] | None = None
         # their generators' states around the passes `max_size_cycle` starts inside an epoch, or None
         self.passes: LoaderPasses | None = None
+        self.loaders: Any = None  # the training `CombinedLoader` the layout above was found on
         # its iterator's count of yielded batches minus the fetcher's count of fetches (read at each epoch's first batch)
         self.fetch_offset: int = 0
         self.offset_epoch: int = -1
@@ -189,14 +192,7 @@ class FitFollower:
             optimizers = trainer.optimizers
             self._step_hooks = [_count_steps(optimizer, self.steps) for optimizer in optimizers]
             self.metrics = resumed_metrics(self.module())
-            # the training loaders exist from `FitLoop.setup_data`, before this; their states are read per fetch
-            self.stateful = stateful_loader_states(trainer) is not None
-            self.rewinding = rewindable_loader(trainer) if self.stateful else None
-            self.dataset_holds_state = self.rewinding is not None and holds_dataset_state(self.rewinding)
-            self.counted = counted_loaders(trainer) if self.stateful and self.rewinding is None else None
-            self.passes = LoaderPasses(self.counted) if self.counted is not None else None
-            if not self.stateful or (self.rewinding is not None and not self.dataset_holds_state):
-                unfollow_fetches(trainer)  # nothing to read before each fetch
+            self.find_loaders(trainer)  # the training loaders exist from `FitLoop.setup_data`, before this
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
             self.parameters = list(trainer.lightning_module.parameters())
@@ -215,6 +211,8 @@ class FitFollower:
         epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
         if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
             self.loaded_loaders = self.loaded_cycled = None
+            if combined_train_loader(trainer) is not self.loaders:  # reload_dataloaders_every_n_epochs made new ones
+                self.find_loaders(trainer)
         if epoch != self.offset_epoch and self.rewinding is not None:  # the epoch's iterator exists, no fetch under way
             self.fetch_offset = loader_count_offset(self.rewinding, fetch_position(trainer)[0])
             self.offset_epoch = epoch
@@ -294,6 +292,27 @@ class FitFollower:
             self.holders.mark("epoch_end")
         original()
         self.phase = Phase.OUTSIDE
+
+    def find_loaders(self, trainer: Any) -> None:
+        """How the training loaders' states are read for a save: at the fit's start, and again at the
+        first batch of an epoch whose loaders Lightning made anew (``reload_dataloaders_every_n_epochs``),
+        since the layout (and the loader objects read back at a save) may differ from the last epoch's."""
+        self.loaders = combined_train_loader(trainer)
+        self.stateful = stateful_loader_states(trainer) is not None
+        self.rewinding = rewindable_loader(trainer) if self.stateful else None
+        self.dataset_holds_state = self.rewinding is not None and holds_dataset_state(self.rewinding)
+        self.counted = counted_loaders(trainer) if self.stateful and self.rewinding is None else None
+        if self.passes is not None:
+            self.passes.stop()
+        self.passes = LoaderPasses(self.counted) if self.counted is not None else None
+        self.fetch_offset, self.offset_epoch = 0, -1
+        self.before_fetch.clear()
+        self.dataset_before_fetch.clear()
+        self.counts_before_fetch.clear()
+        if not self.stateful or (self.rewinding is not None and not self.dataset_holds_state):
+            unfollow_fetches(trainer)  # nothing to read before each fetch
+        else:
+            follow_fetches(trainer, self)
 
     def run_fetch(self, original: Callable[[], None]) -> None:
         original()
