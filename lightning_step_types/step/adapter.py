@@ -30,6 +30,7 @@ from lightning_step_types.step.checks import (
     accept_training_result,
     check_evaluation_return,
     check_training_return,
+    new_run,
     no_batch_size_for_log_loss,
     warn_loss_logged_by_the_step,
 )
@@ -159,7 +160,7 @@ def run_step(
     calls = state.calls
     call = calls[hook_name] if hook_name in calls else None
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
-        call = calls[hook_name] = StepCall(module, hook_name, policy, source_of(step))
+        call = calls[hook_name] = StepCall(module, hook_name, policy, source_of(step), adapter=settings is not None)
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -176,12 +177,16 @@ def run_step(
         raise
     finally:
         state.active = False
-    if hook_name != "training_step":
-        lightning_output, result = check_evaluation_return(output, call)
-    elif type(output) is TrainStepResult:  # a typed step's usual return: what check_training_return would do
-        lightning_output, result = accept_training_result(output, call)
-    else:
-        lightning_output, result = check_training_return(output, call)
+    call.step_args = args  # a message may name the batch index
+    try:
+        if hook_name != "training_step":
+            lightning_output, result = check_evaluation_return(output, call)
+        elif type(output) is TrainStepResult:  # a typed step's usual return: what check_training_return would do
+            lightning_output, result = accept_training_result(output, call)
+        else:
+            lightning_output, result = check_training_return(output, call)
+    finally:
+        call.step_args = ()  # the batch is not kept past its step
     if result is None:
         if state.latest:
             state.latest.pop(hook_name, None)
@@ -201,10 +206,12 @@ def run_step(
     return lightning_output
 
 
-def set_nonfinite_deferral(trainer: Any, module: torch.nn.Module, default_setting: bool) -> None:
+def set_nonfinite_deferral(trainer: Any, module: torch.nn.Module, steps_aside: bool) -> None:
     """At a run's setup: whether the module's steps skip the non-finite check in this run, because its
-    setting is the default and Lightning's own handling is on (``SpikeDetection``, ``detect_anomaly``)."""
-    module_state(module).nonfinite_deferred = default_setting and lightning_checks_nonfinite(trainer) is not None
+    setting steps aside (``policy.steps_aside_for_lightning``) and Lightning's own handling is on
+    (``SpikeDetection``, ``detect_anomaly``). The run's first non-finite loss is reported again."""
+    module_state(module).nonfinite_deferred = steps_aside and lightning_checks_nonfinite(trainer) is not None
+    new_run(module)
 
 
 def _legacy_view(output: object) -> object:
