@@ -6,6 +6,7 @@ Mixed into each Lightning flavour's ``Callback`` as ``StepResultAdapter``.
 from __future__ import annotations
 
 import operator
+import types
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -26,7 +27,13 @@ from lightning_step_types.metrics.updates import end_of_stage
 from lightning_step_types.module import TypedModuleMixin, module_policy
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy, steps_aside_for_lightning
 from lightning_step_types.step.adapter import STEP_HOOKS, set_nonfinite_deferral
-from lightning_step_types.step.wrapping import adapted_bound_step, defining_class, is_lightning_default
+from lightning_step_types.step.compiled_logging import log_after_compiled_step
+from lightning_step_types.step.wrapping import (
+    adapted_bound_step,
+    compiles_its_steps,
+    defining_class,
+    is_lightning_default,
+)
 
 __all__ = ["StepResultAdapterMixin"]
 
@@ -111,6 +118,9 @@ class StepResultAdapterMixin:
             if _user_defines(pl_module, hook_name):
                 replaced[hook_name] = pl_module.__dict__.get(hook_name, _MISSING)
                 pl_module.__dict__[hook_name] = adapted_bound_step(pl_module, hook_name, self.policy)
+        if replaced and compiles_its_steps(pl_module):  # the compiled steps' self.log calls are made after them
+            replaced["log"] = pl_module.__dict__.get("log", _MISSING)
+            pl_module.__dict__["log"] = types.MethodType(log_after_compiled_step, pl_module)
         if replaced:
             replaced["__getstate__"] = pl_module.__dict__.get("__getstate__", _MISSING)
             pl_module.__dict__["__getstate__"] = _StateWithoutWrappers(pl_module, replaced)

@@ -994,7 +994,7 @@ def render_markdown_table() -> str:
         TABLE_BEGIN,
         "",
         f"**{n['cases']} cases**, each with an outcome in strict mode (`TypedLightningModule` and"
-        " `StepResultAdapter(strict=True, nonfinite_loss=\"raise\")`, the typed module's settings) and in lenient"
+        ' `StepResultAdapter(strict=True, nonfinite_loss="raise")`, the typed module\'s settings) and in lenient'
         " mode (`StepResultAdapter()`):"
         f" {n['runs']} outcomes, of which **{n['errors']} errors** (`StepResultError`),"
         f" **{n['warnings']} warnings** (`StepResultWarning`) and **{n['accepted']} accepted**."

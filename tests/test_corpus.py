@@ -114,7 +114,9 @@ def build(case: Case, kind: str) -> tuple[pl.LightningModule, list[pl.Callback],
     if kind == "typed":
         return TypedCorpusModel(case), [], case.strict
     # the strict adapter with the typed module's settings; the lenient one at its defaults
-    adapter = StepResultAdapter(strict=True, nonfinite_loss="raise") if kind == "adapter-strict" else StepResultAdapter()
+    adapter = (
+        StepResultAdapter(strict=True, nonfinite_loss="raise") if kind == "adapter-strict" else StepResultAdapter()
+    )
     return PlainCorpusModel(case), [adapter], case.strict if kind == "adapter-strict" else case.lenient
 
 

@@ -936,7 +936,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "nan raise": lambda: error_of(lambda: fit(MyModel(nan_result))),
     "nan warn": lambda: warning_of(lambda: fit(MyModel(nan_result, nonfinite_loss="warn"))),
     "nan skip": lambda: warning_of(lambda: fit(MyModel(nan_result, nonfinite_loss="skip"))),
-    "nan under the adapter's default": lambda: warning_of(lambda: fit(PlainMyModel(lambda m, loss: nan_result(m, loss).loss), A())),
+    "nan under the adapter's default": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: nan_result(m, loss).loss), A())
+    ),
     # existing modules under the lenient StepResultAdapter
     "lenient misspelt loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"Loss": loss}), A())),
     "lenient no loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"train_loss": loss}), A())),

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.loggers import Logger
 from models import N_BATCHES, RegressorParts, assert_same_params, make_loader, make_trainer, params_of
+from pytorch_lightning.loggers import Logger
 from torch.overrides import TorchFunctionMode
 
 from lightning_step_types import (
@@ -325,7 +325,10 @@ class TurnsNaN(RegressorParts, pl.LightningModule):
 
 def same_rows(a: list[tuple[int | None, dict[str, float]]], b: list[tuple[int | None, dict[str, float]]]) -> bool:
     """Equal rows, NaN equal to NaN."""
-    same_value = lambda x, y: x == y or (math.isnan(x) and math.isnan(y))  # noqa: E731
+
+    def same_value(x: float, y: float) -> bool:
+        return x == y or (math.isnan(x) and math.isnan(y))
+
     return len(a) == len(b) and all(
         step_a == step_b and row_a.keys() == row_b.keys() and all(same_value(row_a[k], row_b[k]) for k in row_a)
         for (step_a, row_a), (step_b, row_b) in zip(a, b, strict=True)
@@ -340,7 +343,7 @@ def test_the_adapter_s_default_warns_once_and_trains_on_as_plain_lightning(tmp_p
     for name, callbacks in (("plain", []), ("adapter", [StepResultAdapter()])):
         model, rows = TurnsNaN(), Rows()
         trainer = make_trainer(tmp_path / name, callbacks=callbacks, max_epochs=2, logger=rows, log_every_n_steps=1)
-        raised, step_warnings = run(lambda: trainer.fit(model, make_loader(), make_loader(seed=1)))
+        raised, step_warnings = run(lambda t=trainer, m=model: t.fit(m, make_loader(), make_loader(seed=1)))
         assert raised is None
         runs[name] = trainer, model, rows
         if name == "plain":

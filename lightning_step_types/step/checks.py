@@ -467,9 +467,9 @@ def _warn_nonfinite_once_per_run(where: str, got: str, diagnose: str, call: Step
     batch_idx = _batch_index(call)
     at = f" at batch_idx={batch_idx}" if batch_idx is not None else ""
     setting = (
-        "`StepResultAdapter(nonfinite_loss=\"raise\")`"
+        '`StepResultAdapter(nonfinite_loss="raise")`'
         if call.adapter
-        else "`nonfinite_loss = \"raise\"` on the module class (or drop `nonfinite_loss = \"warn\"`: raising is its default)"
+        else '`nonfinite_loss = "raise"` on the module class (or drop `nonfinite_loss = "warn"`: raising is its default)'
     )
     call.emit(
         StepResultWarning(
