@@ -80,5 +80,5 @@ def log_after_compiled_step(module: Any, name: str, value: Any, *args: Any, **kw
 
 
 def _class_log(module: Any, name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    kind: Any = type(module)
-    kind.log(module, name, value, *args, **kwargs)
+    log: Any = module.__class__.log  # the class's own (the instance's is log_after_compiled_step)
+    log(module, name, value, *args, **kwargs)
