@@ -62,6 +62,8 @@ class LossLogging:
     and for validation/test ``self.log("val_loss", loss, on_step=False, on_epoch=True,
     prog_bar=True, batch_size=n)``; ``n`` is the result's ``batch_size`` when it states one,
     otherwise Lightning infers it from the batch as usual. A name of ``None`` turns that stage off.
+    Under ``StepResultAdapter``, a step's own return is logged too: a loss tensor, or a dict's
+    ``"loss"``, where it holds one real floating value (in training/validation/test alike).
     """
 
     train: str | None = "train_loss"

@@ -24,7 +24,7 @@ from lightning_step_types._lightning.result_collection import logged_in_current_
 from lightning_step_types._lightning.trainer import lightning_checks_nonfinite, trainer_is_running
 from lightning_step_types.errors import StepResultError
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
-from lightning_step_types.results import StepResult, TrainStepResult
+from lightning_step_types.results import StepResult, TrainStepResult, is_loss_tensor
 from lightning_step_types.step.checks import (
     StepCall,
     accept_training_result,
@@ -238,7 +238,8 @@ def _batch_of(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 def _log_loss(
     module: Any, call: StepCall, logging: LossLogging, lightning_output: Any, result: StepResult[Any] | None
 ) -> None:
-    """The ``self.log`` call a user would write for this stage's loss (typed results, legacy training losses).
+    """The ``self.log`` call a user would write for this stage's loss: a typed result's, or in a step's own
+    return (a tensor, a dict with "loss") the loss, in every stage.
 
     Where the step logs that name itself, its own call wins: a second ``self.log`` of one name in
     one hook raises in Lightning (other arguments) or counts the value twice (the same ones).
@@ -250,10 +251,12 @@ def _log_loss(
     training = hook_name == "training_step"
     if result is not None:
         loss, batch_size = result.loss, result.batch_size
-    elif training and lightning_output is not None:
-        loss = lightning_output if isinstance(lightning_output, torch.Tensor) else lightning_output.get("loss")
+    elif lightning_output is not None:  # Lightning's own returns: a loss tensor, or a dict with "loss"
+        loss = _legacy_loss(lightning_output)
         batch_size = None
-        if loss is None:  # manual optimization may return a dict without a loss
+        # manual optimization may return a dict without a loss; an evaluation step may return anything
+        # (predictions, a per-sample loss): only a loss (one real floating value) is logged
+        if loss is None or not (training or is_loss_tensor(loss)):
             return
     else:
         return
@@ -278,6 +281,16 @@ def _log_loss(
         batch_size=batch_size,
         sync_dist=logging.sync_dist,
     )
+
+
+def _legacy_loss(output: object) -> Any:
+    """The loss in a step's own return: the tensor itself, or a mapping's "loss" (None where there is none)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, Mapping):
+        mapping = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown
+        return mapping["loss"] if "loss" in mapping else None
+    return None
 
 
 def _parameters(step: Callable[..., Any]) -> list[str]:
