@@ -629,8 +629,13 @@ def test_a_step_logging_log_losss_own_call_is_not_counted_twice(explicit_default
     run = Run(ExplicitLogging(DEFAULT_NAMES), tmp_path, [StepResultAdapter(log_loss=True)])
 
     assert_same_logging(run, explicit_default)
-    # Its evaluation steps return dicts, whose losses log_loss does not log (legacy evaluation returns).
-    assert log_loss_warnings(run) == [clash_warning("ExplicitLogging", "training_step", "train_loss", "train")]
+    # Its evaluation steps return {"loss": loss}, which log_loss logs too: each stage's clash is told once
+    # (validation's first: the sanity check runs it before training).
+    assert log_loss_warnings(run) == [
+        clash_warning("ExplicitLogging", "validation_step", "val_loss", "val"),
+        clash_warning("ExplicitLogging", "training_step", "train_loss", "train"),
+        clash_warning("ExplicitLogging", "test_step", "test_loss", "test"),
+    ]
 
 
 def test_the_fix_keeps_the_other_settings(tmp_path: Path) -> None:
