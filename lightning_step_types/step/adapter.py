@@ -252,7 +252,7 @@ def _log_loss(
     if result is not None:
         loss, batch_size = result.loss, result.batch_size
     elif lightning_output is not None:  # Lightning's own returns: a loss tensor, or a dict with "loss"
-        loss = _legacy_loss(lightning_output)
+        loss = lightning_output if type(lightning_output) is torch.Tensor else _legacy_loss(lightning_output)
         batch_size = None
         # manual optimization may return a dict without a loss; an evaluation step may return anything
         # (predictions, a per-sample loss): only a loss (one real floating value) is logged
