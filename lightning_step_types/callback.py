@@ -6,6 +6,7 @@ Mixed into each Lightning flavour's ``Callback`` as ``StepResultAdapter``.
 from __future__ import annotations
 
 import operator
+import types
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -24,15 +25,15 @@ from lightning_step_types.metrics import (
 )
 from lightning_step_types.metrics.updates import end_of_stage
 from lightning_step_types.module import TypedModuleMixin, module_policy
-from lightning_step_types.policy import (
-    DEFAULT_NONFINITE_LOSS,
-    LossLogging,
-    NonFiniteLoss,
-    StepPolicy,
-    is_default_nonfinite_loss,
-)
+from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy, steps_aside_for_lightning
 from lightning_step_types.step.adapter import STEP_HOOKS, set_nonfinite_deferral
-from lightning_step_types.step.wrapping import adapted_bound_step, defining_class, is_lightning_default
+from lightning_step_types.step.compiled_logging import log_after_compiled_step
+from lightning_step_types.step.wrapping import (
+    adapted_bound_step,
+    compiles_its_steps,
+    defining_class,
+    is_lightning_default,
+)
 
 __all__ = ["StepResultAdapterMixin"]
 
@@ -46,7 +47,9 @@ class StepResultAdapterMixin:
     or the typed results), turns the returns that would crash deep inside torch into a
     ``StepResultError``, and warns (``StepResultWarning``) about returns Lightning silently
     ignores. ``strict=True`` accepts only typed results, like ``TypedLightningModule``.
-    ``nonfinite_loss``, ``log_loss`` and ``exact_resume`` work as on ``TypedLightningModule``.
+    ``nonfinite_loss``, ``log_loss`` and ``exact_resume`` work as on ``TypedLightningModule``, but a
+    non-finite loss only warns by default (``"warn"``: one ``StepResultWarning`` per run, and
+    training goes on as without the adapter); ``nonfinite_loss="raise"`` stops the run before backward.
 
     ``metrics={"acc": StepMetric(...)}`` declares metrics fed by each step's result, as
     ``TypedLightningModule.configure_step_metrics`` does; for a legacy dict return, ``update``
@@ -62,7 +65,7 @@ class StepResultAdapterMixin:
     def __init__(
         self,
         strict: bool = False,
-        nonfinite_loss: NonFiniteLoss = DEFAULT_NONFINITE_LOSS,
+        nonfinite_loss: NonFiniteLoss = "warn",
         log_loss: bool | LossLogging = False,
         exact_resume: bool = True,
         metrics: Mapping[str, StepMetric[Any]] | None = None,
@@ -74,8 +77,8 @@ class StepResultAdapterMixin:
         settings = f"{{'strict': {self.policy.strict}, 'nonfinite_loss': {self.policy.nonfinite_loss!r}}}"
         self._state_key = type(self).__qualname__ + settings
         self.exact_resume = exact_resume
-        # left at its default, the non-finite check steps aside for Lightning's own (set_nonfinite_deferral)
-        self._default_nonfinite_loss = is_default_nonfinite_loss(nonfinite_loss)
+        # "warn" (the default) steps aside for Lightning's own non-finite handling (set_nonfinite_deferral)
+        self._steps_aside = steps_aside_for_lightning(nonfinite_loss)
         # module id -> {hook name: the instance attribute it had before, or _MISSING}
         self._replaced: dict[int, dict[str, Any]] = {}
         self.metrics = metrics
@@ -109,12 +112,15 @@ class StepResultAdapterMixin:
             return
         if id(pl_module) in self._replaced:
             return
-        set_nonfinite_deferral(trainer, pl_module, self._default_nonfinite_loss)
+        set_nonfinite_deferral(trainer, pl_module, self._steps_aside)
         replaced: dict[str, Any] = {}
         for hook_name in STEP_HOOKS:
             if _user_defines(pl_module, hook_name):
                 replaced[hook_name] = pl_module.__dict__.get(hook_name, _MISSING)
                 pl_module.__dict__[hook_name] = adapted_bound_step(pl_module, hook_name, self.policy)
+        if replaced and compiles_its_steps(pl_module):  # the compiled steps' self.log calls are made after them
+            replaced["log"] = pl_module.__dict__.get("log", _MISSING)
+            pl_module.__dict__["log"] = types.MethodType(log_after_compiled_step, pl_module)
         if replaced:
             replaced["__getstate__"] = pl_module.__dict__.get("__getstate__", _MISSING)
             pl_module.__dict__["__getstate__"] = _StateWithoutWrappers(pl_module, replaced)
@@ -124,7 +130,9 @@ class StepResultAdapterMixin:
         """A typed module keeps its own settings: say so when this callback was given other ones."""
         own = module_policy(pl_module)
         mine = self.policy
-        if (mine.nonfinite_loss, mine.log_loss) == (own.nonfinite_loss, own.log_loss):
+        # the callback's own default ("warn") is no setting given for the typed module
+        nonfinite_given = mine.nonfinite_loss not in ("warn", own.nonfinite_loss)
+        if not nonfinite_given and mine.log_loss == own.log_loss:
             return
         warnings.warn(
             StepResultWarning(

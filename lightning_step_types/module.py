@@ -26,7 +26,7 @@ from lightning_step_types.policy import (
     LossLogging,
     NonFiniteLoss,
     StepPolicy,
-    is_default_nonfinite_loss,
+    steps_aside_for_lightning,
 )
 from lightning_step_types.step.adapter import (
     BATCH_END_HOOKS,
@@ -247,7 +247,7 @@ def _setup_then_metrics(module: Any, setup: Callable[..., Any], args: tuple[Any,
     finally:
         state.in_setup = False
     compile_inside_adapted_steps(module)
-    set_nonfinite_deferral(trainer_of(module), module, is_default_nonfinite_loss(module.nonfinite_loss))
+    set_nonfinite_deferral(trainer_of(module), module, steps_aside_for_lightning(module.nonfinite_loss))
     stage = kwargs.get("stage", args[0] if args else None)
     if epoch_state.exact_resume_enabled(module):
         epoch_state.fit_starts(trainer_of(module), module, stage)

@@ -6,24 +6,27 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-__all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy"]
+__all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy", "steps_aside_for_lightning"]
 
 NonFiniteLoss = Literal["raise", "warn", "skip"] | None
 """What to do when a step's loss is NaN or infinite.
 
-- ``"raise"`` (default): ``StepResultError`` before backward, so no optimizer step spreads the NaN
-  into the weights and the last checkpoint stays good.
-- ``"warn"``: a ``StepResultWarning`` (once per hook), then train on as Lightning would.
+- ``"raise"`` (``TypedLightningModule``'s default): ``StepResultError`` before backward, so no
+  optimizer step spreads the NaN into the weights and the last checkpoint stays good.
+- ``"warn"`` (``StepResultAdapter``'s default): one ``StepResultWarning`` per run, naming the step,
+  the batch and the value of the first non-finite loss, then train on as Lightning would: an
+  existing module runs under the adapter as it runs without it.
 - ``"skip"``: a warning, and the training batch is skipped as if the step returned None (one
   device only: under distributed training every process must step, so it raises instead).
   Evaluation steps cannot be skipped without biasing epoch means: there it warns.
 - ``None``: no check. Checking reads the loss on the host: one device-to-host sync per step
   (about a microsecond on CPU; on a GPU it waits for the step's kernels to finish).
 
-The default (``"raise"`` left unset) steps aside where Lightning's own non-finite handling is on:
-a ``SpikeDetection`` callback in the Trainer's callbacks, or ``Trainer(detect_anomaly=True)``. The
-steps then run unchecked, as with ``None``, and Lightning's handling is what the user gets. A value
-set explicitly, ``"raise"`` included, applies whatever the Trainer holds.
+``"warn"``, and the typed module's default (``"raise"`` left unset), step aside where Lightning's
+own non-finite handling is on: a ``SpikeDetection`` callback in the Trainer's callbacks, or
+``Trainer(detect_anomaly=True)``. The steps then run unchecked, as with ``None``, and Lightning's
+handling is what the user gets. ``"raise"`` set explicitly, and ``"skip"``, apply whatever the
+Trainer holds.
 """
 
 
@@ -41,6 +44,12 @@ def is_default_nonfinite_loss(value: object) -> bool:
     return type(value) is _DefaultRaise
 
 
+def steps_aside_for_lightning(value: object) -> bool:
+    """Whether this setting leaves a non-finite loss to Lightning's own handling where that is on:
+    ``"warn"`` (it changes nothing in the run) and the typed module's default."""
+    return is_default_nonfinite_loss(value) or (type(value) is str and value == "warn")
+
+
 _NONFINITE_CHOICES = ("raise", "warn", "skip", None)
 
 
@@ -53,6 +62,8 @@ class LossLogging:
     and for validation/test ``self.log("val_loss", loss, on_step=False, on_epoch=True,
     prog_bar=True, batch_size=n)``; ``n`` is the result's ``batch_size`` when it states one,
     otherwise Lightning infers it from the batch as usual. A name of ``None`` turns that stage off.
+    Under ``StepResultAdapter``, a step's own return is logged too: a loss tensor, or a dict's
+    ``"loss"``, where it holds one real floating value (in training/validation/test alike).
     """
 
     train: str | None = "train_loss"

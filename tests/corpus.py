@@ -2,8 +2,8 @@
 
 One row per case: the hook, the optimization mode, the returned expression (Python source,
 evaluated against the step's values ``s``), and the expected outcome in strict mode
-(``TypedLightningModule`` and ``StepResultAdapter(strict=True)``) and in lenient mode
-(``StepResultAdapter()``). ``tests/test_corpus.py`` runs every case through a real ``Trainer``;
+(``TypedLightningModule`` and ``StepResultAdapter(strict=True, nonfinite_loss="raise")``, the typed
+module's settings) and in lenient mode (``StepResultAdapter()``). ``tests/test_corpus.py`` runs every case through a real ``Trainer``;
 ``docs/reliability.md`` holds the table rendered from here, and a test keeps the two equal.
 
 Regenerate the documented table after changing a case::
@@ -123,7 +123,7 @@ class Case:
     hook: Hook
     optimization: Optimization
     returns: str  # a Python expression over ``s: StepValues``
-    strict: Outcome  # TypedLightningModule, StepResultAdapter(strict=True)
+    strict: Outcome  # TypedLightningModule, StepResultAdapter(strict=True, nonfinite_loss="raise")
     lenient: Outcome  # StepResultAdapter()
     world_size: int = 1  # cases with 2 run in tests/test_distributed.py
     note: str = ""
@@ -161,6 +161,9 @@ NEEDS_GRAPH = (
 )
 KEEP_GRAPH_FIX = "return the loss tensor as computed from `self(...)`, without `.detach()`"
 FINITE = "a finite loss (nonfinite_loss='raise')"
+# StepResultAdapter()'s default, nonfinite_loss="warn": one warning for the run, and training goes on
+FINITE_WARN = "a finite loss; training goes on as plain Lightning's does"
+WARN_FIX = 'to stop the run at the first one, before backward, set `StepResultAdapter(nonfinite_loss="raise")`'
 DIVERGES_FIX = "find where training diverges: lower the learning rate, clip gradients"
 NEEDS_LOSS_KEY = "a 'loss' key: automatic optimization calls backward on it"
 LEGACY_EXPECTED = "metrics logged with `self.log` / `self.log_dict`"
@@ -217,6 +220,12 @@ def _wrong_class(got_class: str, got_loss: str, hook: str) -> Outcome:
 
 def _both(outcome: Outcome) -> dict[str, Outcome]:
     return {"strict": outcome, "lenient": outcome}
+
+
+def _nonfinite(where: str, got: str) -> dict[str, Outcome]:
+    """A non-finite loss: the typed module's "raise" (and the strict adapter's, set so) stops the run; the
+    lenient adapter's default, "warn", warns once and trains on as plain Lightning does."""
+    return {"strict": error(where, got, FINITE, DIVERGES_FIX), "lenient": warning(where, got, FINITE_WARN, WARN_FIX)}
 
 
 AUTO, MANUAL = "automatic", "manual"
@@ -458,20 +467,20 @@ CASES: tuple[Case, ...] = (
         note="known gap: a non-leaf loss whose graph reaches no parameter passes the checks; backward leaves every"
         " parameter gradient empty and the optimizer steps change nothing",
     ),
-    # non-finite losses (nonfinite_loss="raise", the default)
+    # non-finite losses: the typed module's default "raise", the adapter's default "warn"
     Case(
         "NaN loss",
         TRAIN,
         AUTO,
         'TrainStepResult(loss=s.loss * float("nan"))',
-        **_both(error("return value.loss", f"{T_GRAD} with value nan", FINITE, DIVERGES_FIX)),
+        **_nonfinite("return value.loss", f"{T_GRAD} with value nan"),
     ),
     Case(
         "inf loss tensor",
         TRAIN,
         AUTO,
         'TrainStepResult(loss=s.loss * float("inf"))',
-        **_both(error("return value.loss", f"{T_GRAD} with value inf", FINITE, DIVERGES_FIX)),
+        **_nonfinite("return value.loss", f"{T_GRAD} with value inf"),
     ),
     Case(
         "dict with a -inf loss",
@@ -479,7 +488,7 @@ CASES: tuple[Case, ...] = (
         AUTO,
         '{"loss": s.loss * -float("inf")}',
         strict=_strict_train("dict with keys ['loss']", "return `TrainStepResult(loss=...)`"),
-        lenient=error("return value['loss']", f"{T_GRAD} with value -inf", FINITE, DIVERGES_FIX),
+        lenient=warning("return value['loss']", f"{T_GRAD} with value -inf", FINITE_WARN, WARN_FIX),
     ),
     # keys
     Case(
@@ -698,7 +707,7 @@ CASES: tuple[Case, ...] = (
         TRAIN,
         MANUAL,
         'TrainStepResult(loss=s.loss * float("nan"))',
-        **_both(error("return value.loss", f"{T_GRAD} with value nan", FINITE, DIVERGES_FIX)),
+        **_nonfinite("return value.loss", f"{T_GRAD} with value nan"),
     ),
     # validation_step
     Case("typed result", VAL, "-", 'ValStepResult(loss=s.loss, metadata={"preds": s.preds})', **_both(ACCEPTED)),
@@ -824,7 +833,7 @@ CASES: tuple[Case, ...] = (
         VAL,
         "-",
         'ValStepResult(loss=s.loss * float("nan"))',
-        **_both(error("return value.loss", f"{T_NO_GRAD} with value nan", FINITE, DIVERGES_FIX)),
+        **_nonfinite("return value.loss", f"{T_NO_GRAD} with value nan"),
     ),
     Case(
         "dict with an inf loss",
@@ -832,7 +841,7 @@ CASES: tuple[Case, ...] = (
         "-",
         '{"loss": s.loss * float("inf")}',
         strict=_strict_val("dict with keys ['loss']", "return `ValStepResult(loss=...)`"),
-        lenient=error("return value['loss']", f"{T_NO_GRAD} with value inf", FINITE, DIVERGES_FIX),
+        lenient=warning("return value['loss']", f"{T_NO_GRAD} with value inf", FINITE_WARN, WARN_FIX),
     ),
     Case(
         "integer tensor loss",
@@ -930,7 +939,7 @@ CASES: tuple[Case, ...] = (
         TEST,
         "-",
         'ValStepResult(loss=s.loss * float("inf"))',
-        **_both(error("return value.loss", f"{T_NO_GRAD} with value inf", FINITE, DIVERGES_FIX)),
+        **_nonfinite("return value.loss", f"{T_NO_GRAD} with value inf"),
     ),
     Case(
         "0.x 'progress_bar' key",
@@ -985,7 +994,8 @@ def render_markdown_table() -> str:
         TABLE_BEGIN,
         "",
         f"**{n['cases']} cases**, each with an outcome in strict mode (`TypedLightningModule` and"
-        " `StepResultAdapter(strict=True)`) and in lenient mode (`StepResultAdapter()`):"
+        ' `StepResultAdapter(strict=True, nonfinite_loss="raise")`, the typed module\'s settings) and in lenient'
+        " mode (`StepResultAdapter()`):"
         f" {n['runs']} outcomes, of which **{n['errors']} errors** (`StepResultError`),"
         f" **{n['warnings']} warnings** (`StepResultWarning`) and **{n['accepted']} accepted**."
         f" `tests/test_corpus.py` runs every single-device case through a real `Trainer` three times"

@@ -107,6 +107,57 @@ def test_fit_from_the_config_trains_with_the_adapter(package: str, tmp_path: Pat
     }  # fmt: skip
 
 
+# Each of the adapter's init arguments, spelled out alone in a config (the others left to their defaults), and none.
+ONE_INIT_ARG: dict[str, tuple[dict[str, Any], StepPolicy, bool]] = {
+    # id: (the config's init_args, the policy the adapter gets, its exact_resume)
+    "bare": ({}, StepPolicy(strict=False, nonfinite_loss="warn"), True),
+    "strict": ({"strict": True}, StepPolicy(strict=True, nonfinite_loss="warn"), True),
+    "nonfinite_loss": ({"nonfinite_loss": "raise"}, StepPolicy(strict=False, nonfinite_loss="raise"), True),
+    "log_loss": ({"log_loss": True}, StepPolicy(strict=False, nonfinite_loss="warn", log_loss=LossLogging()), True),
+    "exact_resume": ({"exact_resume": False}, StepPolicy(strict=False, nonfinite_loss="warn"), False),
+    "metrics": ({"metrics": None}, StepPolicy(strict=False, nonfinite_loss="warn"), True),
+}
+
+
+def adapter_config(package: str, init_args: dict[str, Any]) -> str:
+    """A config as a user writes it: the adapter by class path, with ``init_args`` only where some are given."""
+    callback = f"    - class_path: {PACKAGES[package][2]}\n"
+    if init_args:
+        callback += "      init_args:\n" + "".join(
+            f"        {name}: {yaml.safe_dump(value).splitlines()[0]}\n" for name, value in init_args.items()
+        )
+    return (
+        f"model:\n  class_path: {PLAIN_MODEL[package]}\n"
+        "trainer:\n  max_epochs: 1\n  logger: false\n  enable_checkpointing: false\n"
+        "  enable_progress_bar: false\n  enable_model_summary: false\n  num_sanity_val_steps: 0\n"
+        f"  callbacks:\n{callback}"
+    )
+
+
+@pytest.mark.parametrize("package", list(PACKAGES))
+@pytest.mark.parametrize("given", list(ONE_INIT_ARG))
+def test_the_adapter_named_bare_or_with_one_init_arg(
+    given: str, package: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``callbacks: [{class_path: ...StepResultAdapter}]`` parses, prints its defaults, and trains; so does each
+    init argument given alone. (The default ``nonfinite_loss`` is a plain ``"warn"``, which a config can hold.)"""
+    init_args, policy, exact_resume = ONE_INIT_ARG[given]
+    config = tmp_path / "config.yaml"
+    config.write_text(adapter_config(package, init_args))
+    printed = printed_config(package, ["fit", f"--config={config}"], tmp_path / "print", capsys)
+    defaults = {"strict": False, "nonfinite_loss": "warn", "log_loss": False, "exact_resume": True, "metrics": None}
+    assert printed["trainer"]["callbacks"] == [{"class_path": PACKAGES[package][2], "init_args": defaults | init_args}]
+
+    cli = run_cli(package, ["fit", f"--config={config}"], tmp_path / "fit")
+    [adapter] = [cb for cb in cli.trainer.callbacks if isinstance(cb, PACKAGES[package][1])]
+    assert adapter.policy == policy and adapter.exact_resume is exact_resume
+    assert cli.trainer.global_step == 4  # one epoch of 4 batches
+    assert sorted(cli.trainer.callback_metrics) == (
+        ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss"] if given == "log_loss" else []
+    )
+    assert "training_step" not in vars(cli.model)  # the adapter restored the module after the run
+
+
 def test_log_loss_as_a_loss_logging_mapping(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["fit", f"--config={CONFIGS / 'pytorch_lightning_custom_logging.yaml'}"]
     config = printed_config("pytorch_lightning", args, tmp_path / "print", capsys)

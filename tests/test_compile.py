@@ -95,7 +95,12 @@ class LightningsOwnLog:
 
 
 def build(
-    flavour: str, way: str, compile_submodules: bool, with_metadata: bool = True, logs: bool = False
+    flavour: str,
+    way: str,
+    compile_submodules: bool,
+    with_metadata: bool = True,
+    logs: bool = False,
+    adapter_args: dict[str, Any] | None = None,
 ) -> tuple[Any, list[Any]]:
     """The model and callbacks: ``plain`` Lightning, the ``typed`` module, the ``adapter`` over a plain
     module returning dicts, ``adapter+typed`` (a plain module returning typed results), or
@@ -109,7 +114,7 @@ def build(
         bases = (LightningsOwnLog, ours.TypedLightningModule)
     namespace = {"typed": typed, "compile_submodules": compile_submodules, "with_metadata": with_metadata, "logs": logs}
     cls = type("Regressor", (Steps, *bases), namespace)
-    callbacks = [ours.StepResultAdapter()] if way.startswith("adapter") else []
+    callbacks = [ours.StepResultAdapter(**(adapter_args or {}))] if way.startswith("adapter") else []
     return cls(), callbacks
 
 
@@ -164,8 +169,11 @@ def fit(
     nan_at: int | None = None,
     with_metadata: bool = True,
     logs: bool = False,
+    adapter_args: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    model, callbacks = build(flavour, way, compile_submodules=not whole, with_metadata=with_metadata, logs=logs)
+    model, callbacks = build(
+        flavour, way, compile_submodules=not whole, with_metadata=with_metadata, logs=logs, adapter_args=adapter_args
+    )
     model.nan_at = nan_at
     trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, limit_val_batches=2), callbacks=callbacks)
     with dynamo_watched() as seen:
@@ -235,9 +243,11 @@ def test_submodules_compiled_in_configure_model_train_as_plain(way: str, tmp_pat
 @pytest.mark.parametrize("way", ["typed", "adapter"])
 def test_a_nan_loss_in_a_compiled_step_raises_before_its_backward(way: str, tmp_path: Path) -> None:
     """The non-finite check runs after the compiled step returns and before backward: the same
-    error as without compiling, and the weights of the batches before it only."""
-    compiled = fit("pytorch_lightning", way, tmp_path / "compiled", whole=True, nan_at=NAN_BATCH)
-    model, callbacks = build("pytorch_lightning", way, compile_submodules=False)
+    error as without compiling, and the weights of the batches before it only (the adapter set to raise:
+    its default warns)."""
+    raising = {"nonfinite_loss": "raise"}
+    compiled = fit("pytorch_lightning", way, tmp_path / "compiled", whole=True, nan_at=NAN_BATCH, adapter_args=raising)
+    model, callbacks = build("pytorch_lightning", way, compile_submodules=False, adapter_args=raising)
     model.nan_at = NAN_BATCH
     with pytest.raises(StepResultError) as eager:
         pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "eager"), callbacks=callbacks).fit(model, make_loader())
@@ -331,10 +341,8 @@ def validate_compiled(way: str, root: Path, *, fullgraph: bool = False) -> dict[
 
 
 @pytest.mark.skipif(not torch.__version__.startswith(MEASURED_TORCH), reason=f"measured with torch {MEASURED_TORCH}x")
-@pytest.mark.parametrize("way", ["plain", "adapter"])
-def test_self_log_in_a_compiled_plain_step_under_torch_2_13(way: str, tmp_path: Path) -> None:
-    """A plain module's compiled step calls Lightning's ``self.log`` inside the graph
-    (``StepResultAdapter()`` wraps the compiled step and changes nothing inside it). In training,
+def test_self_log_in_a_compiled_plain_step_under_torch_2_13(tmp_path: Path) -> None:
+    """A plain module's compiled step calls Lightning's ``self.log`` inside the graph. In training,
     ``self.log`` looks at the training step's signature, which dynamo fails on under torch 2.13 (the
     step is a bound method that Lightning wrapped with dynamo), ``fullgraph=True`` or not. In
     validation it gets as far as ``_ResultCollection.log``: 3 graph breaks there in 2 validation
@@ -343,13 +351,60 @@ def test_self_log_in_a_compiled_plain_step_under_torch_2_13(way: str, tmp_path: 
         with pytest.raises(
             torch._dynamo.exc.InternalTorchDynamoError, match="'method' object has no attribute '__dict__'"
         ):
-            fit("pytorch_lightning", way, tmp_path / f"fit-{fullgraph}", whole=True, fullgraph=fullgraph, logs=True)
-    validated = validate_compiled(way, tmp_path / "validate")
+            fit("pytorch_lightning", "plain", tmp_path / f"fit-{fullgraph}", whole=True, fullgraph=fullgraph, logs=True)
+    validated = validate_compiled("plain", tmp_path / "validate")
     assert validated["graph_breaks"] == 3
     assert len(validated["break_reasons"]) == 1 and "_ResultCollection.log" in validated["break_reasons"][0]
     assert sorted(validated["logged"]) == ["val_loss"]
     with pytest.raises(torch._dynamo.exc.Unsupported, match=r"Skip inlining `torch\.compiler\.disable\(\)`d function"):
-        validate_compiled(way, tmp_path / "validate-fullgraph", fullgraph=True)
+        validate_compiled("plain", tmp_path / "validate-fullgraph", fullgraph=True)
+
+
+@pytest.mark.parametrize("flavour", list(FLAVOURS))
+@pytest.mark.parametrize("whole", [True, False], ids=["torch.compile(model)", "submodules"])
+def test_self_log_in_a_compiled_step_under_the_adapter_trains_as_the_eager_plain_module(
+    whole: bool, flavour: str, tmp_path: Path
+) -> None:
+    """The plain module above, unchanged, under ``StepResultAdapter()``: the adapter compiles its steps as the
+    typed module does (the user's step alone) and makes their ``self.log`` calls as soon as they return. No
+    graph break, as many graphs as the typed module's, and the eager plain run's logged values (in the same
+    order) and weights, bit for bit; afterwards the module is as it was."""
+    run = fit(flavour, "adapter", tmp_path / "compiled", whole=whole, logs=True)
+    eager = fit_eagerly("plain", tmp_path / "eager", logs=True)
+    assert "error" not in run
+    assert run["graph_breaks"] == 0
+    # Compiled submodules: self.net alone is compiled, and the steps (self.log too) run eagerly, as in plain Lightning.
+    plain = None if whole else fit(flavour, "plain", tmp_path / "plain", whole=False, logs=True)
+    if plain is None:
+        assert run["graphs"] == 3  # as the typed module's: validation_step, training_step at batch 0 and after
+    else:
+        assert run["graphs"] == plain["graphs"] == 2
+        assert list(plain["logged"]) == list(run["logged"])
+    assert run["log_lines"] == [] and run["warnings"] == []
+    assert list(run["logged"]) == list(eager["logged"]) and sorted(run["logged"]) == LOGGED
+    for name, value in eager["logged"].items():
+        assert torch.equal(run["logged"][name], value), name
+    # the eager run's weights (compiled submodules name theirs `net._orig_mod.weight`, ...: the plain compiled run's)
+    assert_same_params(run["params"], eager["params"] if plain is None else plain["params"])
+    assert [p.tolist() for p in run["params"].values()] == [p.tolist() for p in eager["params"].values()]
+    assert run["global_step"] == 4
+    assert "log" not in vars(run["model"])
+    if whole:  # Lightning's own compiled steps are back, as after a plain compiled fit
+        step = vars(run["model"])["training_step"]
+        assert step._torchdynamo_orig_callable == run["model"]._compiler_ctx["original_training_step"]
+
+
+def test_self_log_in_a_compiled_validation_step_under_the_adapter_breaks_no_graph(tmp_path: Path) -> None:
+    """``trainer.validate(torch.compile(model))`` of the plain module under the adapter (the plain run above
+    breaks its graph 3 times), with ``fullgraph=True`` too."""
+    validated = validate_compiled("adapter", tmp_path / "validate")
+    assert validated["graph_breaks"] == 0
+    assert sorted(validated["logged"]) == ["val_loss"]
+    assert validate_compiled("adapter", tmp_path / "validate-fullgraph", fullgraph=True)["graph_breaks"] == 0
+    model, _ = build("pytorch_lightning", "plain", compile_submodules=False, logs=True)
+    eager = pytorch_lightning.Trainer(**trainer_kwargs(tmp_path / "eager", limit_val_batches=2))
+    eager.validate(model, make_loader(seed=1), verbose=False)
+    assert torch.equal(validated["logged"]["val_loss"], eager.callback_metrics["val_loss"])
 
 
 def test_self_log_in_a_compiled_typed_validation_step_breaks_no_graph(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Every case of the bad-return corpus (tests/corpus.py), run through a real Trainer.
 
-Each case runs three ways: a ``TypedLightningModule`` subclass, and a plain ``LightningModule``
-under ``StepResultAdapter(strict=True)`` (both held to the case's strict outcome) and under
+Each case runs three ways: a ``TypedLightningModule`` subclass, and a plain ``LightningModule`` under
+``StepResultAdapter(strict=True, nonfinite_loss="raise")`` (the typed module's settings; both held to
+the case's strict outcome) and under
 ``StepResultAdapter()`` (its lenient outcome). The run must end exactly as the table says:
 a ``StepResultError`` whose message names the class and hook, what came back, what was expected
 and the fix, raised before any optimizer step of automatic optimization; or one
@@ -112,7 +113,10 @@ KINDS = ("typed", "adapter-strict", "adapter")
 def build(case: Case, kind: str) -> tuple[pl.LightningModule, list[pl.Callback], Outcome]:
     if kind == "typed":
         return TypedCorpusModel(case), [], case.strict
-    adapter = StepResultAdapter(strict=kind == "adapter-strict")
+    # the strict adapter with the typed module's settings; the lenient one at its defaults
+    adapter = (
+        StepResultAdapter(strict=True, nonfinite_loss="raise") if kind == "adapter-strict" else StepResultAdapter()
+    )
     return PlainCorpusModel(case), [adapter], case.strict if kind == "adapter-strict" else case.lenient
 
 

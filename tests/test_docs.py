@@ -217,7 +217,7 @@ def test_api_page_documents_the_public_surface(built_site: Path) -> None:
     assert "A step result was built wrongly, or a step returned something it must not." in text
     assert "A LightningModule whose steps return typed results." in text
     assert "Trainer(callbacks=[StepResultAdapter()]) checks every step return of any LightningModule." in text
-    assert "StepResultAdapter(strict: bool = False, nonfinite_loss: NonFiniteLoss = 'raise'" in text
+    assert "StepResultAdapter(strict: bool = False, nonfinite_loss: NonFiniteLoss = 'warn'" in text
     assert "torch.compile(module, ...), typed as module" in text
 
 
@@ -936,6 +936,9 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "nan raise": lambda: error_of(lambda: fit(MyModel(nan_result))),
     "nan warn": lambda: warning_of(lambda: fit(MyModel(nan_result, nonfinite_loss="warn"))),
     "nan skip": lambda: warning_of(lambda: fit(MyModel(nan_result, nonfinite_loss="skip"))),
+    "nan under the adapter's default": lambda: warning_of(
+        lambda: fit(PlainMyModel(lambda m, loss: nan_result(m, loss).loss), A())
+    ),
     # existing modules under the lenient StepResultAdapter
     "lenient misspelt loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"Loss": loss}), A())),
     "lenient no loss key": lambda: error_of(lambda: fit(PlainMyModel(lambda m, loss: {"train_loss": loss}), A())),
@@ -972,7 +975,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "log_loss with dataloader_iter and no batch size": lambda: error_of(
         lambda: _fit_on_words(FetchesWordsMyModel(lambda m, loss: loss), A(log_loss=True))
     ),
-    "adapter settings on a typed module": lambda: warning_of(lambda: fit(MyModel(), A(nonfinite_loss="warn"))),
+    "adapter settings on a typed module": lambda: warning_of(lambda: fit(MyModel(), A(nonfinite_loss="skip"))),
     "strict adapter dict": lambda: error_of(
         lambda: fit(PlainMyModel(lambda m, loss: {"loss": loss, "preds": loss.detach()}), A(strict=True))
     ),

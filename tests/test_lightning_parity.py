@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
 
-from lightning_step_types import StepResultError, TrainStepResult
+from lightning_step_types import StepResultError, StepResultWarning, TrainStepResult
 from lightning_step_types.pytorch_lightning import StepResultAdapter, TypedLightningModule
 from lightning_step_types.resume.epoch_state import CHECKPOINT_KEY
 
@@ -507,7 +508,9 @@ def test_the_default_nonfinite_check_steps_aside_for_lightning_s_own(
     overrides: dict[str, Any] = {"detect_anomaly": True} if lightning_s == "detect_anomaly" else {}
     own: list[pl.Callback] = [SpikeDetection()] if lightning_s == "SpikeDetection" else []
     plain = raised_by(NanAtBatch2(), own, tmp_path / "plain", **overrides)
-    ours = raised_by(module(), [*own, StepResultAdapter()], tmp_path / "ours", **overrides)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StepResultWarning)  # "warn", the adapter's default, stepped aside too
+        ours = raised_by(module(), [*own, StepResultAdapter()], tmp_path / "ours", **overrides)
     assert type(ours) is type(plain) and str(ours) == str(plain)
     assert type(plain) is (TrainingSpikeException if lightning_s == "SpikeDetection" else RuntimeError)
 
@@ -524,10 +527,18 @@ def test_an_explicit_nonfinite_loss_wins_over_lightning_s_own(lightning_s: str, 
         assert isinstance(raised, StepResultError) and "nonfinite_loss='raise'" in raised.expected
 
 
-def test_without_lightning_s_own_handling_the_default_still_raises(tmp_path: Path) -> None:
-    for module in (NanAtBatch2(), TypedNanAtBatch2()):
-        raised = raised_by(module, [StepResultAdapter()], tmp_path)
-        assert isinstance(raised, StepResultError) and "nonfinite_loss='raise'" in raised.expected
+def test_without_lightning_s_own_handling_the_typed_default_still_raises(tmp_path: Path) -> None:
+    raised = raised_by(TypedNanAtBatch2(), [StepResultAdapter()], tmp_path)
+    assert isinstance(raised, StepResultError) and "nonfinite_loss='raise'" in raised.expected
+
+
+def test_without_lightning_s_own_handling_the_adapter_s_default_warns_and_trains_on(tmp_path: Path) -> None:
+    run = trainer(tmp_path, [StepResultAdapter()], max_epochs=1, limit_val_batches=0)
+    with pytest.warns(StepResultWarning) as caught:
+        run.fit(NanAtBatch2())
+    ours = [str(w.message).split("\n")[0] for w in caught if w.category is StepResultWarning]
+    assert ours == ["NanAtBatch2.training_step: return value"]
+    assert run.global_step == ROWS // 2
 
 
 # --- a resume inside a validation --------------------------------------------------------------------------

@@ -167,20 +167,37 @@ class PlainTypedSteps(TypedSteps, pl.LightningModule):
 
 
 class PlainLegacySteps(LossParts, pl.LightningModule):
-    """A plain module returning Lightning's own values: a loss Tensor, and a dict from evaluation."""
+    """A plain module returning Lightning's own values, as ``returns`` says: a loss Tensor, or a dict
+    ``{"loss": loss, "preds": preds}`` (in every stage)."""
 
-    def __init__(self) -> None:
+    def __init__(self, returns: str = "tensor") -> None:
         super().__init__()
         self.setup_parts(state_batch_size=False)
+        self.returns = returns
 
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self.loss_and_size(batch)[0]
+    def _returned(self, batch: Any) -> Any:
+        x, _ = xy(batch)
+        loss = self.loss_and_size(batch)[0]
+        return loss if self.returns == "tensor" else {"loss": loss, "preds": self(x).detach()}
 
-    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, torch.Tensor]:
-        return {"loss": self.loss_and_size(batch)[0]}
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return self._returned(batch)
 
-    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, torch.Tensor]:
-        return {"loss": self.loss_and_size(batch)[0]}
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        return self._returned(batch)
+
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        return self._returned(batch)
+
+
+class PlainPredictions(PlainLegacySteps):
+    """Evaluation steps returning predictions (a tensor of one value per sample), no loss: nothing to log there."""
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        return self(xy(batch)[0])
+
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        return self(xy(batch)[0])
 
 
 # --- running and recording ------------------------------------------------------------------------
@@ -350,15 +367,29 @@ def test_custom_names_equal_explicit_self_log(tmp_path: Path) -> None:
     assert list(on_class.tested[0]) == ["holdout_loss"]
 
 
-def test_adapter_logs_legacy_training_losses_only(tmp_path: Path) -> None:
-    """A plain step returning a loss Tensor is logged with the batch size Lightning infers; a legacy
-    evaluation dict is not logged (only a ``ValStepResult`` is)."""
-    names = LossLogging(val=None, test=None)
-    plain = Run(ExplicitLogging(names, state_batch_size=False), tmp_path / "plain")
-    legacy = Run(PlainLegacySteps(), tmp_path / "legacy", [StepResultAdapter(log_loss=True)])
+@pytest.mark.parametrize("returns", ["tensor", "dict"])
+def test_adapter_logs_the_loss_a_plain_step_returns_in_every_stage(returns: str, tmp_path: Path) -> None:
+    """A plain module, unchanged: each stage's loss, returned as a Tensor or as ``{"loss": ...}``, is logged as
+    the hand-written ``self.log`` calls log it (``train_loss``, ``val_loss``, ``test_loss``), with the batch
+    size Lightning infers; bit for bit, at every batch and epoch end and in the CSV file."""
+    plain = Run(ExplicitLogging(DEFAULT_NAMES, state_batch_size=False), tmp_path / "plain")
+    legacy = Run(PlainLegacySteps(returns), tmp_path / "legacy", [StepResultAdapter(log_loss=True)])
 
     assert_same_logging(legacy, plain)
-    assert sorted(legacy.after_fit[1]) == TRAIN_KEYS
+    assert sorted(legacy.after_fit[1]) == sorted([*TRAIN_KEYS, *VAL_KEYS])
+    assert sorted(legacy.after_validate[1]) == VAL_KEYS
+    assert list(legacy.after_test[1]) == ["test_loss"]
+
+
+def test_adapter_logs_no_evaluation_loss_where_the_step_returns_no_loss(tmp_path: Path) -> None:
+    """Evaluation steps returning predictions (a tensor of several values, no loss): only the training loss is
+    logged, as by hand."""
+    names = LossLogging(val=None, test=None)
+    plain = Run(ExplicitLogging(names, state_batch_size=False), tmp_path / "plain")
+    predictions = Run(PlainPredictions(), tmp_path / "predictions", [StepResultAdapter(log_loss=True)])
+
+    assert_same_logging(predictions, plain)
+    assert sorted(predictions.after_fit[1]) == TRAIN_KEYS
 
 
 # --- batch size: stated on the result, or inferred as Lightning does ------------------------------
@@ -598,8 +629,13 @@ def test_a_step_logging_log_losss_own_call_is_not_counted_twice(explicit_default
     run = Run(ExplicitLogging(DEFAULT_NAMES), tmp_path, [StepResultAdapter(log_loss=True)])
 
     assert_same_logging(run, explicit_default)
-    # Its evaluation steps return dicts, whose losses log_loss does not log (legacy evaluation returns).
-    assert log_loss_warnings(run) == [clash_warning("ExplicitLogging", "training_step", "train_loss", "train")]
+    # Its evaluation steps return {"loss": loss}, which log_loss logs too: each stage's clash is told once
+    # (validation's first: the sanity check runs it before training).
+    assert log_loss_warnings(run) == [
+        clash_warning("ExplicitLogging", "validation_step", "val_loss", "val"),
+        clash_warning("ExplicitLogging", "training_step", "train_loss", "train"),
+        clash_warning("ExplicitLogging", "test_step", "test_loss", "test"),
+    ]
 
 
 def test_the_fix_keeps_the_other_settings(tmp_path: Path) -> None:

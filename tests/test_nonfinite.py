@@ -1,4 +1,5 @@
-"""The non-finite loss policy: ``"raise"`` (default), ``"warn"``, ``"skip"`` or ``None``.
+"""The non-finite loss policy: ``"raise"`` (the typed module's default), ``"warn"`` (the adapter's),
+``"skip"`` or ``None``.
 
 Set as ``TypedLightningModule.nonfinite_loss`` (on the class or the instance) or
 ``StepResultAdapter(nonfinite_loss=...)``. Each policy is compared with what plain Lightning
@@ -18,6 +19,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from models import N_BATCHES, RegressorParts, assert_same_params, make_loader, make_trainer, params_of
+from pytorch_lightning.loggers import Logger
 from torch.overrides import TorchFunctionMode
 
 from lightning_step_types import (
@@ -221,9 +223,11 @@ def test_training_warn_and_off_train_on_as_plain_lightning(kind: str, policy: st
     raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
     assert raised is None
     if policy == "warn":
-        assert len(step_warnings) == 1
+        assert len(step_warnings) == 1  # two NaN batches, one warning for the run
         lines = step_warnings[0].split("\n")
-        assert GOT_NAN in lines[1] and lines[2] == "  expected: a finite loss" and DIVERGES in lines[3]
+        assert lines[1] == f"  got:      {GOT_NAN} at batch_idx={NAN_BATCHES[0]} (epoch 0)"
+        assert lines[2].startswith("  expected: a finite loss; training goes on as plain Lightning's does")
+        assert DIVERGES in lines[3]
     else:
         assert step_warnings == []
     assert trainer.global_step == N_BATCHES
@@ -259,10 +263,125 @@ def test_validation_policies(kind: str, policy: str | None, tmp_path: Path) -> N
         lines = step_warnings[0].split("\n")
         assert lines[0].startswith(f"{hook}: return value")
         assert GOT_NAN_EVAL in lines[1]
-        assert lines[2] == "  expected: a finite loss"
-        assert lines[3].startswith("  fix:      " + DIVERGES) and "skipping" not in lines[3]
+        if policy == "warn":
+            assert lines[1].endswith(f" at batch_idx={NAN_BATCHES[0]} (epoch 0)")
+            assert lines[2].startswith("  expected: a finite loss; training goes on as plain Lightning's does")
+            assert lines[3].startswith("  fix:      to stop the run at the first one, before backward, set ")
+        else:
+            assert lines[2] == "  expected: a finite loss"
+            assert lines[3].startswith("  fix:      " + DIVERGES) and "skipping" not in lines[3]
     assert len(model.batch_end_outputs) == N_BATCHES  # every batch evaluated
     assert math.isnan(metrics[0]["val_loss"])  # the epoch mean saw the NaN batches, as plain Lightning's does
+
+
+# --- the adapter's default: a run that plain Lightning completes is never stopped ----------------------------
+
+
+class Rows(Logger):
+    """Every row a logger receives: ``(step, {name: value})``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[int | None, dict[str, float]]] = []
+
+    @property
+    def name(self) -> str:
+        return "rows"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.rows.append((step, {key: float(value) for key, value in metrics.items()}))
+
+    def log_hyperparams(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+NAN_FROM = (0, 2)  # (epoch, batch_idx) of the first NaN loss
+
+
+class TurnsNaN(RegressorParts, pl.LightningModule):
+    """An existing module whose loss turns NaN mid-run: at ``NAN_FROM``, and from then on through the NaN
+    weights (training and validation alike); it logs its losses itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.build(seed=0, lr=0.1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, _ = self.loss_and_preds(batch)
+        if (self.current_epoch, batch_idx) == NAN_FROM:
+            loss = loss * math.nan
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        loss, _ = self.loss_and_preds(batch)
+        self.log("val_loss", loss)
+        return {"loss": loss}
+
+
+def same_rows(a: list[tuple[int | None, dict[str, float]]], b: list[tuple[int | None, dict[str, float]]]) -> bool:
+    """Equal rows, NaN equal to NaN."""
+
+    def same_value(x: float, y: float) -> bool:
+        return x == y or (math.isnan(x) and math.isnan(y))
+
+    return len(a) == len(b) and all(
+        step_a == step_b and row_a.keys() == row_b.keys() and all(same_value(row_a[k], row_b[k]) for k in row_a)
+        for (step_a, row_a), (step_b, row_b) in zip(a, b, strict=True)
+    )
+
+
+def test_the_adapter_s_default_warns_once_and_trains_on_as_plain_lightning(tmp_path: Path) -> None:
+    """``StepResultAdapter()`` never stops a run that plain Lightning completes: a NaN loss mid-run gives one
+    warning for the run (not one per NaN step or per hook), and every parameter and logged value is plain
+    Lightning's."""
+    runs: dict[str, tuple[pl.Trainer, TurnsNaN, Rows]] = {}
+    for name, callbacks in (("plain", []), ("adapter", [StepResultAdapter()])):
+        model, rows = TurnsNaN(), Rows()
+        trainer = make_trainer(tmp_path / name, callbacks=callbacks, max_epochs=2, logger=rows, log_every_n_steps=1)
+        raised, step_warnings = run(lambda t=trainer, m=model: t.fit(m, make_loader(), make_loader(seed=1)))
+        assert raised is None
+        runs[name] = trainer, model, rows
+        if name == "plain":
+            assert step_warnings == []
+            continue
+        assert len(step_warnings) == 1  # NaN on 6 training and 4 validation batches: one warning for the run
+        lines = step_warnings[0].split("\n")
+        assert lines[0] == "TurnsNaN.training_step: return value"
+        assert lines[1] == f"  got:      {GOT_NAN} at batch_idx={NAN_FROM[1]} (epoch {NAN_FROM[0]})"
+        assert lines[2] == (
+            "  expected: a finite loss; training goes on as plain Lightning's does (the value reaches backward and"
+            " the weights), and later non-finite losses in this run are not reported (nonfinite_loss='warn')"
+        )
+        assert lines[3].startswith(
+            '  fix:      to stop the run at the first one, before backward, set `StepResultAdapter(nonfinite_loss="raise")`; '
+            + DIVERGES
+        )
+
+    (plain, plain_model, plain_rows), (adapted, adapted_model, adapted_rows) = runs["plain"], runs["adapter"]
+    assert adapted.global_step == plain.global_step == 2 * N_BATCHES  # trained to the end
+    assert all(torch.isnan(p).all() for p in adapted_model.parameters())  # the NaN reached the weights, as plainly
+    for (name, ours), (_, theirs) in zip(adapted_model.named_parameters(), plain_model.named_parameters(), strict=True):
+        assert torch.equal(ours.isnan(), theirs.isnan()), name
+        assert torch.equal(ours.nan_to_num(), theirs.nan_to_num()), name
+    assert len(plain_rows.rows) == 2 * N_BATCHES + 4  # a row per step, and per epoch its validation and means
+    assert same_rows(adapted_rows.rows, plain_rows.rows)
+    finite = [row for _, row in plain_rows.rows if not any(math.isnan(v) for v in row.values())]
+    assert len(finite) == NAN_FROM[1]  # the steps before the first NaN: compared as numbers, not only as NaN
+
+
+def test_raise_on_the_adapter_still_stops_the_run(tmp_path: Path) -> None:
+    model = TurnsNaN()
+    trainer = make_trainer(tmp_path, callbacks=[StepResultAdapter(nonfinite_loss="raise")], max_epochs=2)
+    raised, step_warnings = run(lambda: trainer.fit(model, make_loader()))
+    assert type(raised) is StepResultError
+    assert str(raised).split("\n")[2] == "  expected: a finite loss (nonfinite_loss='raise')"
+    assert step_warnings == []
+    assert trainer.global_step == NAN_FROM[1]
 
 
 def test_invalid_policy_is_rejected(tmp_path: Path) -> None:
@@ -344,7 +463,9 @@ class PlainCounting(RegressorParts, pl.LightningModule):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize(("policy", "reads_per_step"), [(None, []), ("raise", ["item"]), ("skip", ["item"])])
+@pytest.mark.parametrize(
+    ("policy", "reads_per_step"), [(None, []), ("raise", ["item"]), ("warn", ["item"]), ("skip", ["item"])]
+)
 def test_host_reads_per_step(kind: str, policy: str | None, reads_per_step: list[str], tmp_path: Path) -> None:
     assert not torch.cuda.is_available()  # on CPU a host read is cheap, but it is the same call that syncs a GPU
     window = CountingWindow()

@@ -7,7 +7,8 @@ when the batch started. The last checkpoint written before the failure (``every_
 
 Resuming in the middle of an epoch needs a resumable data loader (Lightning's ``state_dict`` /
 ``load_state_dict`` protocol, as ``torchdata``'s ``StatefulDataLoader`` has); ``ResumableBatches``
-is the smallest one.
+is the smallest one. The adapter runs with ``nonfinite_loss="raise"`` (the typed module's default):
+its own default warns of a NaN loss and trains on, as plain Lightning does (``tests/test_nonfinite.py``).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class SnapshotAtFailingBatch(pl.Callback):
 
 
 def trainer_for(root: Path, kind: str, *callbacks: pl.Callback) -> pl.Trainer:
-    adapter = [StepResultAdapter()] if kind == "adapter" else []
+    adapter = [StepResultAdapter(nonfinite_loss="raise")] if kind == "adapter" else []
     return pl.Trainer(
         accelerator="cpu",
         devices=1,

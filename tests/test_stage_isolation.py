@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytorch_lightning as pl
 import torch
 from limits import hang_limit
 from metric_models import CLASSES, CLASSES_BY_FLAVOUR, Parts, declared, loader
 from models import trainer_kwargs
 from test_flavours import FLAVOUR_IDS, FLAVOURS
-from torchmetrics import Accuracy, MetricCollection
+from torchmetrics import Accuracy, Metric, MetricCollection
 from torchmetrics.classification import MulticlassPrecision
 
 from lightning_step_types import StepResultError, StepResultWarning, TrainStepResult, ValStepResult
@@ -131,9 +132,18 @@ def model_class(flavour: str, way: str, name: str = "MyModel", **namespace: Any)
     return cls
 
 
-def fit(flavour: str, way: str, model: Any, root: Path, strict: bool = False, **overrides: Any) -> Any:
+def fit(
+    flavour: str,
+    way: str,
+    model: Any,
+    root: Path,
+    strict: bool = False,
+    callbacks_before: list[Any] | None = None,
+    **overrides: Any,
+) -> Any:
     """Fit on 10 training batches of 4 with validation (10 batches of 4) after batches 5 and 10."""
-    callbacks = [FLAVOURS[flavour][1].StepResultAdapter(strict=strict)] if way == "adapter" else []
+    callbacks = [*(callbacks_before or [])]
+    callbacks += [FLAVOURS[flavour][1].StepResultAdapter(strict=strict)] if way == "adapter" else []
     settings = {"val_check_interval": 5, **overrides}
     trainer = FLAVOURS[flavour][0].Trainer(**trainer_kwargs(root, **settings), callbacks=callbacks)
     trainer.fit(model, loader(0, 40, 4), loader(1, 40, 4))
@@ -268,6 +278,7 @@ def test_each_shared_object_is_named_once_and_the_warning_points_at_the_validati
     def training(self: Any, batch: Any, batch_idx: int) -> Any:
         loss, logits, y = self.forward_batch(batch)
         self.acc(logits.detach(), y)  # forward updates it too
+        self.log("hand_acc", self.acc, on_step=False, on_epoch=True)  # its epoch value absorbs validation's updates
         use_metric(self, "train", logits.detach(), y)
         return TrainStepResult(loss=loss) if self.typed else loss
 
@@ -468,3 +479,158 @@ def test_declared_metrics_give_no_warning(flavour: str, way: str, tmp_path: Path
         trainer.fit(model, loader(0, 40, 4), loader(1, 40, 4))
     assert messages == []
     assert sorted(trainer.callback_metrics) == ["train_acc", "val_acc"]
+
+
+# --- pytorch-forecasting's pattern: one metric object per role, used in every stage by its batch values ---------
+#
+# pytorch-forecasting 1.8.0 (github.com/sktime/pytorch-forecasting, tag v1.8.0),
+# pytorch_forecasting/models/base/_base_model.py: ``BaseModel.step`` computes ``loss = self.loss(prediction, y)``
+# and logs ``self.log(f"{self.current_stage}_loss", detach(loss), on_step=self.training, on_epoch=True,
+# prog_bar=True, batch_size=len(x["decoder_target"]))``; ``BaseModel.log_metrics`` does the same with each of
+# ``self.logging_metrics`` (``loss_value = metric(y_point, y_true)``, logged as
+# ``f"{self.current_stage}_{metric.name}"``). ``training_step`` and ``validation_step`` both call ``step`` and
+# return ``{"loss": loss, "n_samples": ...}``. The metrics are torchmetrics ``Metric``s with
+# ``full_state_update = False`` (pytorch_forecasting/metrics/base_metrics/_base_metrics.py,
+# ``MultiHorizonMetric``: ``losses`` and ``lengths`` summed in ``update``, ``compute`` their ratio), so each call
+# returns its batch's value while the object accumulates every stage's batches; nothing reads or resets that
+# accumulated state. Reproduced here with a regression of the label on the classifier's first score.
+
+
+class MultiHorizonMAE(Metric):
+    """pytorch-forecasting's ``MAE`` (a ``MultiHorizonMetric``): summed absolute errors over summed lengths."""
+
+    full_state_update = False
+    higher_is_better = False
+    is_differentiable = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.add_state("losses", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("lengths", default=torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, y_pred: torch.Tensor, target: torch.Tensor) -> None:
+        losses = (y_pred - target).abs()
+        self.losses = self.losses + losses.sum()
+        self.lengths = self.lengths + torch.full((target.size(0),), target.size(1)).sum()
+
+    def compute(self) -> torch.Tensor:
+        return self.losses / self.lengths
+
+
+def forecasting_init(self: Any, log_objects: bool = False) -> None:
+    super(self._own_class, self).__init__()
+    self.build("acc", False)
+    self.loss = MultiHorizonMAE("MAE")
+    self.logging_metrics = torch.nn.ModuleList([MultiHorizonMAE("SMAPE"), MultiHorizonMAE("RMSE")])
+    self.log_objects = log_objects  # the real mistake instead: log each object, not the value its call returned
+
+
+def forecasting_step(self: Any, batch: Any, batch_idx: int) -> Any:
+    """``BaseModel.step`` and ``log_metrics``, for ``training_step`` and ``validation_step`` alike."""
+    x, y = batch
+    prediction = self.net(x)[:, :1]
+    target = y.float().unsqueeze(1)
+    stage = "train" if self.training else "val"
+    loss = self.loss(prediction, target)
+    self.log(
+        f"{stage}_loss",
+        self.loss if self.log_objects else loss.detach(),
+        on_step=self.training,
+        on_epoch=True,
+        prog_bar=True,
+        batch_size=len(x),
+    )
+    for metric in self.logging_metrics:
+        value = metric(prediction.detach(), target)
+        self.log(
+            f"{stage}_{metric.name}",
+            metric if self.log_objects else value,
+            on_step=self.training,
+            on_epoch=True,
+            batch_size=len(x),
+        )
+    return {"loss": loss, "n_samples": len(x)}
+
+
+def forecasting_model(flavour: str, log_objects: bool = False) -> Any:
+    steps = {"__init__": forecasting_init, "training_step": forecasting_step, "validation_step": forecasting_step}
+    return model_class(flavour, "plain", name="Forecaster", **steps)(log_objects=log_objects)
+
+
+class LoggedRows(pl.Callback):
+    """Lightning's logged values after every training batch and validation run, in order."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, float]] = []
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        self.rows.append({name: float(value) for name, value in trainer.logged_metrics.items()})
+
+    def on_validation_end(self, trainer: Any, *args: Any) -> None:
+        self.rows.append({name: float(value) for name, value in trainer.callback_metrics.items()})
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+def test_pytorch_forecastings_shared_metrics_log_right_values_and_give_no_warning(flavour: str, tmp_path: Path) -> None:
+    """Each metric object is updated in training and validation (validation twice per epoch), and every value
+    logged is its call's batch value: the same, bit for bit, with and without the adapter, and no warning."""
+    runs: dict[str, list[dict[str, float]]] = {}
+    for way in ("plain", "adapter"):
+        model, rows = forecasting_model(flavour), LoggedRows()
+        with step_result_warnings() as messages:
+            fit(flavour, way, model, tmp_path / way, max_epochs=2, callbacks_before=[rows])
+        assert messages == []
+        runs[way] = rows.rows
+        assert model.loss.update_count == 2 * 10 + 4 * 10  # the object accumulates both stages' batches
+    assert runs["adapter"] == runs["plain"]
+    assert len(runs["plain"]) == 2 * 10 + 4
+    assert sorted(runs["plain"][-1]) == sorted(
+        ["train_loss", "train_loss_epoch", "train_loss_step", "val_loss", "val_SMAPE", "val_RMSE"]
+        + ["train_SMAPE_epoch", "train_RMSE_epoch", "train_SMAPE_step", "train_RMSE_step", "train_SMAPE", "train_RMSE"]
+    )
+
+
+@pytest.mark.parametrize("flavour", FLAVOUR_IDS)
+def test_the_same_metrics_logged_as_objects_are_named(flavour: str, tmp_path: Path) -> None:
+    """The same module logging each metric object itself (``self.log(name, metric)``): Lightning computes it from
+    state that holds both stages' batches and resets it in the middle of the epoch. Each object is named once."""
+    model = forecasting_model(flavour, log_objects=True)
+    with step_result_warnings() as messages:
+        fit(flavour, "adapter", model, tmp_path, max_epochs=2)
+    assert [message.splitlines()[0] for message in messages] == [
+        "Forecaster.training_step and Forecaster.validation_step: self.loss",
+        "Forecaster.training_step and Forecaster.validation_step: self.logging_metrics[0]",
+        "Forecaster.training_step and Forecaster.validation_step: self.logging_metrics[1]",
+    ]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_shared_metric_computed_and_reset_by_hand_in_validation_is_named(way: str, tmp_path: Path) -> None:
+    """Updated in both steps and logged by neither as an object, but validation computes and resets it at its
+    epoch's end (``self.log("val_acc", self.acc.compute()); self.acc.reset()``): training's state is lost."""
+
+    def training(self: Any, batch: Any, batch_idx: int) -> Any:
+        loss, logits, y = self.forward_batch(batch)
+        self.acc.update(logits.detach(), y)
+        return TrainStepResult(loss=loss) if self.typed else loss
+
+    def validation(self: Any, batch: Any, batch_idx: int) -> Any:
+        loss, logits, y = self.forward_batch(batch)
+        self.acc.update(logits, y)
+        return ValStepResult(loss=loss) if self.typed else None
+
+    def computes_and_resets(self: Any) -> None:
+        self.log("val_acc", self.acc.compute())
+        self.acc.reset()
+
+    model = model_class(
+        "pytorch_lightning",
+        way,
+        training_step=training,
+        validation_step=validation,
+        on_validation_epoch_end=computes_and_resets,
+    )()
+    with step_result_warnings() as messages:
+        fit("pytorch_lightning", way, model, tmp_path, max_epochs=2)
+    assert messages == [expected_warning(way, "attribute")]

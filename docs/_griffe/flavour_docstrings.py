@@ -4,8 +4,8 @@ Each Lightning flavour class (``lightning_step_types.pytorch_lightning.TypedLigh
 friends) shares its mixin's docstring by assignment, which static analysis cannot read; this
 takes the docstring the class has at run time instead.
 
-The default ``nonfinite_loss`` is written ``DEFAULT_NONFINITE_LOSS`` in the sources (a ``"raise"``
-told apart from one the user sets); signatures show the value, ``'raise'``.
+The typed module's default ``nonfinite_loss`` is written ``DEFAULT_NONFINITE_LOSS`` in the sources (a
+``"raise"`` told apart from one the user sets); signatures show the value, ``'raise'``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-__all__ = ["compiler_of", "keep_uncompiled_step"]
+__all__ = ["compiler_of", "keep_uncompiled_step", "uncompiled_step"]
 
 
 # `trainer.fit(torch.compile(model))`: Lightning's `_maybe_unwrap_optimized` (utilities/compile.py,
@@ -37,3 +37,15 @@ def keep_uncompiled_step(module: Any, hook_name: str, step: Callable[..., Any]) 
     key = f"original_{hook_name}"
     if isinstance(context, dict) and key in context:
         cast("dict[str, Any]", context)[key] = step
+
+
+def uncompiled_step(module: Any, hook_name: str) -> Callable[..., Any]:
+    """The step ``from_compiled`` found on the instance (``_compiler_ctx["original_<hook>"]``), before it
+    compiled it: the module's own bound step. From a second compiled run on, what it found was the first
+    run's compiled step, a function ``dynamo_ctx`` made; its ``_torchdynamo_orig_callable`` (torch's
+    ``_TorchDynamoContext.__call__`` sets it) is the step it compiled."""
+    context = cast("dict[str, Any]", getattr(module, "_compiler_ctx"))
+    step: Any = context[f"original_{hook_name}"]
+    while hasattr(step, "_torchdynamo_orig_callable"):
+        step = step._torchdynamo_orig_callable
+    return cast("Callable[..., Any]", step)

@@ -1,4 +1,5 @@
-"""Stage isolation: a torchmetrics object that training and validation share in one fit is named, once.
+"""Stage isolation: a torchmetrics object that training and validation share in one fit, where that makes a
+value wrong, is named, once.
 
 Validation can run in the middle of a training epoch (``val_check_interval``), and at the end of
 one before the training epoch's values are computed. A metric object that both stages update or
@@ -14,9 +15,16 @@ Nothing here runs per step. The checks run at stage boundaries, from each metric
   ``update_count`` moved since then, or training logged it this epoch (``self.log(name, metric)``);
   ``metric(preds, target)`` counts as an update, since ``forward`` calls ``update``;
 - at the end of that validation run, a training-used metric whose ``update_count`` moved, or that
-  validation logged, is shared: one ``StepResultWarning`` per object. The counts expected when
-  training goes on are noted: Lightning resets every metric its validation results hold right
-  after the ``on_validation_end`` hooks, the others keep theirs.
+  validation logged, is shared. Sharing makes a value wrong only where a stage reads the object's
+  accumulated state: where training (this epoch) or validation logged the object itself
+  (``self.log(name, metric)``: Lightning computes it at the epoch's end and resets it), or where
+  validation reset it (its ``update_count`` fell: a ``compute()`` and ``reset()`` written by hand).
+  Such a shared object gets one ``StepResultWarning``. An object both stages use only through the
+  batch values its ``forward`` returns (``self.log(name, metric(preds, target))``, as
+  pytorch-forecasting's ``BaseModel`` uses its ``loss`` and ``logging_metrics``) logs right values
+  whatever it accumulates, and is left alone. The counts expected when training goes on are
+  noted: Lightning resets every metric its validation results hold right after the
+  ``on_validation_end`` hooks, the others keep theirs.
 
 A ``MetricCollection`` is one object: its count is its members' sum (with compute groups,
 torchmetrics updates only a group's first member and copies its count to the others), and a
@@ -65,8 +73,9 @@ class _Isolation:
         self.trainer: weakref.ref[Any] | None = None  # the fit whose training epoch is running
         # id(metric) -> its update_count when training goes on (at the epoch's start, after each validation run)
         self.expected: dict[int, int] = {}
-        # training-used metrics during a validation run: id(metric) -> (path, metric, update_count at the run's start)
-        self.trained: dict[int, tuple[str, Any, int]] = {}
+        # training-used metrics during a validation run:
+        # id(metric) -> (path, metric, update_count at the run's start, whether training logged the object)
+        self.trained: dict[int, tuple[str, Any, int, bool]] = {}
         # id(metric) -> the metric, for one warning per object (weakly: a warned metric may be dropped)
         self.warned: dict[int, weakref.ref[Any]] = {}
 
@@ -96,7 +105,7 @@ def validation_started(trainer: Any, module: torch.nn.Module) -> None:
         return
     logged = _logged(training_epoch_results(trainer), since_reset=True)
     state.trained = {
-        id(metric): (path, metric, update_count(metric))
+        id(metric): (path, metric, update_count(metric), _any_member_in(metric, logged))
         for path, metric in _metrics_of(module).items()
         if not state.was_warned(metric)
         and (update_count(metric) != state.expected.get(id(metric), 0) or _any_member_in(metric, logged))
@@ -110,8 +119,12 @@ def validation_ended(trainer: Any, module: torch.nn.Module) -> None:
         return
     results = evaluation_results(trainer)
     logged_now = _logged(results, since_reset=True)
-    for key, (path, metric, count) in state.trained.items():
-        if update_count(metric) != count or _any_member_in(metric, logged_now):
+    for key, (path, metric, count, logged_by_training) in state.trained.items():
+        logged_by_validation = _any_member_in(metric, logged_now)
+        shared = update_count(metric) != count or logged_by_validation
+        # its accumulated state read: logged as an object by either stage, or reset by validation
+        read = logged_by_training or logged_by_validation or update_count(metric) < count
+        if shared and read:
             state.warned[key] = weakref.ref(metric)  # on every rank, so that each rank warns at most once
             if trainer.is_global_zero:
                 _warn(module, path, metric)

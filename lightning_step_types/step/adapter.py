@@ -24,12 +24,13 @@ from lightning_step_types._lightning.result_collection import logged_in_current_
 from lightning_step_types._lightning.trainer import lightning_checks_nonfinite, trainer_is_running
 from lightning_step_types.errors import StepResultError
 from lightning_step_types.policy import LossLogging, NonFiniteLoss, StepPolicy
-from lightning_step_types.results import StepResult, TrainStepResult
+from lightning_step_types.results import StepResult, TrainStepResult, is_loss_tensor
 from lightning_step_types.step.checks import (
     StepCall,
     accept_training_result,
     check_evaluation_return,
     check_training_return,
+    new_run,
     no_batch_size_for_log_loss,
     warn_loss_logged_by_the_step,
 )
@@ -159,7 +160,7 @@ def run_step(
     calls = state.calls
     call = calls[hook_name] if hook_name in calls else None
     if call is None or call.policy is not policy:  # policies are shared instances (StepPolicy.of)
-        call = calls[hook_name] = StepCall(module, hook_name, policy, source_of(step))
+        call = calls[hook_name] = StepCall(module, hook_name, policy, source_of(step), adapter=settings is not None)
     state.active = True
     try:
         output = step(*args, **kwargs)
@@ -176,12 +177,16 @@ def run_step(
         raise
     finally:
         state.active = False
-    if hook_name != "training_step":
-        lightning_output, result = check_evaluation_return(output, call)
-    elif type(output) is TrainStepResult:  # a typed step's usual return: what check_training_return would do
-        lightning_output, result = accept_training_result(output, call)
-    else:
-        lightning_output, result = check_training_return(output, call)
+    call.step_args = args  # a message may name the batch index
+    try:
+        if hook_name != "training_step":
+            lightning_output, result = check_evaluation_return(output, call)
+        elif type(output) is TrainStepResult:  # a typed step's usual return: what check_training_return would do
+            lightning_output, result = accept_training_result(output, call)
+        else:
+            lightning_output, result = check_training_return(output, call)
+    finally:
+        call.step_args = ()  # the batch is not kept past its step
     if result is None:
         if state.latest:
             state.latest.pop(hook_name, None)
@@ -201,10 +206,12 @@ def run_step(
     return lightning_output
 
 
-def set_nonfinite_deferral(trainer: Any, module: torch.nn.Module, default_setting: bool) -> None:
+def set_nonfinite_deferral(trainer: Any, module: torch.nn.Module, steps_aside: bool) -> None:
     """At a run's setup: whether the module's steps skip the non-finite check in this run, because its
-    setting is the default and Lightning's own handling is on (``SpikeDetection``, ``detect_anomaly``)."""
-    module_state(module).nonfinite_deferred = default_setting and lightning_checks_nonfinite(trainer) is not None
+    setting steps aside (``policy.steps_aside_for_lightning``) and Lightning's own handling is on
+    (``SpikeDetection``, ``detect_anomaly``). The run's first non-finite loss is reported again."""
+    module_state(module).nonfinite_deferred = steps_aside and lightning_checks_nonfinite(trainer) is not None
+    new_run(module)
 
 
 def _legacy_view(output: object) -> object:
@@ -231,7 +238,8 @@ def _batch_of(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 def _log_loss(
     module: Any, call: StepCall, logging: LossLogging, lightning_output: Any, result: StepResult[Any] | None
 ) -> None:
-    """The ``self.log`` call a user would write for this stage's loss (typed results, legacy training losses).
+    """The ``self.log`` call a user would write for this stage's loss: a typed result's, or in a step's own
+    return (a tensor, a dict with "loss") the loss, in every stage.
 
     Where the step logs that name itself, its own call wins: a second ``self.log`` of one name in
     one hook raises in Lightning (other arguments) or counts the value twice (the same ones).
@@ -243,10 +251,12 @@ def _log_loss(
     training = hook_name == "training_step"
     if result is not None:
         loss, batch_size = result.loss, result.batch_size
-    elif training and lightning_output is not None:
-        loss = lightning_output if isinstance(lightning_output, torch.Tensor) else lightning_output.get("loss")
+    elif lightning_output is not None:  # Lightning's own returns: a loss tensor, or a dict with "loss"
+        loss = lightning_output if type(lightning_output) is torch.Tensor else _legacy_loss(lightning_output)
         batch_size = None
-        if loss is None:  # manual optimization may return a dict without a loss
+        # manual optimization may return a dict without a loss; an evaluation step may return anything
+        # (predictions, a per-sample loss): only a loss (one real floating value) is logged
+        if loss is None or not (training or is_loss_tensor(loss)):
             return
     else:
         return
@@ -271,6 +281,16 @@ def _log_loss(
         batch_size=batch_size,
         sync_dist=logging.sync_dist,
     )
+
+
+def _legacy_loss(output: object) -> Any:
+    """The loss in a step's own return: the tensor itself, or a mapping's "loss" (None where there is none)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, Mapping):
+        mapping = cast("Mapping[object, Any]", output)  # isinstance leaves the type arguments unknown
+        return mapping["loss"] if "loss" in mapping else None
+    return None
 
 
 def _parameters(step: Callable[..., Any]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
+import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -41,6 +42,7 @@ __all__ = [
     "accept_training_result",
     "check_evaluation_return",
     "check_training_return",
+    "new_run",
     "warn_loss_logged_by_the_step",
 ]
 
@@ -76,11 +78,18 @@ class StepCall:
         "source",
         "loss_logged_by_adapter",
         "fetches_its_batches",
+        "adapter",
+        "step_args",
         "_warned",
     )
 
     def __init__(
-        self, module: torch.nn.Module, hook_name: str, policy: StepPolicy, source: tuple[str, int] | None = None
+        self,
+        module: torch.nn.Module,
+        hook_name: str,
+        policy: StepPolicy,
+        source: tuple[str, int] | None = None,
+        adapter: bool = False,
     ) -> None:
         self.module: torch.nn.Module = module
         self.hook_name: str = hook_name
@@ -93,6 +102,10 @@ class StepCall:
         self.loss_logged_by_adapter: bool = False
         # `training_step(self, dataloader_iter)`: Lightning needs `self.log(..., batch_size=...)` (found at the first log_loss)
         self.fetches_its_batches: bool | None = None
+        # set by a StepResultAdapter (the fix names its argument), not a typed module (its class attribute)
+        self.adapter: bool = adapter
+        # the arguments of the step now being checked (its batch index, for a message), () between steps
+        self.step_args: tuple[Any, ...] = ()
         self._warned: set[str] = set()
 
     @property
@@ -108,7 +121,9 @@ class StepCall:
         if kind in self._warned:
             return
         self._warned.add(kind)
-        warning = StepResultWarning(format_problem(where, got, expected, fix, self.hook))
+        self.emit(StepResultWarning(format_problem(where, got, expected, fix, self.hook)))
+
+    def emit(self, warning: StepResultWarning) -> None:
         if self.source is None:
             warnings.warn(warning, stacklevel=2)
         else:  # the step has returned, so no frame of the user's is on the stack: point at its definition
@@ -414,6 +429,9 @@ def _skip_nonfinite(loss: torch.Tensor, where: str, call: StepCall) -> bool:
     fix = diagnose + "; `nonfinite_loss='skip'` skips such training batches"
     if call.nonfinite_loss == "raise":
         raise StepResultError(where, got, expected + " (nonfinite_loss='raise')", fix, call.hook)
+    if call.nonfinite_loss == "warn":
+        _warn_nonfinite_once_per_run(where, got, diagnose, call)
+        return False
     training = call.hook_name == "training_step"
     if call.nonfinite_loss == "skip" and training:
         if call.world_size() > 1:
@@ -429,6 +447,62 @@ def _skip_nonfinite(loss: torch.Tensor, where: str, call: StepCall) -> bool:
         return True
     call.warn("nonfinite", where, got, expected, fix)
     return False
+
+
+# The modules whose current run has reported a non-finite loss under "warn" (new_run forgets them).
+_reported_nonfinite: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+
+
+def new_run(module: torch.nn.Module) -> None:
+    """At a run's setup: its first non-finite loss under ``"warn"`` is reported again."""
+    _reported_nonfinite.discard(module)
+
+
+def _warn_nonfinite_once_per_run(where: str, got: str, diagnose: str, call: StepCall) -> None:
+    """``"warn"`` (the adapter's default): one warning per run, for its first non-finite loss, and train on."""
+    module = call.module
+    if module in _reported_nonfinite:
+        return
+    _reported_nonfinite.add(module)
+    batch_idx = _batch_index(call)
+    at = f" at batch_idx={batch_idx}" if batch_idx is not None else ""
+    setting = (
+        '`StepResultAdapter(nonfinite_loss="raise")`'
+        if call.adapter
+        else '`nonfinite_loss = "raise"` on the module class (or drop `nonfinite_loss = "warn"`: raising is its default)'
+    )
+    call.emit(
+        StepResultWarning(
+            format_problem(
+                where,
+                f"{got}{at} (epoch {_epoch(call)})",
+                "a finite loss; training goes on as plain Lightning's does (the value reaches backward and the"
+                " weights), and later non-finite losses in this run are not reported (nonfinite_loss='warn')",
+                f"to stop the run at the first one, before backward, set {setting}; {diagnose};"
+                " `nonfinite_loss='skip'` skips such training batches",
+                call.hook,
+            )
+        )
+    )
+
+
+def _batch_index(call: StepCall) -> int | None:
+    """The ``batch_idx`` Lightning passed to the step now checked: its second argument (after ``self``
+    for a step wrapped on the class), or, for a training step that takes ``dataloader_iter``, the loop's."""
+    args = call.step_args
+    if args and args[0] is call.module:
+        args = args[1:]
+    if len(args) >= 2 and type(args[1]) is int:
+        return args[1]
+    trainer = trainer_of(call.module)
+    if call.hook_name == "training_step" and trainer is not None:
+        return int(trainer.fit_loop.epoch_loop.batch_idx)
+    return None
+
+
+def _epoch(call: StepCall) -> int:
+    trainer = trainer_of(call.module)
+    return int(trainer.current_epoch) if trainer is not None else 0
 
 
 def _warn_about_keys(output: Mapping[Any, Any], call: StepCall) -> None:

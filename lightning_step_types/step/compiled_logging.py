@@ -11,6 +11,10 @@ the step returns, ``logs_after`` makes each call, in order, with Lightning's own
 the same hook (``training_step``, ...), before the library's checks, ``log_loss`` and declared
 metrics, with the tensors the graph computed.
 
+An existing module under ``StepResultAdapter`` gets the same for the run: the adapter compiles its
+user's steps alone (``wrapping.adapted_bound_step``) and sets ``log_after_compiled_step`` as the
+instance's ``log``, which notes the call in the same way and otherwise calls the class's own ``log``.
+
 A step that raises logs nothing of its call. Where dynamo runs a frame eagerly (it cannot compile
 it), ``self.log`` there calls Lightning at once. A torch without ``torch.compiler.is_compiling``
 notes nothing: every call goes to Lightning inside the compiled step.
@@ -23,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["logs_after", "record_log", "recording_logs"]
+__all__ = ["log_after_compiled_step", "logs_after", "record_log", "recording_logs"]
 
 _Call = tuple[Callable[..., None], tuple[Any, ...]]
 
@@ -64,3 +68,17 @@ def logs_after(compiled: Callable[..., Any]) -> Callable[..., Any]:
         return output
 
     return step_then_log
+
+
+def log_after_compiled_step(module: Any, name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+    """An adapted module's ``self.log`` for a compiled run (set on the instance, bound to it): noted while
+    dynamo traces a step run by ``logs_after``, otherwise (and when the step returns) the class's ``log``."""
+    if recording_logs():
+        record_log(_class_log, module, name, value, args, kwargs)
+    else:
+        _class_log(module, name, value, args, kwargs)
+
+
+def _class_log(module: Any, name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    log: Any = module.__class__.log  # the class's own (the instance's is log_after_compiled_step)
+    log(module, name, value, *args, **kwargs)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 import torch
 
-from lightning_step_types._lightning.compile import compiler_of, keep_uncompiled_step
+from lightning_step_types._lightning.compile import compiler_of, keep_uncompiled_step, uncompiled_step
 from lightning_step_types.policy import StepPolicy
 from lightning_step_types.step.adapter import BATCH_END_HOOKS, STEP_HOOKS, run_step, typed_outputs
 from lightning_step_types.step.compiled_logging import logs_after
@@ -29,6 +29,7 @@ __all__ = [
     "adapted_bound_step",
     "batch_end_plan",
     "compile_inside_adapted_steps",
+    "compiles_its_steps",
     "converts_its_outputs",
     "defining_class",
     "is_lightning_default",
@@ -96,15 +97,32 @@ def _adapted_compiled_step(
 
 
 def adapted_bound_step(module: torch.nn.Module, hook_name: str, policy: StepPolicy) -> Callable[..., Any]:
-    """Wrap one module's bound step, to be set as an instance attribute for one run (``StepResultAdapter``)."""
-    bound = getattr(module, hook_name)
+    """Wrap one module's bound step, to be set as an instance attribute for one run (``StepResultAdapter``).
 
-    @functools.wraps(bound)
+    Under ``trainer.fit(torch.compile(model))`` Lightning has set ``dynamo_ctx(<the step>)`` on the
+    instance; as for the typed module (``compile_inside_adapted_steps``), the user's step is compiled
+    alone instead and run through ``logs_after``, so that its ``self.log`` calls (noted by the
+    instance's ``log``, ``compiled_logging.log_after_compiled_step``) are made after it returns.
+    """
+    bound = getattr(module, hook_name)
+    shown = bound
+    if compiles_its_steps(module):
+        compiler = compiler_of(module)
+        assert compiler is not None
+        shown = uncompiled_step(module, hook_name)
+        bound = logs_after(compiler(shown))
+
+    @functools.wraps(shown)
     def adapted_step(*args: Any, **kwargs: Any) -> Any:
         return run_step(module, hook_name, policy, bound, args, kwargs)
 
-    _lightning_view(adapted_step, bound)
+    _lightning_view(adapted_step, shown)
     return adapted_step
+
+
+def compiles_its_steps(module: torch.nn.Module) -> bool:
+    """Whether Lightning compiled the module's steps for this run (``trainer.fit(torch.compile(model))``)."""
+    return compiler_of(module) is not None
 
 
 def adapt_batch_end_function(func: Callable[..., Any], step_hook: str) -> Callable[..., Any]:

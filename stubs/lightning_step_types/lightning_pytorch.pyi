@@ -135,7 +135,7 @@ class StepResultAdapter(pl.Callback):
     def __init__(
         self,
         strict: bool = False,
-        nonfinite_loss: NonFiniteLoss = "raise",
+        nonfinite_loss: NonFiniteLoss = "warn",
         log_loss: bool | LossLogging = False,
         exact_resume: bool = True,
         metrics: Mapping[str, StepMetric[Any]] | None = None,

@@ -3,14 +3,15 @@
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-__all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy"]
+__all__ = ["LossLogging", "NonFiniteLoss", "StepPolicy", "steps_aside_for_lightning"]
 
 NonFiniteLoss: TypeAlias = Literal["raise", "warn", "skip"] | None
 
 DEFAULT_NONFINITE_LOSS: NonFiniteLoss
-"""The default ``nonfinite_loss`` (``"raise"``, told apart from one the user set)."""
+"""``TypedLightningModule``'s default ``nonfinite_loss`` (``"raise"``, told apart from one the user set)."""
 
 def is_default_nonfinite_loss(value: object) -> bool: ...
+def steps_aside_for_lightning(value: object) -> bool: ...
 
 @dataclass(frozen=True)
 class LossLogging:
