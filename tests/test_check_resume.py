@@ -1,0 +1,263 @@
+"""``check_resume``: a user's own run, interrupted and resumed at each point, against the uninterrupted fit.
+
+- the documented example (docs/resume.md, "How to know") runs as written, on Lightning's own
+  ``BoringModel`` (Lightning-AI/pytorch-lightning, ``src/lightning/pytorch/demos/boring_classes.py``,
+  as released in pytorch-lightning 2.6.6), and reports every point exact;
+- the command line on a LightningCLI config: exit 0 where every point is exact, 1 where a point
+  differs silently (a plain ``DataLoader``, which Lightning cannot resume inside an epoch);
+- on some of the fault matrix's hardest cells (``fault_matrix.run_cell``) the report's verdict is the
+  matrix's, and under ``exact_resume=False`` it reports the difference plain Lightning's resume makes,
+  naming the first differing item with its two values;
+- a module attribute no checkpoint holds is reported as "differs", with its values named.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fault_matrix import Fault, Faults, Loop, module_class, reference_run, run_cell, train_loaders, val_loader
+from fault_matrix import Cell as MatrixCell
+from limits import hang_limit
+from models import make_dataset
+from pytorch_lightning import Callback
+from torch import nn
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from lightning_step_types import TrainStepResult, TypedLightningModule
+from lightning_step_types.check_resume import Interruption, check_resume
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+CONFIGS = TESTS / "cli_configs"
+
+
+def repo_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
+
+
+# --- the documented example ---------------------------------------------------------------------
+
+
+def documented_example() -> str:
+    text = (REPO / "docs" / "resume.md").read_text(encoding="utf-8")
+    marker = "<!-- check_resume example -->\n```python\n"
+    start = text.index(marker) + len(marker)
+    return text[start : text.index("```", start)]
+
+
+def test_the_documented_example_runs_as_written_and_every_point_is_exact(tmp_path: Path) -> None:
+    code = documented_example()
+    assert len(code.strip().splitlines()) < 15
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=repo_env(), capture_output=True, text=True,
+        timeout=hang_limit(idle_s=300),
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "check_resume, exact resume: 6 interruption points, 6 exact, 0 warned, 0 differ"
+    assert lines[1].startswith("13 fits; the uninterrupted fit took ")
+    assert lines[1].endswith(" s; seed_everything(0, workers=True), deterministic=True, accelerator='cpu', devices=1")
+    assert [line.split(None, 1) for line in lines[2:]] == [
+        ["exact", "inside batch 4 of epoch 0"],
+        ["exact", "inside batch 0 of epoch 1"],
+        ["exact", "inside batch 7 of epoch 0"],
+        ["exact", "inside epoch 0's first validation"],
+        ["exact", "at the end of epoch 0"],
+        ["exact", "a kill 2 batches after the checkpoint at step 4"],
+    ]
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def run_command(config: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lightning_step_types.check_resume", "--config", str(CONFIGS / config), *args],
+        cwd=CONFIGS,  # the configs name `cli_models.<Class>`, found from the folder the command runs in
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=300),
+    )
+
+
+def test_the_command_line_on_a_lightning_cli_config_exits_0_where_every_point_is_exact() -> None:
+    completed = run_command("pytorch_lightning_check_resume.yaml", "--batch", "0:1", "--batch", "1:3")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "check_resume, exact resume: 2 interruption points, 2 exact, 0 warned, 0 differ"
+    assert lines[1].startswith("5 fits; the uninterrupted fit took ")
+    assert lines[2:] == ["exact       inside batch 1 of epoch 0", "exact       inside batch 3 of epoch 1"]
+
+
+def test_the_command_line_exits_1_where_a_point_differs_silently() -> None:
+    # a plain DataLoader: Lightning restarts the epoch's iterator on resume (docs/resume.md, "Without a
+    # stateful loader"), and the library adds no warning of its own
+    completed = run_command("pytorch_lightning_typed.yaml", "--batch", "0:1")
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "check_resume, exact resume: 1 interruption points, 0 exact, 0 warned, 1 differ"
+    assert lines[2] == "differs     inside batch 1 of epoch 0"
+    assert lines[3].startswith(
+        "            Lightning warned: You're resuming from a checkpoint that ended before the epoch ended"
+    )
+    assert lines[4].startswith("            state_dict net.bias[0]: ")
+
+
+# --- the fault matrix's hardest cells: the same verdicts -----------------------------------------
+
+
+class MatrixTrainer(Callback):
+    """Hands the matrix module's fault plan (which plans none here) the Trainer it reads its counters from."""
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        pl_module.faults.trainer = trainer
+
+
+def check_matrix_loop(way: str, loop: Loop, point: Interruption, tmp_path: Path, exact_resume: bool = True) -> Any:
+    trainer: dict[str, Any] = {
+        "max_epochs": 2,
+        "log_every_n_steps": 1,
+        "num_sanity_val_steps": 0,
+        "enable_checkpointing": False,
+        "accumulate_grad_batches": loop.accumulate,
+    }
+    if loop.validation == "half":
+        trainer["val_check_interval"] = loop.val_check_interval
+    no_faults = Faults(None, tmp_path)
+    callbacks: list[Any] = [MatrixTrainer]
+    if way == "adapter":
+        from lightning_step_types import StepResultAdapter
+
+        callbacks.append(StepResultAdapter)
+    return check_resume(
+        lambda: module_class(way, loop)(loop, Faults(None, tmp_path)),
+        train_dataloaders=lambda: train_loaders(loop, no_faults),
+        val_dataloaders=val_loader if loop.validation != "none" else None,
+        trainer=trainer,
+        callbacks=callbacks,
+        points=[point],
+        exact_resume=exact_resume,
+        root=tmp_path / "check",
+    )
+
+
+# (name, way in, loop, the matrix's fault, the check's interruption at the same place)
+HARDEST = [
+    (
+        "the batch right after a mid-epoch validation",
+        "typed",
+        Loop(validation="half"),
+        Fault("on_after_backward", "exception", 0, 5),
+        Interruption.in_batch(0, 5),
+    ),
+    (
+        "inside an accumulation window, after its backward",
+        "adapter",
+        Loop(accumulate=3),
+        Fault("on_after_backward", "exception", 0, 4),
+        Interruption.in_batch(0, 4),
+    ),
+    (
+        "an IterableDataset in a StatefulDataLoader, every_n_train_steps",
+        "typed",
+        Loop(data="iterable"),
+        Fault("between_batches", "checkpoint_kill", 0, 4),
+        Interruption.kill_after_checkpoint(5),
+    ),
+    (
+        "a value logged in the module's on_train_batch_end, ModelCheckpoint(every_n_train_steps=5)",
+        "typed",
+        Loop(logging="batch_end"),
+        Fault("between_batches", "checkpoint_kill", 0, 4),
+        Interruption.kill_after_checkpoint(5),
+    ),
+    (
+        "a StatefulDataLoader checkpoint at an epoch's last batch",
+        "adapter",
+        Loop(),
+        Fault("between_batches", "checkpoint_kill", 0, 10),
+        Interruption.kill_after_checkpoint(11),
+    ),
+]
+VERDICTS = {"exact": "exact", "warned": "warned", "silent": "differs"}
+
+
+@pytest.mark.parametrize(("name", "way", "loop", "fault", "point"), HARDEST, ids=[case[0] for case in HARDEST])
+def test_the_report_agrees_with_the_fault_matrix(
+    name: str, way: str, loop: Loop, fault: Fault, point: Interruption, tmp_path: Path
+) -> None:
+    outcome = run_cell(MatrixCell(way, loop, fault), tmp_path / "matrix")
+    report = check_matrix_loop(way, loop, point, tmp_path)
+    (checked,) = report.points
+    assert checked.verdict == VERDICTS[outcome.kind], f"{name}: matrix {outcome.shown()}\n{report}"
+    assert report.ok
+    assert report.fits == 3
+    if outcome.kind == "warned":
+        assert [message.splitlines()[0] for message in checked.warnings] == [
+            message.splitlines()[0] for message in outcome.warnings
+        ]
+
+
+def test_plain_lightning_differs_where_the_matrix_shows_it_and_the_first_item_is_named(tmp_path: Path) -> None:
+    """Plain Lightning's resume inside an epoch (exact_resume=False): the epoch's train_loss starts afresh."""
+    loop = Loop()
+    report = check_matrix_loop("typed", loop, Interruption.in_batch(0, 5), tmp_path, exact_resume=False)
+    (checked,) = report.points
+    assert checked.verdict == "differs" and checked.warnings == () and not report.ok
+    reference = reference_run("typed", loop, tmp_path / "reference")  # the matrix's own uninterrupted fit
+    items = {difference.item: difference for difference in checked.differences}
+    epoch_loss = items["callback_metrics train_loss_epoch"]
+    assert epoch_loss.uninterrupted == repr(reference.trainer.callback_metrics["train_loss_epoch"].item())
+    assert epoch_loss.resumed != epoch_loss.uninterrupted
+    first = checked.differences[0]
+    assert str(checked).splitlines()[1] == f"            {first}"
+    assert str(first) == f"{first.item}: {first.resumed} after the resume, {first.uninterrupted} uninterrupted"
+    assert report.exact_resume is False
+    assert str(report).startswith("check_resume, plain Lightning's resume (exact_resume=False): 1 interruption points")
+
+
+# --- a deliberately broken setup ------------------------------------------------------------------
+
+
+class CountsRows(TypedLightningModule):
+    """Keeps a count of the rows it trained on in a plain attribute, which no checkpoint holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(3, 1)
+        self.rows_seen = 0
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        self.rows_seen += len(x)
+        return TrainStepResult(loss=F.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def test_a_module_attribute_no_checkpoint_holds_is_reported_with_its_values(tmp_path: Path) -> None:
+    report = check_resume(
+        CountsRows,
+        train_dataloaders=lambda: StatefulDataLoader(make_dataset(0, 6), batch_size=2),
+        trainer={"max_epochs": 1, "enable_checkpointing": False},
+        points=[Interruption.in_batch(0, 3), Interruption.at_epoch_end(0)],
+        exact_resume=False,
+        root=tmp_path,
+    )
+    assert [point.verdict for point in report.points] == ["differs", "differs"] and not report.ok
+    # 6 batches of 2 rows; the resumed fit counts from 0 again: plain Lightning resumes after batch 3
+    # (interrupted after its backward, it counts the batch done), so batches 4 and 5; after the epoch's
+    # end, none
+    named = [[d for d in point.differences if d.item == "module attribute rows_seen"] for point in report.points]
+    assert [[(d.uninterrupted, d.resumed) for d in found] for found in named] == [[("12", "4")], [("12", "0")]]
+    assert "module attribute rows_seen: 4 after the resume, 12 uninterrupted" in str(report)
+    assert report.fits == 5
