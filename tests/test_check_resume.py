@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from fault_matrix import Fault, Faults, Loop, module_class, reference_run, run_cell, train_loaders, val_loader
 from fault_matrix import Cell as MatrixCell
+from fault_matrix import Fault, Faults, Loop, module_class, reference_run, run_cell, train_loaders, val_loader
 from limits import hang_limit
 from models import make_dataset
 from pytorch_lightning import Callback
@@ -159,11 +159,11 @@ HARDEST = [
         Interruption.in_batch(0, 5),
     ),
     (
-        "inside an accumulation window, after its backward",
+        "a window's last batch, after its backward (accumulate_grad_batches=3)",
         "adapter",
         Loop(accumulate=3),
-        Fault("on_after_backward", "exception", 0, 4),
-        Interruption.in_batch(0, 4),
+        Fault("on_after_backward", "exception", 0, 5),
+        Interruption.in_batch(0, 5),
     ),
     (
         "an IterableDataset in a StatefulDataLoader, every_n_train_steps",

@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from lightning_step_types.check_resume.check import check_setup
 from lightning_step_types.check_resume.points import Interruption
-from lightning_step_types.check_resume.runs import Built, Setup
+from lightning_step_types.check_resume.runs import Built, Setup, is_mapping
 
 __all__ = ["main", "setup_from_config"]
 
@@ -22,7 +21,7 @@ _SET_BY_THE_CHECK = ("logger", "default_root_dir", "callbacks")
 def _package_of(config: dict[str, Any]) -> str:
     """The Lightning package the config's model subclasses (by its ``class_path``)."""
     model = config.get("model")
-    path = model.get("class_path") if isinstance(model, dict) else model  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    path = model.get("class_path") if is_mapping(model) else model
     if not isinstance(path, str) or "." not in path:
         raise SystemExit(
             "check_resume: the config's `model` has no class_path; expected `model: {class_path: package.Module,"
@@ -44,7 +43,8 @@ def _package_of(config: dict[str, Any]) -> str:
 def setup_from_config(path: Path, exact_resume: bool = True, seed: int | None = None) -> Setup:
     """A setup built from a LightningCLI config: each fit instantiates the config's model, data and
     callbacks anew; its other ``trainer`` entries are the Trainer's arguments."""
-    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    yaml: Any = importlib.import_module("yaml")  # PyYAML comes with jsonargparse, which LightningCLI needs
+    config: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     package = _package_of(config)
     cli_class: Any = importlib.import_module(f"{package}.cli").LightningCLI
     cli = cli_class(
@@ -58,9 +58,11 @@ def setup_from_config(path: Path, exact_resume: bool = True, seed: int | None = 
     parsed = cli.config
 
     def build() -> Built:
-        made = cli.parser.instantiate_classes(parsed)
-        trainer = made.get("trainer") or {}
-        return Built(module=made.get("model"), datamodule=made.get("data"), callbacks=list(trainer.get("callbacks") or []))
+        made: Any = cli.parser.instantiate_classes(parsed)
+        trainer: Any = made.get("trainer") or {}
+        return Built(
+            module=made.get("model"), datamodule=made.get("data"), callbacks=list(trainer.get("callbacks") or [])
+        )
 
     trainer_args = {
         name: value
@@ -73,8 +75,6 @@ def setup_from_config(path: Path, exact_resume: bool = True, seed: int | None = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lightning_step_types.check_resume import check_setup
-
     parser = argparse.ArgumentParser(
         prog="python -m lightning_step_types.check_resume",
         description="Check that resuming the run a LightningCLI config defines is exact: the uninterrupted fit"

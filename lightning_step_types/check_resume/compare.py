@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from lightning_step_types.check_resume.runs import Fit, Row, timer_like
+from lightning_step_types.check_resume.runs import Fit, Row, is_mapping, is_sequence, timer_like
 
 __all__ = ["Difference", "chained_rows", "differences"]
 
@@ -29,18 +29,19 @@ class Difference:
 def _shown(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return repr(value.item()) if value.numel() == 1 else f"tensor of shape {tuple(value.shape)}"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(sorted(map(repr, value))) + "}" if value else "{}"  # pyright: ignore[reportUnknownArgumentType]
+    if is_mapping(value):
+        return "{" + ", ".join(sorted(repr(key) for key in value)) + "}"
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _normalized(value: Any, root: Path) -> Any:
     """A value with its fit's folder written ``<root>`` (each fit runs in a folder of its own)."""
-    if isinstance(value, Mapping):
-        return {_normalized(k, root): _normalized(v, root) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, (list, tuple)):
-        return [_normalized(v, root) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    if is_mapping(value):
+        items = value.items()
+        return {_normalized(k, root): _normalized(v, root) for k, v in items}
+    if is_sequence(value):
+        return [_normalized(v, root) for v in value]
     if isinstance(value, (str, Path)):
         return str(value).replace(str(root), "<root>")
     return value
@@ -56,27 +57,30 @@ def _tensor_difference(a: torch.Tensor, b: torch.Tensor, item: str) -> Differenc
         same |= torch.isnan(a) & torch.isnan(b)
     if bool(same.all()):
         return None
-    index = tuple(int(i) for i in (~same).nonzero()[0].tolist())
+    positions: list[int] = [int(i) for i in (~same).nonzero()[0]]
+    index = tuple(positions)
     where = f"{item}[{', '.join(map(str, index))}]" if index else item
     return Difference(where, repr(a[index].item()), repr(b[index].item()))
 
 
 def first_difference(a: Any, b: Any, item: str) -> Difference | None:
     """The first place two values differ, bit for bit, with both values there; or None."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        keys_a, keys_b = set(map(str, a)), set(map(str, b))  # pyright: ignore[reportUnknownArgumentType]
+    if is_mapping(a) and is_mapping(b):
+        left, right = a, b
+        keys_a, keys_b = {str(key) for key in left}, {str(key) for key in right}
         if keys_a != keys_b:
             return Difference(f"{item} keys", _shown(sorted(keys_a - keys_b)), _shown(sorted(keys_b - keys_a)))
-        by_name = {str(k): v for k, v in b.items()}  # pyright: ignore[reportUnknownVariableType]
-        for key, value in a.items():  # pyright: ignore[reportUnknownVariableType]
-            found = first_difference(value, by_name[str(key)], f"{item}[{key!r}]")  # pyright: ignore[reportUnknownArgumentType]
+        by_name = {str(key): value for key, value in right.items()}
+        for key, value in left.items():
+            found = first_difference(value, by_name[str(key)], f"{item}[{key!r}]")
             if found is not None:
                 return found
         return None
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if len(a) != len(b):  # pyright: ignore[reportUnknownArgumentType]
-            return Difference(f"{item} length", str(len(a)), str(len(b)))  # pyright: ignore[reportUnknownArgumentType]
-        for index, (x, y) in enumerate(zip(a, b)):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if is_sequence(a) and is_sequence(b):
+        first, second = a, b
+        if len(first) != len(second):
+            return Difference(f"{item} length", str(len(first)), str(len(second)))
+        for index, (x, y) in enumerate(zip(first, second)):
             found = first_difference(x, y, f"{item}[{index}]")
             if found is not None:
                 return found
@@ -85,6 +89,10 @@ def first_difference(a: Any, b: Any, item: str) -> Difference | None:
         return _tensor_difference(a, b, item)
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return Difference(item, _shown(a), _shown(b))
+    return _plain_difference(a, b, item)
+
+
+def _plain_difference(a: object, b: object, item: str) -> Difference | None:
     try:
         same = bool(a == b) or (a != a and b != b)  # NaN is NaN
     except Exception:  # values that do not compare: by what they print as
@@ -172,8 +180,9 @@ def _without_progress(value: Any) -> Any:
     """Leaves out Lightning's loop progress counters (``loops``, and the copy of the fit loop's the library
     keeps): they count an interrupted batch's hooks twice. The counters a resumed fit goes on from are
     compared on their own (``global_step``, the logger's step, the epochs completed)."""
-    if isinstance(value, Mapping):
-        return {k: _without_progress(v) for k, v in value.items() if k not in PROGRESS}  # pyright: ignore[reportUnknownVariableType]
+    if is_mapping(value):
+        items = value.items()
+        return {k: _without_progress(v) for k, v in items if k not in PROGRESS}
     return value
 
 
@@ -194,11 +203,20 @@ def _file_differences(reference: Fit, resumed: Fit) -> list[Difference]:
     return found
 
 
+def _keys_only(state: Any) -> Any:
+    """Lightning's ``Timer`` state: its layout only (elapsed time differs from run to run)."""
+    return {str(key): None for key in state} if is_mapping(state) else None
+
+
 def _callback_states(fit: Fit) -> dict[str, Any]:
     return {
-        key: ({k: None for k in state} if timer_like(key) and isinstance(state, Mapping) else _normalized(state, fit.root))
+        key: _keys_only(state) if timer_like(key) else _normalized(state, fit.root)
         for key, state in fit.callbacks.items()
     }
+
+
+def _numbered(states: list[Any]) -> dict[str, Any]:
+    return {str(index): state for index, state in enumerate(states)}
 
 
 def differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
@@ -208,8 +226,8 @@ def differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
     found = [Difference(d.item.strip(), d.uninterrupted, d.resumed) for d in found]
     found += _named(reference.state, last.state, "state_dict")
     found += _named(reference.attributes, last.attributes, "module attribute")
-    found += _named(dict(enumerate(reference.optimizers)), dict(enumerate(last.optimizers)), "optimizer")
-    found += _named(dict(enumerate(reference.schedulers)), dict(enumerate(last.schedulers)), "scheduler")
+    found += _named(_numbered(reference.optimizers), _numbered(last.optimizers), "optimizer")
+    found += _named(_numbered(reference.schedulers), _numbered(last.schedulers), "scheduler")
     found += _named(reference.callback_metrics, last.callback_metrics, "callback_metrics")
     found += _named(reference.logged_metrics, last.logged_metrics, "logged_metrics")
     found += _named(_callback_states(reference), _callback_states(last), "callback state")

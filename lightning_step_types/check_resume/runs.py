@@ -14,15 +14,15 @@ import logging
 import time
 import types
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import torch
 
 from lightning_step_types._lightning.fit_loop import logger_step
-from lightning_step_types.check_resume.points import Interrupted, Interrupter, Interruption
+from lightning_step_types.check_resume.points import Interrupter, Interruption
 from lightning_step_types.errors import StepResultWarning
 
 try:  # both Lightning packages seed the same generators and set the same environment variables
@@ -30,7 +30,7 @@ try:  # both Lightning packages seed the same generators and set the same enviro
 except ModuleNotFoundError:  # only the `lightning` package
     from lightning.fabric.utilities.seed import seed_everything
 
-__all__ = ["Built", "Fit", "Row", "Setup", "lightning_of", "run_fit"]
+__all__ = ["Built", "Fit", "Row", "Setup", "is_mapping", "is_sequence", "lightning_of", "run_fit"]
 
 PLAIN = (type(None), bool, int, float, complex, str, bytes)
 
@@ -154,6 +154,14 @@ class _RowRecorder:
         self.rows.append(Row((*place, index), int(step or 0), values))
 
 
+def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    return isinstance(value, Mapping)
+
+
+def is_sequence(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    return isinstance(value, (list, tuple))
+
+
 def _switch_off_exact_resume(built: Built) -> None:
     """Plain Lightning's resume: ``exact_resume = False`` on a typed module and on every StepResultAdapter."""
     if hasattr(built.module, "exact_resume"):
@@ -166,10 +174,10 @@ def _switch_off_exact_resume(built: Built) -> None:
 def _copied(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu", copy=True)
-    if isinstance(value, Mapping):
-        return {key: _copied(item) for key, item in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, (list, tuple)):
-        return [_copied(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+    if is_mapping(value):
+        return {key: _copied(item) for key, item in value.items()}
+    if is_sequence(value):
+        return [_copied(item) for item in value]
     try:
         return copy.deepcopy(value)
     except Exception:  # an object that cannot be copied: what it prints as
@@ -180,9 +188,9 @@ def _is_plain(value: Any) -> bool:
     if isinstance(value, PLAIN) or (isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)):
         return True
     if isinstance(value, (list, tuple, set, frozenset)):
-        return all(_is_plain(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
-    if isinstance(value, dict):
-        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())  # pyright: ignore[reportUnknownVariableType]
+        return all(_is_plain(item) for item in cast("Iterable[Any]", value))
+    if is_mapping(value):
+        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
     return False
 
 
@@ -191,10 +199,12 @@ def plain_attributes(module: Any, package: types.ModuleType) -> dict[str, Any]:
     buffers, and containers of them), leaving out those every LightningModule has."""
     every = _LIGHTNING_ATTRIBUTES.get(package.__name__)
     if every is None:
-        every = _LIGHTNING_ATTRIBUTES[package.__name__] = set(vars(package.LightningModule()))
+        bare = cast("dict[str, Any]", vars(package.LightningModule()))
+        every = _LIGHTNING_ATTRIBUTES[package.__name__] = set(bare)
+    own = cast("dict[str, Any]", vars(module))
     return {
         name: _copied(value)
-        for name, value in vars(module).items()
+        for name, value in own.items()
         if not name.startswith("_") and name not in every and _is_plain(value)
     }
 
@@ -268,7 +278,9 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
     seconds = time.perf_counter() - started
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     lightning_messages = [
-        str(w.message) for w in caught if "resuming from a checkpoint" in str(w.message) and str(w.message) not in messages
+        str(w.message)
+        for w in caught
+        if "resuming from a checkpoint" in str(w.message) and str(w.message) not in messages
     ]
     module = built.module
     return Fit(
