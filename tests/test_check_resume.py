@@ -8,6 +8,7 @@
 - on some of the fault matrix's hardest cells (``fault_matrix.run_cell``) the report's verdict is the
   matrix's, and under ``exact_resume=False`` it reports the difference plain Lightning's resume makes,
   naming the first differing item with its two values;
+- on Lightning's own LSTM demo, the hidden state it keeps in a plain attribute is named at the resume;
 - a module attribute no checkpoint holds is reported as "differs", with its values named.
 """
 
@@ -27,7 +28,9 @@ from fault_matrix import Fault, Faults, Loop, module_class, reference_run, run_c
 from limits import hang_limit
 from models import make_dataset
 from pytorch_lightning import Callback
+from pytorch_lightning.demos.lstm import LightningLSTM, SequenceSampler, SimpleLSTM
 from torch import nn
+from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from lightning_step_types import TrainStepResult, TypedLightningModule
@@ -222,6 +225,66 @@ def test_plain_lightning_differs_where_the_matrix_shows_it_and_the_first_item_is
     assert str(first) == f"{first.item}: {first.resumed} after the resume, {first.uninterrupted} uninterrupted"
     assert report.exact_resume is False
     assert str(report).startswith("check_resume, plain Lightning's resume (exact_resume=False): 1 interruption points")
+
+
+# --- a real-world module: Lightning's own LSTM demo ------------------------------------------------
+
+
+class Tokens(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """WikiText2's items as the demo reads them (35 token ids, and the same shifted by one), drawn at random:
+    the demo's own dataset downloads WikiText2."""
+
+    def __init__(self, vocab: int = 40, count: int = 80, block: int = 35) -> None:
+        self.data = torch.randint(0, vocab, (count + block,), generator=torch.Generator().manual_seed(0))
+        self.count, self.block = count, block
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.data[index : index + self.block], self.data[index + 1 : index + 1 + self.block]
+
+
+class SmallLSTM(LightningLSTM):
+    """``LightningLSTM`` as released (its steps, its hidden state carried from batch to batch in
+    ``self.hidden``), with a small ``SimpleLSTM`` and without WikiText2's download."""
+
+    def __init__(self) -> None:
+        super().__init__(vocab_size=40)
+        self.model = SimpleLSTM(40, ninp=16, nhid=16, nlayers=2)
+
+    def prepare_data(self) -> None:
+        pass
+
+
+def test_lightnings_lstm_demo_its_hidden_state_named_at_the_resume(tmp_path: Path) -> None:
+    """Lightning-AI/pytorch-lightning, ``src/lightning/pytorch/demos/lstm.py`` (pytorch-lightning 2.6.6):
+    ``LightningLSTM`` keeps the LSTM's hidden state in a plain attribute that no checkpoint holds, and
+    resets it at each epoch's end, so the fit's end cannot show it: the check names it as the resumed
+    fit's first batch starts."""
+
+    def tokens() -> StatefulDataLoader[Any]:
+        dataset = Tokens()
+        return StatefulDataLoader(dataset, batch_sampler=SequenceSampler(dataset, batch_size=20))
+
+    report = check_resume(
+        SmallLSTM,
+        train_dataloaders=tokens,
+        trainer={"max_epochs": 1, "enable_checkpointing": False},
+        points=[Interruption.in_batch(0, 2)],
+        exact_resume=False,
+        root=tmp_path,
+    )
+    (checked,) = report.points
+    assert checked.verdict == "differs"
+    # the resumed fit starts batch 2 again (by Lightning's counters) with no hidden state; the
+    # uninterrupted fit started it with the state batches 0 and 1 left
+    first = checked.differences[0]
+    assert first.item == "at the resume (epoch 0, batch 2) module attribute hidden"
+    assert (first.resumed, first.uninterrupted) == (
+        "None",
+        "(tensor of shape (2, 20, 16), tensor of shape (2, 20, 16))",
+    )
 
 
 # --- a deliberately broken setup ------------------------------------------------------------------

@@ -31,6 +31,9 @@ def _shown(value: Any) -> str:
         return repr(value.item()) if value.numel() == 1 else f"tensor of shape {tuple(value.shape)}"
     if is_mapping(value):
         return "{" + ", ".join(sorted(repr(key) for key in value)) + "}"
+    if is_sequence(value) and any(isinstance(item, torch.Tensor) for item in value):
+        text = ", ".join(_shown(item) for item in value)
+        return f"[{text}]" if isinstance(value, list) else f"({text})"
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
 
@@ -215,6 +218,16 @@ def _callback_states(fit: Fit) -> dict[str, Any]:
     }
 
 
+def _attributes_at_resume(reference: Fit, resumed: Fit) -> list[Difference]:
+    """The module's plain attributes as the resumed fit's first batch starts, against the uninterrupted
+    fit's at that batch: an attribute no checkpoint holds shows here even where the fit's end resets it."""
+    for (epoch, batch), attributes in resumed.attributes_at.items():
+        if (epoch, batch) in reference.attributes_at:
+            kind = f"at the resume (epoch {epoch}, batch {batch}) module attribute"
+            return _named(reference.attributes_at[(epoch, batch)], attributes, kind)
+    return []
+
+
 def _numbered(states: list[Any]) -> dict[str, Any]:
     return {str(index): state for index, state in enumerate(states)}
 
@@ -222,15 +235,19 @@ def _numbered(states: list[Any]) -> dict[str, Any]:
 def differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
     """What the chain's last fit (and the rows of all of them) ends with that the uninterrupted fit does not."""
     last = chain[-1]
-    found = _named(reference.counters, last.counters, "")
-    found = [Difference(d.item.strip(), d.uninterrupted, d.resumed) for d in found]
-    found += _named(reference.state, last.state, "state_dict")
+    # the module's attributes as the resumed fit starts, then the fit's end: what a resume restores
+    # (the counters, the module's attributes, the callbacks' states) before what follows from it
+    found = _attributes_at_resume(reference, last)
+    found += [
+        Difference(d.item.strip(), d.uninterrupted, d.resumed) for d in _named(reference.counters, last.counters, "")
+    ]
     found += _named(reference.attributes, last.attributes, "module attribute")
+    found += _named(_callback_states(reference), _callback_states(last), "callback state")
+    found += _named(reference.state, last.state, "state_dict")
     found += _named(_numbered(reference.optimizers), _numbered(last.optimizers), "optimizer")
     found += _named(_numbered(reference.schedulers), _numbered(last.schedulers), "scheduler")
     found += _named(reference.callback_metrics, last.callback_metrics, "callback_metrics")
     found += _named(reference.logged_metrics, last.logged_metrics, "logged_metrics")
-    found += _named(_callback_states(reference), _callback_states(last), "callback state")
     found += _row_differences(reference.rows, chain)
     found += _file_differences(reference, last)
     return found

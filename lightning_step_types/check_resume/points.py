@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -86,8 +87,14 @@ class Interrupter:
     """The hooks a checked fit's interrupting callback runs (wrapped in each Lightning package's
     ``Callback`` by ``runs.py``): fires once, where its interruption is due."""
 
-    def __init__(self, point: Interruption | None) -> None:
+    def __init__(
+        self, point: Interruption | None, snapshot: Callable[[Any], dict[str, Any]] | None = None, every: bool = False
+    ) -> None:
         self.point = point
+        # the module's plain attributes at a training batch's start, by (epoch, batch): at every batch
+        # (``every``: the uninterrupted fit), else at the fit's first batch only (a resumed fit)
+        self.snapshot, self.every = snapshot, every
+        self.attributes_at: dict[tuple[int, int], dict[str, Any]] = {}
         self.fired = False
         self.batches_after_save: int | None = None  # kill_after_checkpoint: training batches since the save
         self.validated = False  # whether a validation ran in the fit (the sanity check aside)
@@ -108,6 +115,9 @@ class Interrupter:
         raise Interrupted(f"check_resume: interrupted {self.point}")
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if self.snapshot is not None and (self.every or not self.attributes_at):
+            where = (int(trainer.current_epoch), self._batch_in_flight(trainer))
+            self.attributes_at[where] = self.snapshot(pl_module)
         if self._due("kill_after_checkpoint", trainer) and self.batches_after_save is not None:
             if self.batches_after_save >= 2:
                 self._fire()

@@ -74,6 +74,7 @@ class Fit:
     root: Path
     state: dict[str, torch.Tensor]
     attributes: dict[str, Any]
+    attributes_at: dict[tuple[int, int], dict[str, Any]]  # at training batches' starts, by (epoch, batch)
     optimizers: list[Any]
     schedulers: list[Any]
     counters: dict[str, int]
@@ -227,7 +228,11 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         isinstance(callback, callbacks_module.ModelCheckpoint) for callback in user_callbacks
     ):
         user_callbacks.append(callbacks_module.ModelCheckpoint())  # the one Lightning adds by default
-    interrupter = _class(package, "interrupter")(point)
+
+    def snapshot(module: Any) -> dict[str, Any]:
+        return plain_attributes(module, package)
+
+    interrupter = _class(package, "interrupter")(point, snapshot, every=point is None and resume_from is None)
     checks: list[Any] = [interrupter, callbacks_module.OnExceptionCheckpoint(dirpath=str(root / "interrupted"))]
     if point is not None and point.kind == "kill_after_checkpoint":
         checks.append(
@@ -287,6 +292,7 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         root=root,
         state={name: _copied(value) for name, value in module.state_dict().items()},
         attributes=plain_attributes(module, package),
+        attributes_at=interrupter.attributes_at,
         optimizers=[_copied(optimizer.state_dict()) for optimizer in trainer.optimizers],
         schedulers=[_copied(config.scheduler.state_dict()) for config in trainer.lr_scheduler_configs],
         counters={
