@@ -178,7 +178,8 @@ def _copied(value: Any) -> Any:
     if is_mapping(value):
         return {key: _copied(item) for key, item in value.items()}
     if is_sequence(value):
-        return [_copied(item) for item in value]
+        copied = [_copied(item) for item in value]
+        return tuple(copied) if isinstance(value, tuple) else copied
     try:
         return copy.deepcopy(value)
     except Exception:  # an object that cannot be copied: what it prints as
