@@ -324,3 +324,59 @@ def test_a_module_attribute_no_checkpoint_holds_is_reported_with_its_values(tmp_
     assert [[(d.uninterrupted, d.resumed) for d in found] for found in named] == [[("12", "4")], [("12", "0")]]
     assert "module attribute rows_seen: 4 after the resume, 12 uninterrupted" in str(report)
     assert report.fits == 5
+
+
+# --- warned: the library's warnings, and what they name ----------------------------------------------
+
+
+class CountsInItsCheckpoint(TypedLightningModule):
+    """Running statistics (``BatchNorm1d`` in training mode) and a counter saved in ``on_save_checkpoint``:
+    a checkpoint saved inside a batch cannot hold either exactly (docs/errors.md, "Resuming a run")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+        self.net = nn.Linear(3, 1)
+        self.rows_seen = 0
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        self.rows_seen += len(x)
+        return TrainStepResult(loss=F.mse_loss(self.net(self.bn(x)), y))
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rows_seen"] = self.rows_seen
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.rows_seen = checkpoint["rows_seen"]
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def test_a_point_the_library_warns_about_is_warned_with_its_messages_and_what_differs(tmp_path: Path) -> None:
+    report = check_resume(
+        CountsInItsCheckpoint,
+        train_dataloaders=lambda: StatefulDataLoader(make_dataset(0, 6), batch_size=2),
+        trainer={"max_epochs": 1, "enable_checkpointing": False},
+        points=[Interruption.in_batch(0, 3)],
+        root=tmp_path,
+    )
+    (checked,) = report.points
+    assert checked.verdict == "warned" and report.ok
+    assert [message.splitlines()[0] for message in checked.warnings] == [
+        "CountsInItsCheckpoint: resuming epoch 0 at batch 3",
+        "CountsInItsCheckpoint: resuming epoch 0 at batch 3",
+    ]
+    text = "\n".join(checked.warnings)
+    assert "running statistics: self.bn (BatchNorm1d)" in text and "CountsInItsCheckpoint.on_save_checkpoint" in text
+    # batch 3 runs again: the counter saved before it counts its 2 rows twice, and so does bn's forward
+    assert [(d.item, d.resumed, d.uninterrupted) for d in checked.differences[:3]] == [
+        ("at the resume (epoch 0, batch 3) module attribute rows_seen", "8", "6"),
+        ("module attribute rows_seen", "14", "12"),
+        ("state_dict bn.num_batches_tracked", "7", "6"),
+    ]
+    assert [d.item for d in checked.differences[3:]] == [
+        "state_dict bn.running_mean[0]",
+        "state_dict bn.running_var[0]",
+    ]
