@@ -27,7 +27,8 @@ from fault_matrix import Cell as MatrixCell
 from fault_matrix import Fault, Faults, Loop, module_class, reference_run, run_cell, train_loaders, val_loader
 from limits import hang_limit
 from models import make_dataset
-from pytorch_lightning import Callback
+from pytorch_lightning import Callback, LightningDataModule
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.demos.lstm import LightningLSTM, SequenceSampler, SimpleLSTM
 from torch import nn
 from torch.utils.data import Dataset
@@ -379,4 +380,75 @@ def test_a_point_the_library_warns_about_is_warned_with_its_messages_and_what_di
     assert [d.item for d in checked.differences[3:]] == [
         "state_dict bn.running_mean[0]",
         "state_dict bn.running_var[0]",
+    ]
+
+
+class Rows(LightningDataModule):
+    """The data as a LightningDataModule: ``check_resume(..., datamodule=Rows)``."""
+
+    def train_dataloader(self) -> StatefulDataLoader[Any]:
+        return StatefulDataLoader(make_dataset(0, 6), batch_size=2)
+
+    def val_dataloader(self) -> StatefulDataLoader[Any]:
+        return StatefulDataLoader(make_dataset(1, 2), batch_size=2)
+
+
+class Logs(TypedLightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(3, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        loss = F.mse_loss(self.net(batch[0]), batch[1])
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return TrainStepResult(loss=loss)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", F.mse_loss(self.net(batch[0]), batch[1]))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+def test_a_datamodule_and_its_checkpoint_files_the_default_spread_exact(tmp_path: Path) -> None:
+    """The default spread on a LightningDataModule, with a ModelCheckpoint keeping every epoch's file and
+    logging each step: every point exact, the files kept compared by content too."""
+    report = check_resume(
+        Logs,
+        datamodule=Rows,
+        trainer={"max_epochs": 2, "log_every_n_steps": 1, "num_sanity_val_steps": 0},
+        callbacks=[lambda: ModelCheckpoint(monitor="val_loss", save_top_k=-1, filename="{epoch}")],
+        root=tmp_path,
+    )
+    assert [(str(point.point), point.verdict) for point in report.points] == [
+        ("inside batch 3 of epoch 0", "exact"),
+        ("inside batch 0 of epoch 1", "exact"),
+        ("inside batch 5 of epoch 0", "exact"),
+        ("inside epoch 0's first validation", "exact"),
+        ("at the end of epoch 0", "exact"),
+        ("a kill 2 batches after the checkpoint at step 3", "exact"),
+    ]
+    assert report.ok and report.fits == 13
+    kept = sorted(path.name for path in (tmp_path / "point-0").rglob("epoch=*.ckpt"))
+    assert kept == ["epoch=0.ckpt", "epoch=1.ckpt"]
+
+
+def test_the_checkpoint_files_kept_are_compared_by_name_and_content(tmp_path: Path) -> None:
+    """Plain Lightning's resume inside batch 3 (exact_resume=False) ends epoch 0 without its validation,
+    so ModelCheckpoint keeps no epoch=0.ckpt, and epoch=1.ckpt holds one optimizer step fewer."""
+    report = check_resume(
+        Logs,
+        datamodule=Rows,
+        trainer={"max_epochs": 2, "log_every_n_steps": 1, "num_sanity_val_steps": 0},
+        callbacks=[lambda: ModelCheckpoint(monitor="val_loss", save_top_k=-1, filename="{epoch}")],
+        points=[Interruption.in_batch(0, 3)],
+        exact_resume=False,
+        root=tmp_path,
+    )
+    (checked,) = report.points
+    folder = "<root>/rows/version_0/checkpoints"
+    files = [(d.item, d.resumed, d.uninterrupted) for d in checked.differences if "ckpt" in d.item + d.resumed]
+    assert files == [
+        ("checkpoint files kept", f"['{folder}/epoch=1.ckpt']", f"['{folder}/epoch=0.ckpt', '{folder}/epoch=1.ckpt']"),
+        (f"{folder}/epoch=1.ckpt['global_step']", "11", "12"),
     ]
