@@ -452,3 +452,27 @@ def test_the_checkpoint_files_kept_are_compared_by_name_and_content(tmp_path: Pa
         ("checkpoint files kept", f"['{folder}/epoch=1.ckpt']", f"['{folder}/epoch=0.ckpt', '{folder}/epoch=1.ckpt']"),
         (f"{folder}/epoch=1.ckpt['global_step']", "11", "12"),
     ]
+
+
+def test_a_point_the_fit_never_reaches_and_arguments_the_check_sets_itself(tmp_path: Path) -> None:
+    report = check_resume(
+        Logs,
+        datamodule=Rows,
+        trainer={"max_epochs": 1, "enable_checkpointing": False},
+        points=[Interruption.in_batch(3, 0)],
+        root=tmp_path,
+    )
+    (checked,) = report.points
+    assert (checked.verdict, checked.error, report.fits, report.ok) == (
+        "not reached",
+        "the fit never came to this point",
+        2,
+        True,
+    )
+    assert str(checked) == "not reached inside batch 0 of epoch 3\n            the fit never came to this point"
+    with pytest.raises(TypeError) as raised:
+        check_resume(Logs, datamodule=Rows, trainer={"callbacks": [ModelCheckpoint()]})
+    assert str(raised.value) == (
+        "check_resume: trainer={'callbacks': ...}: the check sets 'callbacks' itself; expected callbacks as"
+        " factories in `callbacks=[...]`, and no logger or default_root_dir; fix: leave 'callbacks' out of trainer="
+    )
