@@ -112,9 +112,10 @@ def test_the_package_has_no_import_circle() -> None:
 
 # The parts, from the bottom: the contract's base (the results, their errors, the policy), Lightning's
 # private names, the step path, the metrics, exact resume; the two ways in and the public modules
-# (the flavours, `resume_options`, `compiling`) sit on top. A module imports only its own part and
+# (the flavours, `resume_options`, `compiling`); and above them `check_resume`, which uses the library
+# as a user does. A module imports only its own part and
 # the parts below it; nothing in `_lightning` imports the rest of the library.
-PARTS = ["contract", "_lightning", "step", "metrics", "resume", "top"]
+PARTS = ["contract", "_lightning", "step", "metrics", "resume", "top", "check_resume"]
 CONTRACT = {"errors", "policy", "results"}
 
 
@@ -128,7 +129,7 @@ def part_of(module: str) -> str:
 
 def test_every_subpackage_is_a_part() -> None:
     subpackages = {name.split(".")[1] for name in import_graph() if name.count(".") >= 2}
-    assert subpackages == {"_lightning", "metrics", "migrate", "resume", "step"}
+    assert subpackages == {"_lightning", "check_resume", "metrics", "migrate", "resume", "step"}
 
 
 @pytest.mark.parametrize("module", sorted(m for m in import_graph() if part_of(m) != "top"))
@@ -142,3 +143,11 @@ def test_the_lightning_internals_import_nothing_else_of_the_library() -> None:
     for module, imported in import_graph().items():
         if part_of(module) == "_lightning":
             assert {part_of(target) for target in imported} <= {"_lightning"}, (module, imported)
+
+
+def test_nothing_imports_check_resume_but_itself() -> None:
+    """`check_resume` sits above the two ways in: it uses the library as a user does, and no other part
+    depends on it."""
+    for module, imported in import_graph().items():
+        if part_of(module) != "check_resume":
+            assert {part_of(target) for target in imported} <= set(PARTS) - {"check_resume"}, (module, imported)

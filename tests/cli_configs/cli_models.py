@@ -9,8 +9,9 @@ from typing import Any
 
 import lightning.pytorch
 import pytorch_lightning
-from models import RegressorParts, make_loader
+from models import BATCH_SIZE, RegressorParts, make_dataset, make_loader
 from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from lightning_step_types import LossLogging, TrainStepResult, ValStepResult
 from lightning_step_types import lightning_pytorch as lst_lightning_pytorch
@@ -75,3 +76,13 @@ class LightningTypedRegressor(TypedSteps, lst_lightning_pytorch.TypedLightningMo
         super().__init__()
         self.build(seed=0, lr=lr)
         self.log_loss = log_loss
+
+
+class ResumableTypedRegressor(TypedRegressor):
+    """``TypedRegressor`` on ``StatefulDataLoader``s, so that a resume inside an epoch takes up the data's order."""
+
+    def train_dataloader(self) -> StatefulDataLoader[Any]:
+        return StatefulDataLoader(make_dataset(), batch_size=BATCH_SIZE)
+
+    def val_dataloader(self) -> StatefulDataLoader[Any]:
+        return StatefulDataLoader(make_dataset(seed=1), batch_size=BATCH_SIZE)

@@ -1,0 +1,341 @@
+"""One checked fit: built fresh from the user's factories, in a folder of its own, and what it ended with.
+
+Each fit seeds every random generator (``seed_everything(seed, workers=True)``) before it builds the
+module, data and callbacks, and runs under ``Trainer(deterministic=True)`` unless the Trainer's
+arguments say otherwise. Its loggers are replaced by one that records every row the Trainer hands
+them (what ``CSVLogger`` writes), tagged with where in the fit it was logged.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import logging
+import time
+import types
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard, cast
+
+import torch
+
+from lightning_step_types._lightning.fit_loop import logger_step
+from lightning_step_types.check_resume.points import Interrupter, Interruption
+from lightning_step_types.errors import StepResultWarning
+
+try:  # both Lightning packages seed the same generators and set the same environment variables
+    from lightning_fabric.utilities.seed import seed_everything
+except ModuleNotFoundError:  # only the `lightning` package
+    from lightning.fabric.utilities.seed import seed_everything
+
+__all__ = ["Built", "Fit", "Row", "Setup", "is_mapping", "is_sequence", "lightning_of", "run_fit"]
+
+PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+@dataclass
+class Built:
+    """What one fit runs: made anew for each fit, so that no fit sees another's objects."""
+
+    module: Any
+    datamodule: Any = None
+    train_dataloaders: Any = None
+    val_dataloaders: Any = None
+    callbacks: list[Any] = field(default_factory=lambda: [])
+
+
+@dataclass
+class Setup:
+    """The user's run: ``build`` makes a fit's objects, ``trainer`` holds the Trainer's other arguments."""
+
+    build: Callable[[], Built]
+    trainer: Mapping[str, Any]
+    exact_resume: bool = True
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row a logger was given: where in the fit (epoch, batches completed, what logged it: 0 a
+    training batch, 1 a validation, 2 the epoch's end; its index among the rows logged there), the
+    step column and the values."""
+
+    position: tuple[int, int, int, int]
+    step: int
+    values: tuple[tuple[str, float], ...]
+
+
+@dataclass
+class Fit:
+    """What one fit ended with, copied out of its Trainer and module."""
+
+    root: Path
+    state: dict[str, torch.Tensor]
+    attributes: dict[str, Any]
+    attributes_at: dict[tuple[int, int], dict[str, Any]]  # at training batches' starts, by (epoch, batch)
+    optimizers: list[Any]
+    schedulers: list[Any]
+    counters: dict[str, int]
+    callback_metrics: dict[str, torch.Tensor]
+    logged_metrics: dict[str, torch.Tensor]
+    callbacks: dict[str, Any]
+    checkpoint_dirs: list[Path]
+    rows: list[Row]
+    warnings: list[str]  # the library's StepResultWarning messages
+    lightning_warnings: list[str]  # Lightning's own warnings about the resume (a loader it cannot resume)
+    error: BaseException | None
+    seconds: float
+    fired: bool
+    resume_from: Path | None
+    batches: int = 0
+    validated: bool = False
+
+
+def lightning_of(module: Any) -> types.ModuleType:
+    """The Lightning package ``module`` is a LightningModule of (``pytorch_lightning`` or ``lightning.pytorch``)."""
+    for name in ("pytorch_lightning", "lightning.pytorch"):
+        try:
+            package = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        if isinstance(module, package.LightningModule):
+            return package
+    raise TypeError(
+        f"check_resume: the module factory returned {type(module).__name__}, not a LightningModule;"
+        " expected a LightningModule of pytorch_lightning or lightning.pytorch; fix: pass a factory that"
+        " builds your module, e.g. `lambda: MyModel(lr=0.05)`"
+    )
+
+
+_CLASSES: dict[tuple[str, str], type] = {}
+
+
+def _class(package: types.ModuleType, kind: str) -> type:
+    key = (package.__name__, kind)
+    if key not in _CLASSES:
+        if kind == "interrupter":
+            _CLASSES[key] = type("Interrupter", (Interrupter, package.Callback), {})
+        else:
+            _CLASSES[key] = type("RowRecorder", (_RowRecorder, package.loggers.logger.Logger), {})
+    return _CLASSES[key]
+
+
+class _RowRecorder:
+    """Every row the Trainer's logger connector writes, with where it was logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[Row] = []
+        self.trainer: Any = None
+        self.interrupter: Interrupter | None = None
+
+    @property
+    def name(self) -> str:
+        return "rows"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        trainer = self.trainer
+        at_epoch_end = self.interrupter is not None and self.interrupter.in_epoch_end
+        place = (
+            int(trainer.current_epoch),
+            int(trainer.fit_loop.epoch_loop.batch_progress.current.completed),
+            1 if trainer.validating else 2 if at_epoch_end else 0,
+        )
+        index = sum(row.position[:3] == place for row in self.rows)
+        values = tuple(sorted((name, float(value)) for name, value in metrics.items()))
+        self.rows.append(Row((*place, index), int(step or 0), values))
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    return isinstance(value, Mapping)
+
+
+def is_sequence(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    return isinstance(value, (list, tuple))
+
+
+def _switch_off_exact_resume(built: Built) -> None:
+    """Plain Lightning's resume: ``exact_resume = False`` on a typed module and on every StepResultAdapter."""
+    if hasattr(built.module, "exact_resume"):
+        built.module.exact_resume = False
+    for callback in built.callbacks:
+        if hasattr(callback, "exact_resume"):
+            callback.exact_resume = False
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if is_mapping(value):
+        return {key: _copied(item) for key, item in value.items()}
+    if is_sequence(value):
+        copied = [_copied(item) for item in value]
+        return tuple(copied) if isinstance(value, tuple) else copied
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an object that cannot be copied: what it prints as
+        return repr(value)
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, PLAIN) or (isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)):
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(_is_plain(item) for item in cast("Iterable[Any]", value))
+    if is_mapping(value):
+        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def plain_attributes(module: Any, package: types.ModuleType) -> dict[str, Any]:
+    """The module's own plain attributes (numbers, strings, tensors that are neither parameters nor
+    buffers, and containers of them), leaving out those every LightningModule has."""
+    every = _LIGHTNING_ATTRIBUTES.get(package.__name__)
+    if every is None:
+        bare = cast("dict[str, Any]", vars(package.LightningModule()))
+        every = _LIGHTNING_ATTRIBUTES[package.__name__] = set(bare)
+    own = cast("dict[str, Any]", vars(module))
+    return {
+        name: _copied(value)
+        for name, value in own.items()
+        if not name.startswith("_") and name not in every and _is_plain(value)
+    }
+
+
+_LIGHTNING_ATTRIBUTES: dict[str, set[str]] = {}
+
+
+def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: Path | None) -> Fit:
+    """One fit of ``setup`` in ``root``: interrupted at ``point`` (none: the uninterrupted fit),
+    resumed from ``resume_from`` (none: from the start)."""
+    root.mkdir(parents=True, exist_ok=True)
+    seed_everything(setup.seed, workers=True, verbose=False)
+    built = setup.build()
+    package = lightning_of(built.module)
+    if not setup.exact_resume:
+        _switch_off_exact_resume(built)
+    callbacks_module = package.callbacks
+    user_callbacks = list(built.callbacks)
+    if setup.trainer.get("enable_checkpointing", True) and not any(
+        isinstance(callback, callbacks_module.ModelCheckpoint) for callback in user_callbacks
+    ):
+        user_callbacks.append(callbacks_module.ModelCheckpoint())  # the one Lightning adds by default
+
+    def snapshot(module: Any) -> dict[str, Any]:
+        return plain_attributes(module, package)
+
+    interrupter = _class(package, "interrupter")(point, snapshot, every=point is None and resume_from is None)
+    checks: list[Any] = [interrupter, callbacks_module.OnExceptionCheckpoint(dirpath=str(root / "interrupted"))]
+    if point is not None and point.kind == "kill_after_checkpoint":
+        checks.append(
+            callbacks_module.ModelCheckpoint(
+                dirpath=str(root / "periodic"),
+                filename="{step}",
+                every_n_train_steps=point.step,
+                save_top_k=-1,
+                save_on_train_epoch_end=False,
+            )
+        )
+    recorder: Any = _class(package, "recorder")()
+    kwargs: dict[str, Any] = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "deterministic": True,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        **setup.trainer,
+        "default_root_dir": str(root),
+        "logger": recorder,
+        "callbacks": checks + user_callbacks,  # the interrupter's hooks run before the user's
+        "enable_checkpointing": True,
+    }
+    started = time.perf_counter()
+    error: BaseException | None = None
+    quiet = [logging.getLogger(name) for name in (package.__name__, "lightning_fabric", "lightning.fabric")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:  # Lightning's info lines, once per fit, would bury the report
+        logger.setLevel(logging.WARNING)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = package.Trainer(**kwargs)
+        recorder.trainer, recorder.interrupter = trainer, interrupter
+        try:
+            trainer.fit(
+                built.module,
+                train_dataloaders=built.train_dataloaders,
+                val_dataloaders=built.val_dataloaders,
+                datamodule=built.datamodule,
+                ckpt_path=str(resume_from) if resume_from is not None else None,
+            )
+        except Exception as raised:  # the interruption, or a failure the report names
+            error = raised
+        finally:
+            for logger, level in zip(quiet, levels):
+                logger.setLevel(level)
+    seconds = time.perf_counter() - started
+    messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    lightning_messages = [
+        str(w.message)
+        for w in caught
+        if "resuming from a checkpoint" in str(w.message) and str(w.message) not in messages
+    ]
+    module = built.module
+    return Fit(
+        root=root,
+        state={name: _copied(value) for name, value in module.state_dict().items()},
+        attributes=plain_attributes(module, package),
+        attributes_at=interrupter.attributes_at,
+        optimizers=[_copied(optimizer.state_dict()) for optimizer in trainer.optimizers],
+        schedulers=[_copied(config.scheduler.state_dict()) for config in trainer.lr_scheduler_configs],
+        counters={
+            "global_step": int(trainer.global_step),
+            "current_epoch": int(trainer.current_epoch),
+            "logger step": logger_step(trainer),
+            "epochs completed": int(trainer.fit_loop.epoch_progress.total.completed),
+        },
+        callback_metrics=_copied(dict(trainer.callback_metrics)),
+        logged_metrics=_copied(dict(trainer.logged_metrics)),
+        callbacks={
+            f"{index}: {callback.state_key}": _copied(callback.state_dict())
+            for index, callback in enumerate(user_callbacks)
+        },
+        checkpoint_dirs=[
+            Path(callback.dirpath)
+            for callback in user_callbacks
+            if isinstance(callback, callbacks_module.ModelCheckpoint) and callback.dirpath
+        ],
+        rows=list(recorder.rows),
+        warnings=messages,
+        lightning_warnings=lightning_messages,
+        error=error,
+        seconds=seconds,
+        fired=interrupter.fired,
+        resume_from=_resume_point(root, point, interrupter.fired),
+        batches=int(trainer.num_training_batches) if trainer.num_training_batches != float("inf") else 0,
+        validated=interrupter.validated,
+    )
+
+
+def _resume_point(root: Path, point: Interruption | None, fired: bool) -> Path | None:
+    """The checkpoint the interrupted fit left to resume from."""
+    if point is None or not fired:
+        return None
+    if point.kind == "kill_after_checkpoint":
+        saved = root / "periodic" / f"step={point.step}.ckpt"
+        return saved if saved.exists() else None
+    saved = root / "interrupted" / "on_exception.ckpt"
+    return saved if saved.exists() else None
+
+
+def timer_like(callback_key: str) -> bool:
+    """Whether a callback's state holds wall-clock time (Lightning's ``Timer``): compared by its keys only."""
+    return callback_key.split(": ", 1)[-1] == "Timer"
