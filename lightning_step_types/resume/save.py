@@ -97,7 +97,10 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             else None
         )
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
-        ours[STATE][SAVED] = follower.holders.saved(_runs_again(follower, point, position), stop, unfinished)
+        entries = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
+        ours[STATE][SAVED] = follower.holders.saved(
+            _runs_again(follower, point, position), stop, unfinished, entries if isinstance(entries, dict) else None
+        )
     return follower.pass_states_before(fetch)
 
 

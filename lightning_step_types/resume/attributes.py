@@ -1,0 +1,172 @@
+"""A callback's attributes at a resume point, read without calling any of its methods.
+
+A callback's ``state_dict()`` is Lightning's to call, at a save: one may flush, sync across
+processes, read the clock or count its calls. So the state a callback had at a point's start is
+read from its attributes (``vars``) instead, and what the point's checkpoint needs is worked out at
+the save, from that reading, the attributes then, and the ``state_dict()`` Lightning called for the
+save:
+
+- `snapshot`: each attribute's value, cheaply. Numbers, strings and small tensors are held as they
+  are (a small tensor copied: it may change in place); a larger tensor by reference and its
+  in-place version; a dict by its items, each read the same way; a list by reference and length
+  (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
+  batch, whose prefix the save reads back) or copied (at a validation's or an epoch's end's start);
+  anything else by reference (its identity).
+- `changes`: at a save, each attribute that changed in the fit (since the fit's start, after the
+  ``on_train_start`` hooks) or since the point's start, and what the resumed run needs: the value at
+  the point put into the checkpoint's ``state_dict()`` entry where that entry holds the attribute
+  under its name (Lightning's ``load_state_dict`` then loads it as it would), else set on the
+  callback after Lightning's load; or, where the value at the point is not plain data
+  (``plain_data``) or was lost (a large tensor changed in place after the point), its name and type,
+  for the warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import torch
+
+from lightning_step_types._lightning.module_state import tensor_version
+from lightning_step_types.resume.plain_data import is_plain, same
+
+__all__ = ["Changes", "Snapshot", "changes", "skipped_names", "snapshot"]
+
+_AS_IS = (type(None), bool, int, float, complex, str, bytes)
+_SMALL = 64  # a tensor of at most this many elements is copied at a snapshot; a larger one is held by reference
+
+
+class _Ref:
+    """A value held by reference: its identity is what the snapshot knows of it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _Tensor:
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor: torch.Tensor, version: int | None) -> None:
+        self.tensor, self.version = tensor, version  # version None: a copy
+
+
+class _List:
+    """A list by reference and length: its first ``length`` items are its value at the snapshot."""
+
+    __slots__ = ("items", "length")
+
+    def __init__(self, items: list[Any], length: int) -> None:
+        self.items, self.length = items, length
+
+
+class _Lost(Exception):
+    """The value at the snapshot cannot be read back."""
+
+
+Snapshot = dict[str, Any]
+
+
+def skipped_names(callback: Any) -> frozenset[str]:
+    """The names a snapshot leaves out: those the callback's class defines as methods (a hook the
+    library or a test puts on the instance in place of the class's own)."""
+    cls = type(callback)
+    return frozenset(name for name in dir(cls) if callable(getattr(cls, name, None)))
+
+
+def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
+    """``obj``'s attributes, each read as the module docstring says (``copy_lists``: lists copied)."""
+    return {name: _read(value, copy_lists) for name, value in vars(obj).items() if name not in skip}
+
+
+def _read(value: Any, copy_lists: bool) -> Any:
+    if isinstance(value, _AS_IS):
+        return value
+    if isinstance(value, torch.Tensor):
+        if value.numel() <= _SMALL:
+            return _Tensor(value.detach().clone(), None)
+        return _Tensor(value, tensor_version(value))
+    kind = type(value)
+    if kind is dict:
+        items = cast("dict[Any, Any]", value)
+        return {key: _read(item, copy_lists) for key, item in items.items()}
+    if kind is list:
+        if copy_lists:
+            return [_read(item, copy_lists) for item in cast("list[Any]", value)]
+        return _List(cast("list[Any]", value), len(cast("list[Any]", value)))
+    if kind is tuple:
+        return tuple(_read(item, copy_lists) for item in cast("tuple[Any, ...]", value))
+    return _Ref(value)
+
+
+def _value(read: Any) -> Any:
+    """The value a snapshot read (raises ``_Lost`` where it cannot be read back)."""
+    if isinstance(read, _AS_IS):
+        return read
+    if isinstance(read, _Tensor):
+        if read.version is not None and tensor_version(read.tensor) != read.version:
+            raise _Lost
+        return read.tensor
+    if isinstance(read, _List):
+        if len(read.items) < read.length:
+            raise _Lost  # emptied since: its items at the snapshot are gone
+        return read.items[: read.length]
+    if isinstance(read, _Ref):
+        return read.value
+    if isinstance(read, dict):
+        items = cast("dict[Any, Any]", read)
+        return {key: _value(item) for key, item in items.items()}
+    if isinstance(read, list):
+        return [_value(item) for item in cast("list[Any]", read)]
+    return tuple(_value(item) for item in cast("tuple[Any, ...]", read))
+
+
+@dataclass
+class Changes:
+    """What a point's checkpoint carries for one callback (see `changes`)."""
+
+    entry: dict[str, Any] = field(default_factory=lambda: {})  # state_dict() keys -> the value at the point
+    attributes: dict[str, Any] = field(default_factory=lambda: {})  # attribute -> the value at the point
+    lost: list[tuple[str, str]] = field(default_factory=lambda: [])  # (attribute, its type) not restorable
+
+
+_MISSING = object()
+
+
+def changes(obj: Any, skip: frozenset[str], point: Snapshot, start: Snapshot, entry: Any) -> Changes:
+    """For a save now: ``obj``'s attributes that changed since the fit's ``start`` or since the ``point``,
+    with ``entry``, the ``state_dict()`` Lightning called for this save (see the module docstring)."""
+    found = Changes()
+    now = vars(obj)
+    saved: Mapping[str, Any] = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else {}
+    for name, read in point.items():
+        if name in skip:
+            continue
+        current = now.get(name, _MISSING)
+        try:
+            value = _value(read)
+        except _Lost:
+            found.lost.append((name, type(current).__name__))
+            continue
+        try:
+            before = _value(start[name]) if name in start else _MISSING
+        except _Lost:
+            before = _MISSING
+        changed_in_fit = before is _MISSING or not same(value, before)
+        changed_since = current is _MISSING or not same(current, value)
+        if not (changed_in_fit or changed_since):
+            continue
+        key = name if name in saved else name.lstrip("_") if name.lstrip("_") in saved else None
+        held = key is not None and current is not _MISSING and same(saved[key], current)
+        if held and not changed_since:
+            continue  # the checkpoint's entry holds it as it was at the point: Lightning loads it
+        if not is_plain(value):
+            found.lost.append((name, type(value).__name__))
+        elif held and key is not None:
+            found.entry[key] = value
+        else:
+            found.attributes[name] = value
+    return found

@@ -1,0 +1,279 @@
+"""Every callback Lightning ships, and a user's, across a mid-epoch resume: the same counts and state.
+
+Each case runs the matrix's chain (``fault_matrix.fit_segment``: a model of 11 batches an epoch, a
+validation after batches 4 and 9, two epochs) with one callback (or a small set) added, interrupted
+inside epoch 1 in one of two ways and resumed:
+
+- ``exception``: ``training_step`` of batch 6 raises, ``OnExceptionCheckpoint`` saves, the run stops;
+- ``kill``: ``ModelCheckpoint(every_n_train_steps=...)`` saves at batch 3's end, the job dies two batches later.
+
+Compared with the uninterrupted run: ``fault_matrix.differences`` (weights, optimizer, logged values,
+every logger row) and each callback's attributes that are plain data (paths relative to the run's
+directory; the ones that hold the time or a display left out) and its ``state_dict()``. The outcome is
+``exact`` (nothing differs, no warning), or ``warned`` with the names the warning gives; ``TABLE``
+says which each callback is, and why.
+
+Then the library's own promises about callbacks, both ways in: a user's counter outside its
+``state_dict()`` comes back at the point; an attribute that is not plain data is named in one warning;
+``state_dict()`` is called at saves only, as in plain Lightning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fault_matrix import Fault, Faults, Loop, Outcome, Segment, differences, fit_segment, module_class
+from pytorch_lightning.callbacks import (
+    Callback,
+    DeviceStatsMonitor,
+    EarlyStopping,
+    EMAWeightAveraging,
+    GradientAccumulationScheduler,
+    LambdaCallback,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    ModelPruning,
+    ModelSummary,
+    SpikeDetection,
+    StochasticWeightAveraging,
+    ThroughputMonitor,
+    Timer,
+    TQDMProgressBar,
+)
+
+from lightning_step_types.resume.plain_data import is_plain
+
+HALF = Loop(validation="half")
+FAULTS = {
+    "exception": Fault("training_step", "exception", 1, 6),
+    "kill": Fault("between_batches", "checkpoint_kill", 1, 3),
+}
+
+# attributes that hold the time, a path to a log file, or a display: never equal from run to run
+_NOT_COMPARED = {"_last_time_checked", "_start_time", "_end_time", "_offset", "_t0s", "exclude_batches_path"}
+
+
+class UserCounter(Callback):
+    """A user's callback: a counter and a list it keeps outside its (empty) state_dict()."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.losses: list[float] = []
+        self.validations = 0
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.batches += 1
+        self.losses.append(round(float(outputs["loss"]), 6))
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self.validations += 0 if trainer.sanity_checking else 1
+
+
+class Opaque:
+    """An object of the user's own class: not plain data."""
+
+    def __init__(self, seen: int) -> None:
+        self.seen = seen
+
+
+class UserUnrestorable(Callback):
+    """A user's callback that keeps an object of its own class, replaced at each batch's end."""
+
+    def __init__(self) -> None:
+        self.last = Opaque(0)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.last = Opaque(self.last.seen + 1)
+
+
+class CountedStateDict(Callback):
+    """A user's callback whose state_dict() has an effect: it counts its calls (as one that flushes or syncs)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.total = 0
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.total += 1
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self.total += 100
+
+    def state_dict(self) -> dict[str, Any]:
+        self.calls += 1
+        return {"total": self.total}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.total = state_dict["total"]
+
+
+def _lambda_counter() -> list[Callback]:
+    counts: dict[str, int] = {"batches": 0}
+
+    def count(*args: Any) -> None:
+        counts["batches"] += 1
+
+    callback = LambdaCallback(on_train_batch_end=count)
+    callback.counts = counts  # type: ignore[attr-defined]  # the closure's state, compared below
+    return [callback]
+
+
+def _batch_size(batch: Any) -> int:
+    return int(batch[0].shape[0])
+
+
+# name -> the callbacks (given the run's checkpoint directory)
+CALLBACKS: dict[str, Any] = {
+    "ModelCheckpoint": lambda d: [ModelCheckpoint(dirpath=d, monitor="val_loss", save_top_k=2, save_last=True)],
+    "EarlyStopping": lambda d: [EarlyStopping(monitor="val_loss", mode="max", patience=3)],
+    "LearningRateMonitor": lambda d: [LearningRateMonitor(logging_interval="step")],
+    "StochasticWeightAveraging": lambda d: [StochasticWeightAveraging(swa_lrs=0.02, swa_epoch_start=1)],
+    "GradientAccumulationScheduler": lambda d: [GradientAccumulationScheduler({1: 2})],
+    "Timer": lambda d: [Timer(duration="00:01:00:00")],
+    "ModelSummary": lambda d: [ModelSummary(max_depth=2)],
+    "TQDMProgressBar": lambda d: [TQDMProgressBar(refresh_rate=1)],
+    "DeviceStatsMonitor": lambda d: [DeviceStatsMonitor(cpu_stats=False)],
+    "ModelPruning": lambda d: [ModelPruning("l1_unstructured", amount=0.2)],
+    "LambdaCallback": lambda d: _lambda_counter(),
+    "ThroughputMonitor": lambda d: [ThroughputMonitor(batch_size_fn=_batch_size)],
+    "SpikeDetection": lambda d: [SpikeDetection(window=4, exclude_batches_path=str(d / "skip.json"))],
+    "EMAWeightAveraging": lambda d: [EMAWeightAveraging(decay=0.9)],
+    "UserCounter": lambda d: [UserCounter()],
+    "UserUnrestorable": lambda d: [UserUnrestorable()],
+    "CountedStateDict": lambda d: [CountedStateDict()],
+}
+
+# name -> (outcome, what the warning names, why): the table docs/resume.md gives
+TABLE: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "ModelCheckpoint": ("exact", (), "its state_dict() and its plain attributes, at the point"),
+    "EarlyStopping": ("exact", (), "its state_dict(), at the point"),
+    "LearningRateMonitor": ("exact", (), "its rows (not written twice) and its `lrs` lists, restored"),
+    "StochasticWeightAveraging": ("exact", (), "its on_train_epoch_start runs again at the resumed start"),
+    "GradientAccumulationScheduler": ("exact", (), "its on_train_epoch_start runs again at the resumed start"),
+    "Timer": ("exact", (), "the time elapsed is the save's (compared by its keys)"),
+    "ModelSummary": ("exact", (), "nothing kept"),
+    "TQDMProgressBar": ("exact", (), "a display: nothing kept"),
+    "DeviceStatsMonitor": ("exact", (), "nothing kept"),
+    "ModelPruning": ("exact", (), "the masks live in the module's state_dict"),
+    "LambdaCallback": ("silent", (), "its state lives in the user's closures, which no checkpoint holds"),
+    "ThroughputMonitor": ("exact", (), "measures time: its counters start again"),
+    "SpikeDetection": ("exact", (), "its running mean"),
+    "EMAWeightAveraging": ("exact", (), "the average lives in the checkpoint (on_save_checkpoint)"),
+    "UserCounter": ("exact", (), "plain attributes outside state_dict(), restored"),
+    "UserUnrestorable": ("warned", ("UserUnrestorable.last (Opaque)",), "not plain data: named"),
+    "CountedStateDict": ("exact", (), "state_dict() called at saves only"),
+}
+
+
+@dataclass(frozen=True)
+class CallbackSetup:
+    """What a segment adds to the matrix's fit (``fault_matrix.SegmentExtras``): one case's callbacks."""
+
+    name: str
+    directory: Path
+
+    def callbacks(self, faults: Faults, root: Path) -> list[Callback]:
+        return list(CALLBACKS[self.name](self.directory))
+
+    def trainer_kwargs(self, faults: Faults, root: Path) -> dict[str, Any]:
+        return {"enable_progress_bar": True} if self.name == "TQDMProgressBar" else {}
+
+    def module_class(self, way: str, loop: Loop) -> type:
+        return module_class(way, loop)
+
+    def adapter(self, way: str) -> bool:
+        return way == "adapter"
+
+
+def _normalized(value: Any, directory: Path) -> Any:
+    if isinstance(value, dict):
+        return {_normalized(k, directory): _normalized(v, directory) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalized(v, directory) for v in value]
+    if isinstance(value, str):
+        return value.replace(str(directory), "<dir>")
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    return bool(a == b)
+
+
+def observed(callback: Any, directory: Path) -> dict[str, Any]:
+    """A callback's plain attributes and state_dict(), as compared (called after the fit, outside any save)."""
+    seen = {
+        name: _normalized(value, directory)
+        for name, value in vars(callback).items()
+        if is_plain(value) and name not in _NOT_COMPARED and name != "calls"
+    }
+    if isinstance(callback, Timer):
+        seen["state_dict"] = sorted(callback.state_dict()["time_elapsed"])
+    elif not isinstance(callback, CountedStateDict):
+        seen["state_dict"] = _normalized(callback.state_dict(), directory)
+    if isinstance(callback, LambdaCallback):
+        seen["counts"] = dict(callback.counts)  # type: ignore[attr-defined]
+    if isinstance(callback, SpikeDetection):
+        seen["running_mean"] = callback.running_mean.compute()
+    if isinstance(callback, EMAWeightAveraging) and callback._average_model is not None:
+        seen["average"] = {k: v.clone() for k, v in callback._average_model.state_dict().items()}
+    return seen
+
+
+def _ours(segment: Segment, name: str) -> list[Any]:
+    kinds = tuple(type(callback) for callback in CALLBACKS[name](Path("unused")))
+    return [callback for callback in segment.trainer.callbacks if type(callback) in kinds]
+
+
+_REFERENCES: dict[tuple[str, str], tuple[Segment, Path]] = {}
+
+
+def run(way: str, name: str, how: str, root: Path) -> Outcome:
+    key = (way, name)
+    if key not in _REFERENCES:
+        base = root.parent / f"reference-{way}-{name}"
+        segment = fit_segment(way, HALF, base, None, None, CallbackSetup(name, base / "checkpoints"))
+        if segment.error is not None:
+            raise segment.error
+        _REFERENCES[key] = (segment, base / "checkpoints")
+    reference, ref_dir = _REFERENCES[key]
+    directory = root / "checkpoints"
+    setup = CallbackSetup(name, directory)
+    first = fit_segment(way, HALF, root / "first", FAULTS[how], None, setup)
+    assert first.fired and first.checkpoint is not None, (first.error, first.checkpoint)
+    resumed = fit_segment(way, HALF, root / "resumed", None, first.checkpoint, setup)
+    messages = first.warnings + resumed.warnings
+    if resumed.error is not None:
+        return Outcome("crash", [repr(resumed.error)], messages)
+    found = differences(reference, [first, resumed], rows_to_fault=True)
+    for ref, got in zip(_ours(reference, name), _ours(resumed, name), strict=True):
+        a, b = observed(ref, ref_dir), observed(got, directory)
+        found += [f"{type(got).__name__}.{attr}" for attr in sorted(set(a) | set(b)) if not _same(a.get(attr), b.get(attr))]
+    if not found and not messages:
+        return Outcome("exact")
+    return Outcome("warned" if messages else "silent", found, messages)
+
+
+CASES = [(name, how, way) for name in TABLE for how in FAULTS for way in ("typed", "adapter")]
+
+
+@pytest.mark.parametrize("name,how,way", CASES, ids=[f"{n}-{h}-{w}" for n, h, w in CASES])
+def test_callback_across_a_mid_epoch_resume(name: str, how: str, way: str, tmp_path: Path) -> None:
+    outcome = run(way, name, how, tmp_path)
+    kind, named, _ = TABLE[name]
+    detail = f"{name} {how} {way}: {outcome.shown()}\n" + "\n".join(outcome.warnings)
+    print(f"\nOUTCOME {name} {how} {way}: {outcome.shown()}")
+    assert outcome.kind == kind, detail
+    for part in named:
+        assert any(part in message for message in outcome.warnings), detail
