@@ -26,7 +26,18 @@ from typing import Any
 
 import pytest
 import torch
-from fault_matrix import Fault, Faults, Loop, Outcome, Segment, differences, fit_segment, module_class
+from fault_matrix import (
+    Fault,
+    Faults,
+    Loop,
+    Outcome,
+    Row,
+    Segment,
+    _rows_differ,  # pyright: ignore[reportPrivateUsage]
+    differences,
+    fit_segment,
+    module_class,
+)
 from pytorch_lightning.callbacks import (
     Callback,
     DeviceStatsMonitor,
@@ -54,7 +65,7 @@ FAULTS = {
 }
 
 # attributes that hold the time, a path to a log file, or a display: never equal from run to run
-_NOT_COMPARED = {"_last_time_checked", "_start_time", "_end_time", "_offset", "_t0s", "exclude_batches_path"}
+_NOT_COMPARED = {"_last_time_checked", "_start_time", "_end_time", "_offset", "_t0s", "_time", "exclude_batches_path"}
 
 
 class UserCounter(Callback):
@@ -140,7 +151,7 @@ CALLBACKS: dict[str, Any] = {
     "ModelPruning": lambda d: [ModelPruning("l1_unstructured", amount=0.2)],
     "LambdaCallback": lambda d: _lambda_counter(),
     "ThroughputMonitor": lambda d: [ThroughputMonitor(batch_size_fn=_batch_size)],
-    "SpikeDetection": lambda d: [SpikeDetection(window=4, exclude_batches_path=str(d / "skip.json"))],
+    "SpikeDetection": lambda d: [SpikeDetection(window=4, rtol=50.0, exclude_batches_path=str(d / "skip.json"))],
     "EMAWeightAveraging": lambda d: [EMAWeightAveraging(decay=0.9)],
     "UserCounter": lambda d: [UserCounter()],
     "UserUnrestorable": lambda d: [UserUnrestorable()],
@@ -158,10 +169,15 @@ TABLE: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ModelSummary": ("exact", (), "nothing kept"),
     "TQDMProgressBar": ("exact", (), "a display: nothing kept"),
     "DeviceStatsMonitor": ("exact", (), "nothing kept"),
-    "ModelPruning": ("exact", (), "the masks live in the module's state_dict"),
-    "LambdaCallback": ("silent", (), "its state lives in the user's closures, which no checkpoint holds"),
-    "ThroughputMonitor": ("exact", (), "measures time: its counters start again"),
-    "SpikeDetection": ("exact", (), "its running mean"),
+    "ModelPruning": ("warned", ("ModelPruning with a checkpoint saved in epoch 1",), "its checkpoint drops the masks"),
+    "LambdaCallback": ("silent", (), "what its functions count lives in the user's closures, outside any holder"),
+    "ThroughputMonitor": ("exact", (), "its counts restored (the times it measures are not compared)"),
+    "SpikeDetection": (
+        "crash",
+        ("'SpikeDetection' object has no attribute 'running'",),
+        "Lightning's own SpikeDetection.load_state_dict reads `self.running` (the attribute is `running_mean`):"
+        " every resume with it fails, plain Lightning's too",
+    ),
     "EMAWeightAveraging": ("exact", (), "the average lives in the checkpoint (on_save_checkpoint)"),
     "UserCounter": ("exact", (), "plain attributes outside state_dict(), restored"),
     "UserUnrestorable": ("warned", ("UserUnrestorable.last (Opaque)",), "not plain data: named"),
@@ -218,6 +234,9 @@ def observed(callback: Any, directory: Path) -> dict[str, Any]:
         for name, value in vars(callback).items()
         if is_plain(value) and name not in _NOT_COMPARED and name != "calls"
     }
+    if isinstance(callback, StochasticWeightAveraging):  # set by its load_state_dict only, for its own restore
+        seen.pop("_init_n_averaged", None)
+        seen.pop("_scheduler_state", None)
     if isinstance(callback, Timer):
         seen["state_dict"] = sorted(callback.state_dict()["time_elapsed"])
     elif not isinstance(callback, CountedStateDict):
@@ -234,6 +253,33 @@ def observed(callback: Any, directory: Path) -> dict[str, Any]:
 def _ours(segment: Segment, name: str) -> list[Any]:
     kinds = tuple(type(callback) for callback in CALLBACKS[name](Path("unused")))
     return [callback for callback in segment.trainer.callbacks if type(callback) in kinds]
+
+
+def _killed_chain(killed: Segment, resumed: Segment) -> dict[tuple[int, int, int, int], Row]:
+    """The rows a logger holds after a killed job and its resumed run: the killed job's up to the point the
+    resumed run starts from (at its first row's place, the rows of an earlier step), then the resumed run's."""
+    first = resumed.rows[0] if resumed.rows else None
+    kept: list[Row] = []
+    for row in killed.rows:
+        if first is None or row.position[:3] < first.position[:3]:
+            kept.append(row)
+        elif row.position[:3] == first.position[:3] and row.step < first.step:
+            kept.append(row)
+    chain: dict[tuple[int, int, int, int], Row] = {}
+    for row in kept + resumed.rows:
+        place = row.position[:3]
+        number = sum(1 for position in chain if position[:3] == place)
+        chain[(*place, number)] = row
+    return chain
+
+
+def _without_times(difference: str) -> str:
+    """A difference with the names of measured times left out (empty: nothing else)."""
+    if "[" in difference:
+        return "" if difference.endswith("/time]") else difference
+    where, _, names = difference.partition(": ")
+    kept = [name for name in names.split(", ") if not name.endswith("/time")] if names else []
+    return f"{where}: {', '.join(kept)}" if kept else ("" if names else difference)
 
 
 _REFERENCES: dict[tuple[str, str], tuple[Segment, Path]] = {}
@@ -257,9 +303,16 @@ def run(way: str, name: str, how: str, root: Path) -> Outcome:
     if resumed.error is not None:
         return Outcome("crash", [repr(resumed.error)], messages)
     found = differences(reference, [first, resumed], rows_to_fault=True)
+    if how == "kill":  # a killed job's rows after its save: the resumed run's take their place
+        found = [difference for difference in found if not difference.startswith("row at")]
+        found += _rows_differ({row.position: row for row in reference.rows}, _killed_chain(first, resumed))
+    if name == "ThroughputMonitor":  # the time it measures differs from run to run: the counts only
+        found = [kept for kept in map(_without_times, found) if kept]
     for ref, got in zip(_ours(reference, name), _ours(resumed, name), strict=True):
         a, b = observed(ref, ref_dir), observed(got, directory)
-        found += [f"{type(got).__name__}.{attr}" for attr in sorted(set(a) | set(b)) if not _same(a.get(attr), b.get(attr))]
+        found += [
+            f"{type(got).__name__}.{attr}" for attr in sorted(set(a) | set(b)) if not _same(a.get(attr), b.get(attr))
+        ]
     if not found and not messages:
         return Outcome("exact")
     return Outcome("warned" if messages else "silent", found, messages)
@@ -275,5 +328,5 @@ def test_callback_across_a_mid_epoch_resume(name: str, how: str, way: str, tmp_p
     detail = f"{name} {how} {way}: {outcome.shown()}\n" + "\n".join(outcome.warnings)
     print(f"\nOUTCOME {name} {how} {way}: {outcome.shown()}")
     assert outcome.kind == kind, detail
-    for part in named:
-        assert any(part in message for message in outcome.warnings), detail
+    for part in named:  # in the warning (a crash: in its error)
+        assert any(part in message for message in outcome.warnings + outcome.differences), detail

@@ -18,7 +18,7 @@ save:
   under its name (Lightning's ``load_state_dict`` then loads it as it would), else set on the
   callback after Lightning's load; or, where the value at the point is not plain data
   (``plain_data``) or was lost (a large tensor changed in place after the point), its name and type,
-  for the warning.
+  for the warning. An Enum member is plain data here too (written by its class and name).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.module_state import tensor_version
-from lightning_step_types.resume.plain_data import is_plain, same
+from lightning_step_types.resume.plain_data import NotPlain, encoded, is_plain, same
 
 __all__ = ["Changes", "Snapshot", "changes", "skipped_names", "snapshot"]
 
@@ -83,7 +83,7 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
 
 
 def _read(value: Any, copy_lists: bool) -> Any:
-    if isinstance(value, _AS_IS):
+    if type(value) in _AS_IS:
         return value
     if isinstance(value, torch.Tensor):
         if value.numel() <= _SMALL:
@@ -104,7 +104,7 @@ def _read(value: Any, copy_lists: bool) -> Any:
 
 def _value(read: Any) -> Any:
     """The value a snapshot read (raises ``_Lost`` where it cannot be read back)."""
-    if isinstance(read, _AS_IS):
+    if type(read) in _AS_IS:
         return read
     if isinstance(read, _Tensor):
         if read.version is not None and tensor_version(read.tensor) != read.version:
@@ -163,10 +163,11 @@ def changes(obj: Any, skip: frozenset[str], point: Snapshot, start: Snapshot, en
         held = key is not None and current is not _MISSING and same(saved[key], current)
         if held and not changed_since:
             continue  # the checkpoint's entry holds it as it was at the point: Lightning loads it
-        if not is_plain(value):
-            found.lost.append((name, type(value).__name__))
-        elif held and key is not None:
+        if held and key is not None and is_plain(value):
             found.entry[key] = value
-        else:
-            found.attributes[name] = value
+            continue
+        try:
+            found.attributes[name] = encoded(value)
+        except NotPlain:
+            found.lost.append((name, type(value).__name__))
     return found

@@ -45,7 +45,9 @@ from lightning_step_types.resume.messages import (
     epoch_start_hooks_problem,
     module_checkpoint_problem,
     plain_epoch_end_problem,
+    pruning_problem,
 )
+from lightning_step_types.resume.plain_data import decoded
 
 __all__ = ["Holders", "SAVED", "fit_limits", "loaded_holders", "resume_holders"]
 
@@ -54,22 +56,25 @@ SAVED = "holders"  # checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
 # Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
 # epoch's window), so running it at a restart inside the epoch does what the skipped call would have.
-_EPOCH_START_AGAIN = ("StochasticWeightAveraging", "GradientAccumulationScheduler")
+# A progress bar's sets up its display for the epoch.
+_EPOCH_START_AGAIN = ("StochasticWeightAveraging", "GradientAccumulationScheduler", "ProgressBar")
 # Lightning's callbacks whose attributes are not read at points: what they hold is the time, the
 # machine, a display or a search that runs before the fit (its state lives in the module and the
 # loops), none of which a resumed run can or should equal.
 _NOT_TRACKED = (
     "Timer",
-    "ThroughputMonitor",
     "DeviceStatsMonitor",
     "ProgressBar",
     "ModelSummary",
     "BatchSizeFinder",
     "LearningRateFinder",
 )
+# Attributes of Lightning's callbacks that hold a clock's reading: this process's, which another's cannot use.
+_CLOCK_ATTRIBUTES = {"ThroughputMonitor": frozenset({"_t0s"}), "ModelCheckpoint": frozenset({"_last_time_checked"})}
 # The hooks a validation and an epoch's end call a callback with, and the last of them: a callback
 # whose last hook returned before the fault has done its part, and the resumed run calls none of them
 # for it when that validation or epoch's end runs again.
+_NONE: frozenset[str] = frozenset()
 _WINDOW_HOOKS = {
     "validation": (
         "on_validation_start",
@@ -198,11 +203,15 @@ class Holders:
         # the callbacks whose attributes are read at each point's start (never their state_dict(): that is
         # Lightning's to call, at a save), with the names a reading leaves out (their methods)
         self.tracked: list[tuple[str, Any, frozenset[str]]] = [
-            (callback.state_key, callback, skipped_names(callback))
+            (
+                callback.state_key,
+                callback,
+                skipped_names(callback) | _CLOCK_ATTRIBUTES.get(type(callback).__name__, _NONE),
+            )
             for callback in trainer.callbacks
             if not _library_callback(callback)
             and hasattr(callback, "__dict__")
-            and not _named(callback, _NOT_TRACKED)
+            and not _named(callback, _NOT_TRACKED + _EPOCH_START_AGAIN)  # those set up again from their state
             and isinstance(callback.state_key, str)
         ]
         # of those, the callbacks whose batch hooks may change their attributes: read at every batch's start
@@ -375,6 +384,8 @@ def resume_holders(
         runs_again = saved.get("runs_again")
         if runs_again not in (None, "fetch") and _module_saves_its_own(module):
             problems.append(module_checkpoint_problem(type(module).__qualname__, runs_again))
+    if int(trainer.current_epoch) > 0 and any(_named(callback, ("ModelPruning",)) for callback in trainer.callbacks):
+        problems.append(pruning_problem(int(trainer.current_epoch)))
     if restart in ("mid_epoch", "epoch_end"):
         skipped: list[str] = []
         for callback in trainer.callbacks:
@@ -399,7 +410,7 @@ def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -
         key = getattr(callback, "state_key", None)
         if isinstance(key, str) and key in attributes:
             for name, value in attributes[key].items():
-                setattr(callback, name, value)
+                setattr(callback, name, decoded(value))
 
 
 def _module_saves_its_own(module: Any) -> bool:

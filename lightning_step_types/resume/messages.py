@@ -18,6 +18,7 @@ __all__ = [
     "batch_end_hooks_problem",
     "batch_end_callbacks_problem",
     "callback_attributes_problem",
+    "pruning_problem",
     "changed_module_problem",
     "epoch_start_hooks_problem",
     "format_problem_of",
@@ -194,6 +195,17 @@ def callback_attributes_problem(attributes: list[tuple[str, str, str]]) -> Probl
         " the point) or returned from its state_dict()",
         f"return what {first_cls}.{first_name} must keep from {first_cls}.state_dict() and set it again in"
         f" {first_cls}.load_state_dict(), or keep it as plain data",
+    )
+
+
+def pruning_problem(epoch: int) -> Problem:
+    return (
+        f"ModelPruning with a checkpoint saved in epoch {epoch}: ModelPruning saves the weights with the pruning"
+        " made permanent and without its masks (ModelPruning.on_save_checkpoint), so the resumed run trains the"
+        " pruned weights unmasked until its next pruning, where the uninterrupted run kept them at zero",
+        "ModelPruning's masks in the checkpoint, or a checkpoint saved before its first pruning",
+        "resume from a checkpoint saved before ModelPruning's first pruning (it prunes at epoch ends), or prune"
+        " once after training",
     )
 
 
