@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -104,9 +104,14 @@ class UserUnrestorable(Callback):
 class CountedStateDict(Callback):
     """A user's callback whose state_dict() has an effect: it counts its calls (as one that flushes or syncs)."""
 
+    calls: ClassVar[dict[str, int]] = {}  # run directory -> state_dict() calls (outside the instance: not restored)
+
     def __init__(self) -> None:
-        self.calls = 0
         self.total = 0
+        self.where = ""
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self.where = str(trainer.default_root_dir)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.total += 1
@@ -115,7 +120,7 @@ class CountedStateDict(Callback):
         self.total += 100
 
     def state_dict(self) -> dict[str, Any]:
-        self.calls += 1
+        CountedStateDict.calls[self.where] = CountedStateDict.calls.get(self.where, 0) + 1
         return {"total": self.total}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -232,7 +237,7 @@ def observed(callback: Any, directory: Path) -> dict[str, Any]:
     seen = {
         name: _normalized(value, directory)
         for name, value in vars(callback).items()
-        if is_plain(value) and name not in _NOT_COMPARED and name != "calls"
+        if is_plain(value) and name not in _NOT_COMPARED and name != "where"
     }
     if isinstance(callback, StochasticWeightAveraging):  # set by its load_state_dict only, for its own restore
         seen.pop("_init_n_averaged", None)
@@ -330,3 +335,48 @@ def test_callback_across_a_mid_epoch_resume(name: str, how: str, way: str, tmp_p
     assert outcome.kind == kind, detail
     for part in named:  # in the warning (a crash: in its error)
         assert any(part in message for message in outcome.warnings + outcome.differences), detail
+
+
+# --- the library's promises about a user's callback, both ways in -----------------------------------------
+
+
+def _saves(segment: Segment) -> int:
+    """How many checkpoints the fit wrote (each calls every callback's state_dict() once)."""
+    return sum(1 for _ in Path(segment.trainer.default_root_dir).rglob("*.ckpt"))
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+def test_state_dict_is_called_at_saves_only_as_in_plain_lightning(way: str, tmp_path: Path) -> None:
+    """A callback whose state_dict() counts its calls: called once per checkpoint, as plain Lightning calls it,
+    in the run that saves (with a validation and an epoch's end inside it, where the library reads the
+    callbacks' state) and in the resumed run."""
+    setup = CallbackSetup("CountedStateDict", tmp_path / "unused")
+    fault = Fault("between_batches", "checkpoint_kill", 1, 3)
+    plain = fit_segment("plain", HALF, tmp_path / "plain", fault, None, setup)
+    ours = fit_segment(way, HALF, tmp_path / way, fault, None, setup)
+    calls = CountedStateDict.calls
+    for segment in (plain, ours):
+        assert calls[str(segment.trainer.default_root_dir)] == _saves(segment) == 1, (way, calls, _saves(segment))
+    resumed = fit_segment(way, HALF, tmp_path / "resumed", None, ours.checkpoint, setup)
+    assert resumed.error is None and str(tmp_path / "resumed") not in calls  # it saves nothing: no call
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+def test_a_counter_outside_state_dict_comes_back_at_the_point(way: str, tmp_path: Path) -> None:
+    outcome = run(way, "UserCounter", "exception", tmp_path)
+    assert outcome.kind == "exact", outcome.shown()
+    reference, _ = _REFERENCES[(way, "UserCounter")]
+    (callback,) = _ours(reference, "UserCounter")
+    assert (callback.batches, callback.validations, len(callback.losses)) == (22, 4, 22)
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+def test_an_attribute_that_is_not_plain_data_is_named_once(way: str, tmp_path: Path) -> None:
+    outcome = run(way, "UserUnrestorable", "exception", tmp_path)
+    assert outcome.kind == "warned" and len(outcome.warnings) == 1, outcome.warnings
+    (message,) = outcome.warnings
+    assert "resuming epoch 1 at batch 6" in message
+    assert "UserUnrestorable.last (Opaque)" in message
+    assert "that the callback's state_dict() does not hold, and that are not plain data" in message
+    assert "expected: what a callback changes during a fit held in plain-data attributes" in message
+    assert "return what UserUnrestorable.last must keep from UserUnrestorable.state_dict()" in message
