@@ -6,9 +6,9 @@ read from its attributes (``vars``) instead, and what the point's checkpoint nee
 the save, from that reading, the attributes then, and the ``state_dict()`` Lightning called for the
 save:
 
-- `snapshot`: each attribute's value, cheaply. Numbers, strings and small tensors are held as they
-  are (a small tensor copied: it may change in place); a larger tensor by reference and its
-  in-place version; a dict by its items, each read the same way; a list by reference and length
+- `snapshot`: each attribute's value, cheaply. Numbers and strings are held as they are; a tensor
+  by reference and its in-place version (changed in place after the point: its value there is lost,
+  and named); a dict by its items, each read the same way; a list by reference and length
   (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
   batch, whose prefix the save reads back) or copied (at a validation's or an epoch's end's start);
   anything else by reference (its identity).
@@ -17,7 +17,7 @@ save:
   the point put into the checkpoint's ``state_dict()`` entry where that entry holds the attribute
   under its name (Lightning's ``load_state_dict`` then loads it as it would), else set on the
   callback after Lightning's load; or, where the value at the point is not plain data
-  (``plain_data``) or was lost (a large tensor changed in place after the point), its name and type,
+  (``plain_data``) or was lost (a tensor changed in place after the point), its name and type,
   for the warning. An Enum member is plain data here too (written by its class and name).
 """
 
@@ -35,7 +35,6 @@ from lightning_step_types.resume.plain_data import NotPlain, encoded, is_plain, 
 __all__ = ["Changes", "Snapshot", "changes", "skipped_names", "snapshot"]
 
 _AS_IS = (type(None), bool, int, float, complex, str, bytes)
-_SMALL = 64  # a tensor of at most this many elements is copied at a snapshot; a larger one is held by reference
 
 
 class _Ref:
@@ -50,8 +49,8 @@ class _Ref:
 class _Tensor:
     __slots__ = ("tensor", "version")
 
-    def __init__(self, tensor: torch.Tensor, version: int | None) -> None:
-        self.tensor, self.version = tensor, version  # version None: a copy
+    def __init__(self, tensor: torch.Tensor, version: int) -> None:
+        self.tensor, self.version = tensor, version
 
 
 class _List:
@@ -78,26 +77,54 @@ def skipped_names(callback: Any) -> frozenset[str]:
 
 
 def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
-    """``obj``'s attributes, each read as the module docstring says (``copy_lists``: lists copied)."""
-    return {name: _read(value, copy_lists) for name, value in vars(obj).items() if name not in skip}
+    """``obj``'s attributes, each read as the module docstring says (``copy_lists``: lists copied).
+
+    Run at every batch's start for the callbacks whose batch hooks may change them: one copy of the
+    attribute dict (in C), then a call only for each value that is not a number, a string or None."""
+    attributes = vars(obj)
+    read = attributes.copy()
+    kinds = _KINDS
+    for name, value in attributes.items():
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = _kind(type(value))
+        if kind == _SCALAR:
+            continue
+        if name in skip:
+            del read[name]
+        else:
+            read[name] = _read(value, copy_lists)
+    return read
+
+
+_SCALAR, _TENSOR, _DICT, _LIST, _TUPLE, _OTHER = range(6)
+# a value's type -> how a snapshot reads it; filled as types come (an isinstance check against torch.Tensor
+# runs Python code, a dict lookup by type does not)
+_KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, list: _LIST, tuple: _TUPLE}
+
+
+def _kind(cls: type) -> int:
+    kind = _TENSOR if issubclass(cls, torch.Tensor) else _OTHER
+    _KINDS[cls] = kind
+    return kind
 
 
 def _read(value: Any, copy_lists: bool) -> Any:
-    if type(value) in _AS_IS:
+    kind = _KINDS.get(type(value))
+    if kind is None:
+        kind = _kind(type(value))
+    if kind == _SCALAR:
         return value
-    if isinstance(value, torch.Tensor):
-        if value.numel() <= _SMALL:
-            return _Tensor(value.detach().clone(), None)
+    if kind == _TENSOR:  # by reference and version: Lightning's callbacks rebind theirs
         return _Tensor(value, tensor_version(value))
-    kind = type(value)
-    if kind is dict:
+    if kind == _DICT:
         items = cast("dict[Any, Any]", value)
         return {key: _read(item, copy_lists) for key, item in items.items()}
-    if kind is list:
+    if kind == _LIST:
         if copy_lists:
             return [_read(item, copy_lists) for item in cast("list[Any]", value)]
         return _List(cast("list[Any]", value), len(cast("list[Any]", value)))
-    if kind is tuple:
+    if kind == _TUPLE:
         return tuple(_read(item, copy_lists) for item in cast("tuple[Any, ...]", value))
     return _Ref(value)
 
@@ -107,7 +134,7 @@ def _value(read: Any) -> Any:
     if type(read) in _AS_IS:
         return read
     if isinstance(read, _Tensor):
-        if read.version is not None and tensor_version(read.tensor) != read.version:
+        if tensor_version(read.tensor) != read.version:
             raise _Lost
         return read.tensor
     if isinstance(read, _List):
