@@ -327,7 +327,7 @@ class Holders:
                 saved["callbacks"][key] = {**cast("Mapping[str, Any]", entry), **change.entry}
             if change.attributes:
                 saved["attributes"][key] = change.attributes
-            saved["lost"] += [[type(callback).__qualname__, name, kind] for name, kind in change.lost]
+            saved["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
         if start is not None and start in self.row_marks:
             saved["done"] = sorted(done)
             saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
