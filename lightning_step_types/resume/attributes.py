@@ -72,7 +72,7 @@ Snapshot = dict[str, Any]
 def skipped_names(callback: Any) -> frozenset[str]:
     """The names a snapshot leaves out: those the callback's class defines as methods (a hook the
     library or a test puts on the instance in place of the class's own)."""
-    cls = type(callback)
+    cls: type = callback.__class__
     return frozenset(name for name in dir(cls) if callable(getattr(cls, name, None)))
 
 
@@ -81,13 +81,14 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
 
     Run at every batch's start for the callbacks whose batch hooks may change them: one copy of the
     attribute dict (in C), then a call only for each value that is not a number, a string or None."""
-    attributes = vars(obj)
+    attributes = cast("dict[str, Any]", vars(obj))
     read = attributes.copy()
     kinds = _KINDS
     for name, value in attributes.items():
-        kind = kinds.get(type(value))
+        cls: type = value.__class__
+        kind = kinds.get(cls)
         if kind is None:
-            kind = _kind(type(value))
+            kind = _kind(cls)
         if kind == _SCALAR:
             continue
         if name in skip:
@@ -110,22 +111,23 @@ def _kind(cls: type) -> int:
 
 
 def _read(value: Any, copy_lists: bool) -> Any:
-    kind = _KINDS.get(type(value))
+    cls: type = value.__class__
+    kind = _KINDS.get(cls)
     if kind is None:
-        kind = _kind(type(value))
+        kind = _kind(cls)
     if kind == _SCALAR:
         return value
     if kind == _TENSOR:  # by reference and version: Lightning's callbacks rebind theirs
         return _Tensor(value, tensor_version(value))
     if kind == _DICT:
-        items = cast("dict[Any, Any]", value)
+        items = value
         return {key: _read(item, copy_lists) for key, item in items.items()}
     if kind == _LIST:
         if copy_lists:
-            return [_read(item, copy_lists) for item in cast("list[Any]", value)]
-        return _List(cast("list[Any]", value), len(cast("list[Any]", value)))
+            return [_read(item, copy_lists) for item in value]
+        return _List(value, len(value))
     if kind == _TUPLE:
-        return tuple(_read(item, copy_lists) for item in cast("tuple[Any, ...]", value))
+        return tuple(_read(item, copy_lists) for item in value)
     return _Ref(value)
 
 
@@ -144,11 +146,11 @@ def _value(read: Any) -> Any:
     if isinstance(read, _Ref):
         return read.value
     if isinstance(read, dict):
-        items = cast("dict[Any, Any]", read)
+        items = cast(Any, read)
         return {key: _value(item) for key, item in items.items()}
     if isinstance(read, list):
-        return [_value(item) for item in cast("list[Any]", read)]
-    return tuple(_value(item) for item in cast("tuple[Any, ...]", read))
+        return [_value(item) for item in cast(Any, read)]
+    return tuple(_value(item) for item in read)
 
 
 @dataclass
@@ -167,7 +169,7 @@ def changes(obj: Any, skip: frozenset[str], point: Snapshot, start: Snapshot, en
     """For a save now: ``obj``'s attributes that changed since the fit's ``start`` or since the ``point``,
     with ``entry``, the ``state_dict()`` Lightning called for this save (see the module docstring)."""
     found = Changes()
-    now = vars(obj)
+    now = cast("dict[str, Any]", vars(obj))
     saved: Mapping[str, Any] = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else {}
     for name, read in point.items():
         if name in skip:

@@ -374,7 +374,7 @@ def resume_holders(
         if saved.get("should_stop") and saved.get("stop_limits", fit_limits(trainer)) == fit_limits(trainer):
             trainer.should_stop = True
         _set_attributes(trainer, saved.get("attributes") or {})
-        lost = saved.get("lost") or []
+        lost: list[list[str]] = list(saved.get("lost") or [])
         if lost:
             problems.append(callback_attributes_problem([(str(cls), str(name), str(kind)) for cls, name, kind in lost]))
         if holders is not None:

@@ -29,9 +29,9 @@ def is_plain(value: Any) -> bool:
     if type(value) in _SCALARS or isinstance(value, torch.Tensor):
         return True
     if type(value) in (list, tuple):
-        return all(is_plain(item) for item in cast("list[Any]", value))
+        return all(is_plain(item) for item in value)
     if type(value) is dict:
-        items = cast("dict[Any, Any]", value)
+        items = cast(Any, value)
         return all(is_plain(key) and is_plain(item) for key, item in items.items())
     return False
 
@@ -55,11 +55,11 @@ def same(a: Any, b: Any) -> bool:
             )
         )
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        left, right = cast("Mapping[Any, Any]", a), cast("Mapping[Any, Any]", b)
+        left, right = cast(Any, a), cast(Any, b)
         return left.keys() == right.keys() and all(same(left[key], right[key]) for key in left)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        first, second = cast("list[Any]", a), cast("list[Any]", b)
-        return type(a) is type(b) and len(first) == len(second) and all(map(same, first, second))
+        first, second = cast(Any, a), cast(Any, b)  # isinstance leaves the item types unknown
+        return type(first) is type(second) and len(first) == len(second) and all(map(same, first, second))
     if isinstance(a, _SCALARS) and isinstance(b, _SCALARS):
         if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
             return True  # NaN, as a tensor's NaN
@@ -83,10 +83,10 @@ def encoded(value: Any) -> Any:
         cls = type(value)
         return {_ENUM: f"{cls.__module__}:{cls.__qualname__}.{value.name}"}
     if type(value) in (list, tuple):
-        items = [encoded(item) for item in cast("list[Any]", value)]
+        items = [encoded(item) for item in value]
         return items if type(value) is list else tuple(items)
     if type(value) is dict:
-        pairs = [(encoded(key), encoded(item)) for key, item in cast("dict[Any, Any]", value).items()]
+        pairs = [(encoded(key), encoded(item)) for key, item in cast(Any, value).items()]
         if all(type(key) in _SCALARS for key, _ in pairs) and not (len(pairs) == 1 and pairs[0][0] in (_ENUM, _ITEMS)):
             return dict(pairs)
         return {_ITEMS: [list(pair) for pair in pairs]}
@@ -96,12 +96,12 @@ def encoded(value: Any) -> Any:
 def decoded(value: Any) -> Any:
     """What `encoded` wrote, read back (an Enum whose class is gone: raises `NotPlain`)."""
     if type(value) is list:
-        return [decoded(item) for item in cast("list[Any]", value)]
+        return [decoded(item) for item in cast(Any, value)]
     if type(value) is tuple:
-        return tuple(decoded(item) for item in cast("tuple[Any, ...]", value))
+        return tuple(decoded(item) for item in cast(Any, value))
     if type(value) is not dict:
         return value
-    items = cast("dict[Any, Any]", value)
+    items = cast(Any, value)
     if len(items) == 1 and _ENUM in items:
         module, _, path = str(items[_ENUM]).partition(":")
         owner: Any = sys.modules.get(module) or importlib.import_module(module)
