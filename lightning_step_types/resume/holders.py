@@ -5,14 +5,19 @@ saved runs again. For the weights, the loops and the logged aggregates the libra
 at the point. For the other holders the one rule is: a resumed run neither repeats an effect the
 checkpoint already holds nor loses one.
 
-- A callback's ``state_dict()``: taken at the point's start (a batch's start, for the callbacks whose
-  batch hooks may change it; a validation's start and an epoch's end's start, for every stateful
-  callback) and saved under the library's key; the resumed run loads that in place of the
-  checkpoint's entry, so that the hooks that run again start from the state they started from
-  (``EarlyStopping`` counts one epoch once; ``ModelCheckpoint`` keeps and evicts the files the
-  uninterrupted run does). A callback whose last hook of that validation or epoch's end had returned
-  keeps its state instead, and the resumed run does not call it there again (a ``ModelCheckpoint``
-  that had saved writes no second copy).
+- A callback's state: never read through its ``state_dict()`` outside a save (Lightning calls that,
+  once per checkpoint; it may flush, sync or count). Its attributes are read instead
+  (``resume/attributes.py``): after the on_train_start hooks, at each batch's start (for the
+  callbacks whose batch hooks may change them), at a validation's start and an epoch's end's start.
+  At a save, each attribute that changed in the fit or since the point's start is taken back to the
+  point: in the checkpoint's ``state_dict()`` entry where that entry holds it under its name (the
+  resumed run loads that entry in place of the checkpoint's), else set on the callback at the resumed
+  fit's start; what is not plain data (``resume/plain_data.py``) is named in one warning. So the hooks
+  that run again start from the state they started from (``EarlyStopping`` counts one epoch once;
+  ``ModelCheckpoint`` keeps and evicts the files the uninterrupted run does), and a counter outside
+  ``state_dict()`` counts as in the uninterrupted run. A callback with a ``state_dict()`` whose last hook
+  of that validation or epoch's end had returned keeps its state instead, and the resumed run does not
+  call it there again (a ``ModelCheckpoint`` that had saved writes no second copy).
 - A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
   validation's own): the rows written since the point's start are saved, and the resumed run does
   not write them again when its hooks write the same rows.
@@ -21,9 +26,11 @@ checkpoint already holds nor loses one.
   the same limits, so that a relaunch from ``last.ckpt`` stops where the run that saved stopped; a fit
   given other limits (to train on) goes on, as in plain Lightning.
 - The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
-  ``StochasticWeightAveraging`` and ``GradientAccumulationScheduler`` (which set up from the epoch
-  and the checkpoint, whatever ran before) run at the resumed fit's start; any other callback's is
-  named in one warning.
+  ``StochasticWeightAveraging``, ``GradientAccumulationScheduler`` (which set up from the epoch and
+  the checkpoint, whatever ran before) and the progress bars (a display) run at the resumed fit's
+  start; any other callback's is named in one warning.
+- ``ModelPruning``: its checkpoint holds the pruned weights without their masks; a resume after its
+  first pruning is named in one warning.
 - What the module saves in its own ``on_save_checkpoint``: nothing can take it back to the point, so
   one warning names the hook and what may count twice.
 """
