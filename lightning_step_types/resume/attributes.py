@@ -10,7 +10,8 @@ save:
   by reference and its in-place version (changed in place after the point: its value there is lost,
   and named); a dict by its items, each read the same way; a list by reference and length
   (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
-  batch, whose prefix the save reads back) or copied (at a validation's or an epoch's end's start);
+  batch, whose prefix the save reads back) or copied, its items by reference (at the fit's start,
+  a validation's or an epoch's end's start, where a hook may empty it);
   anything else by reference (its identity).
 - `changes`: at a save, each attribute that changed in the fit (since the fit's start, after the
   ``on_train_start`` hooks) or since the point's start, and what the resumed run needs: the value at
@@ -123,8 +124,8 @@ def _read(value: Any, copy_lists: bool) -> Any:
         items = value
         return {key: _read(item, copy_lists) for key, item in items.items()}
     if kind == _LIST:
-        if copy_lists:
-            return [_read(item, copy_lists) for item in value]
+        if copy_lists:  # a shallow copy, in C: its items by reference, as they are at a save
+            return _List(value.copy(), len(value))
         return _List(value, len(value))
     if kind == _TUPLE:
         return tuple(_read(item, copy_lists) for item in value)
