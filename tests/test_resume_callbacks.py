@@ -33,7 +33,7 @@ from fault_matrix import (
     Outcome,
     Row,
     Segment,
-    _rows_differ,  # pyright: ignore[reportPrivateUsage]
+    _rows_differ,
     differences,
     fit_segment,
     module_class,
