@@ -703,6 +703,56 @@ def _resume_holder_warning(case: str) -> str:
         )
 
 
+def _resume_callback_warning(case: str) -> str:
+    """A resume with a callback the library cannot take back to the point: an attribute that is not plain
+    data (``attribute``), or ``ModelPruning`` resumed after its first pruning (``pruning``)."""
+    import tempfile
+
+    import test_resume as resume
+    import test_resume_fault as fault
+    from pytorch_lightning.callbacks import ModelPruning, OnExceptionCheckpoint
+
+    class Best:
+        """An object of the user's own class."""
+
+        def __init__(self, loss: float) -> None:
+            self.loss = loss
+
+    class KeepsBest(pl.Callback):
+        """Keeps the best batch's loss in an object of its own class."""
+
+        def __init__(self) -> None:
+            self.best = Best(float("inf"))
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.best = Best(min(self.best.loss, float(outputs["loss"])))
+
+    def callbacks() -> list[Any]:
+        return [KeepsBest()] if case == "attribute" else [ModelPruning("l1_unstructured", amount=0.2)]
+
+    fault_at = (0, 5) if case == "attribute" else (1, 5)
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        with pytest.raises(fault.SimulatedFault):
+            resume.fit(
+                root / "faulty",
+                lambda: fault.FaultyTyped("after_log", fault_at=fault_at),
+                callbacks=[OnExceptionCheckpoint(root / "faulty"), *callbacks()],
+                max_epochs=2,
+                enable_checkpointing=True,
+            )
+        resumed_as: Any = type("MyModel", (fault.FaultyTyped,), {})
+        return warning_of(
+            lambda: resume.fit(
+                root / "resumed",
+                resumed_as,
+                ckpt_path=root / "faulty" / "on_exception.ckpt",
+                callbacks=callbacks(),
+                max_epochs=2,
+            )
+        )
+
+
 def _resume_plain_epoch_end_warning() -> str:
     """Plain Lightning's checkpoint saved by OnExceptionCheckpoint in an epoch's end hooks."""
     import tempfile
@@ -995,6 +1045,8 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume inside an epoch with a callback set up at its start": lambda: _resume_holder_warning("epoch start"),
     "resume after a failed write in on_train_batch_end": lambda: _resume_holder_warning("batch end"),
     "resume plain Lightning's checkpoint from an epoch's end": _resume_plain_epoch_end_warning,
+    "resume with a callback attribute that is not plain data": lambda: _resume_callback_warning("attribute"),
+    "resume with ModelPruning after its first pruning": lambda: _resume_callback_warning("pruning"),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),

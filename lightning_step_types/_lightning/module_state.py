@@ -21,6 +21,7 @@ __all__ = [
     "metric_states_on_device",
     "modules_with_running_stats",
     "set_update_bookkeeping",
+    "tensor_version",
     "update_bookkeeping",
 ]
 
@@ -51,6 +52,11 @@ def gradient_marks(parameters: list[Any]) -> list[tuple[int, int] | None]:
 
 def grad_version(grad: torch.Tensor) -> int:
     return int(grad._version)
+
+
+def tensor_version(tensor: torch.Tensor) -> int:
+    """A tensor's in-place version (`Tensor._version`, torch-private: every in-place change adds one)."""
+    return int(tensor._version)
 
 
 def metric_change_mark(metric: Any) -> tuple[Any, ...]:

@@ -14,7 +14,7 @@ the last point whose every effect it holds, with each process's running state at
   processes, ``resume/rank_exchange.py``), leaving Lightning's own entries as Lightning wrote them;
 - ``resume/load.py`` hands Lightning that fit loop state when the checkpoint loads, puts the state
   back and starts the resumed run at the point;
-- ``resume/holders.py`` does the same for who else holds state: the callbacks' ``state_dict()``, the rows
+- ``resume/holders.py`` does the same for who else holds state: the callbacks' state and attributes, the rows
   the loggers already wrote, ``trainer.should_stop``, the epoch-start hooks Lightning skips;
 - ``resume/messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 

@@ -179,7 +179,7 @@ class FitFollower:
         self.gradient_marks: list[tuple[int, int] | None] | None = None
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
-        self.holders: Holders | None = None  # the callbacks' and loggers' state at each point's start
+        self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
@@ -188,6 +188,8 @@ class FitFollower:
         if trainer is not None:
             self.holders = Holders(trainer)
         original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
+        if self.holders is not None:
+            self.holders.begin()
         if trainer is not None:
             optimizers = trainer.optimizers
             self._step_hooks = [_count_steps(optimizer, self.steps) for optimizer in optimizers]

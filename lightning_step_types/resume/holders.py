@@ -5,14 +5,19 @@ saved runs again. For the weights, the loops and the logged aggregates the libra
 at the point. For the other holders the one rule is: a resumed run neither repeats an effect the
 checkpoint already holds nor loses one.
 
-- A callback's ``state_dict()``: taken at the point's start (a batch's start, for the callbacks whose
-  batch hooks may change it; a validation's start and an epoch's end's start, for every stateful
-  callback) and saved under the library's key; the resumed run loads that in place of the
-  checkpoint's entry, so that the hooks that run again start from the state they started from
-  (``EarlyStopping`` counts one epoch once; ``ModelCheckpoint`` keeps and evicts the files the
-  uninterrupted run does). A callback whose last hook of that validation or epoch's end had returned
-  keeps its state instead, and the resumed run does not call it there again (a ``ModelCheckpoint``
-  that had saved writes no second copy).
+- A callback's state: never read through its ``state_dict()`` outside a save (Lightning calls that,
+  once per checkpoint; it may flush, sync or count). Its attributes are read instead
+  (``resume/attributes.py``): after the on_train_start hooks, at each batch's start (for the
+  callbacks whose batch hooks may change them), at a validation's start and an epoch's end's start.
+  At a save, each attribute that changed in the fit or since the point's start is taken back to the
+  point: in the checkpoint's ``state_dict()`` entry where that entry holds it under its name (the
+  resumed run loads that entry in place of the checkpoint's), else set on the callback at the resumed
+  fit's start; what is not plain data (``resume/plain_data.py``) is named in one warning. So the hooks
+  that run again start from the state they started from (``EarlyStopping`` counts one epoch once;
+  ``ModelCheckpoint`` keeps and evicts the files the uninterrupted run does), and a counter outside
+  ``state_dict()`` counts as in the uninterrupted run. A callback with a ``state_dict()`` whose last hook
+  of that validation or epoch's end had returned keeps its state instead, and the resumed run does not
+  call it there again (a ``ModelCheckpoint`` that had saved writes no second copy).
 - A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
   validation's own): the rows written since the point's start are saved, and the resumed run does
   not write them again when its hooks write the same rows.
@@ -21,16 +26,17 @@ checkpoint already holds nor loses one.
   the same limits, so that a relaunch from ``last.ckpt`` stops where the run that saved stopped; a fit
   given other limits (to train on) goes on, as in plain Lightning.
 - The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
-  ``StochasticWeightAveraging`` and ``GradientAccumulationScheduler`` (which set up from the epoch
-  and the checkpoint, whatever ran before) run at the resumed fit's start; any other callback's is
-  named in one warning.
+  ``StochasticWeightAveraging``, ``GradientAccumulationScheduler`` (which set up from the epoch and
+  the checkpoint, whatever ran before) and the progress bars (a display) run at the resumed fit's
+  start; any other callback's is named in one warning.
+- ``ModelPruning``: its checkpoint holds the pruned weights without their masks; a resume after its
+  first pruning is named in one warning.
 - What the module saves in its own ``on_save_checkpoint``: nothing can take it back to the point, so
   one warning names the hook and what may count twice.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -38,13 +44,17 @@ import torch
 
 from lightning_step_types._lightning.fit_loop import restart_inside_epoch
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+from lightning_step_types.resume.attributes import Snapshot, changes, skipped_names, snapshot
 from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
+    callback_attributes_problem,
     epoch_start_hooks_problem,
     module_checkpoint_problem,
     plain_epoch_end_problem,
+    pruning_problem,
 )
+from lightning_step_types.resume.plain_data import decoded
 
 __all__ = ["Holders", "SAVED", "fit_limits", "loaded_holders", "resume_holders"]
 
@@ -53,16 +63,25 @@ SAVED = "holders"  # checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
 # Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
 # epoch's window), so running it at a restart inside the epoch does what the skipped call would have.
-_EPOCH_START_AGAIN = ("StochasticWeightAveraging", "GradientAccumulationScheduler")
-# Held as they are in a state taken at a batch's start: immutable, or replaced rather than changed
-# (Lightning's callbacks rebind the tensors of their state).
-_AS_IS = (str, int, float, bool, type(None), torch.Tensor)
-# Not taken at each batch's start: Timer's state is the time elapsed, which no resumed run equals, and
-# its state_dict() reads the clock for every stage.
-_NOT_PER_BATCH = ("Timer",)
+# A progress bar's sets up its display for the epoch.
+_EPOCH_START_AGAIN = ("StochasticWeightAveraging", "GradientAccumulationScheduler", "ProgressBar")
+# Lightning's callbacks whose attributes are not read at points: what they hold is the time, the
+# machine, a display or a search that runs before the fit (its state lives in the module and the
+# loops), none of which a resumed run can or should equal.
+_NOT_TRACKED = (
+    "Timer",
+    "DeviceStatsMonitor",
+    "ProgressBar",
+    "ModelSummary",
+    "BatchSizeFinder",
+    "LearningRateFinder",
+)
+# Attributes of Lightning's callbacks that hold a clock's reading: this process's, which another's cannot use.
+_CLOCK_ATTRIBUTES = {"ThroughputMonitor": frozenset({"_t0s"}), "ModelCheckpoint": frozenset({"_last_time_checked"})}
 # The hooks a validation and an epoch's end call a callback with, and the last of them: a callback
 # whose last hook returned before the fault has done its part, and the resumed run calls none of them
 # for it when that validation or epoch's end runs again.
+_NONE: frozenset[str] = frozenset()
 _WINDOW_HOOKS = {
     "validation": (
         "on_validation_start",
@@ -104,20 +123,6 @@ def _named(callback: Any, names: tuple[str, ...]) -> bool:
 
 def _library_callback(callback: Any) -> bool:
     return type(callback).__module__.startswith("lightning_step_types")
-
-
-def _copied(state: Any) -> Any:
-    """The containers of a state copied; tensors by reference (Lightning's callbacks rebind theirs)."""
-    if isinstance(state, Mapping):
-        items: Mapping[Any, Any] = cast(Any, state)  # isinstance leaves the item types unknown
-        return {key: value if isinstance(value, _AS_IS) else _copied(value) for key, value in items.items()}
-    if isinstance(state, (list, tuple)):
-        values: list[Any] = list(cast(Any, state))
-        copied = [_copied(value) for value in values]
-        return copied if isinstance(state, list) else tuple(copied)
-    if isinstance(state, _AS_IS):
-        return state
-    return copy.copy(state)
 
 
 def _row(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,7 +198,7 @@ class _Asleep:
 
 
 class Holders:
-    """The callbacks' states and the loggers' rows of one fit, at the starts of the points it can resume from."""
+    """The callbacks' attributes and the loggers' rows of one fit, at the starts of the points it can resume from."""
 
     def __init__(self, trainer: Any) -> None:
         self.stateful: list[tuple[str, Any]] = [
@@ -202,11 +207,25 @@ class Holders:
             if not _library_callback(callback)
             and _overrides(callback, "state_dict", _lightning_callback_base(callback))
         ]
-        self.in_batch: list[tuple[str, Any]] = [
-            (key, callback)
-            for key, callback in self.stateful
+        # the callbacks whose attributes are read at each point's start (never their state_dict(): that is
+        # Lightning's to call, at a save), with the names a reading leaves out (their methods)
+        self.tracked: list[tuple[str, Any, frozenset[str]]] = [
+            (
+                callback.state_key,
+                callback,
+                skipped_names(callback) | _CLOCK_ATTRIBUTES.get(type(callback).__name__, _NONE),
+            )
+            for callback in trainer.callbacks
+            if not _library_callback(callback)
+            and hasattr(callback, "__dict__")
+            and not _named(callback, _NOT_TRACKED + _EPOCH_START_AGAIN)  # those set up again from their state
+            and isinstance(callback.state_key, str)
+        ]
+        # of those, the callbacks whose batch hooks may change their attributes: read at every batch's start
+        self.in_batch: list[tuple[str, Any, frozenset[str]]] = [
+            (key, callback, skip)
+            for key, callback, skip in self.tracked
             if any(_overrides(callback, hook, _lightning_callback_base(callback)) for hook in _BATCH_HOOKS)
-            and not _named(callback, _NOT_PER_BATCH)
         ]
         # the callbacks whose on_train_batch_end changes what a checkpoint holds (their state, or files)
         self.batch_end_holders: list[Any] = [
@@ -222,7 +241,8 @@ class Holders:
             for hook in ("on_validation_end", "on_train_epoch_end"):
                 take_off_instance(callback, hook)  # an earlier fit's wrapper, which an exception left
                 _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
-        self.marks: dict[str, dict[str, Any]] = {}  # batch | validation | epoch_end -> state_key -> state
+        self.start: dict[str, Snapshot] = {}  # state_key -> the attributes after the on_train_start hooks
+        self.marks: dict[str, dict[str, Snapshot]] = {}  # batch | validation | epoch_end -> state_key -> attributes
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
         self.written: list[tuple[int, int | None, dict[str, Any]]] = []  # a resumed run's rows written already
@@ -234,6 +254,11 @@ class Holders:
             except AttributeError:  # a logger with __slots__: its rows are not followed
                 continue
             self.loggers.append(logger)
+
+    def begin(self) -> None:
+        """At the fit's start, after the on_train_start hooks (which a resumed run runs again): what a
+        callback's attributes change from later is what the fit changed."""
+        self.start = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
 
     def stop(self) -> None:
         for logger in self.loggers:
@@ -259,26 +284,58 @@ class Holders:
             self.rows = []
         self.row_marks["batch"] = 0
         if self.in_batch:
-            self.marks["batch"] = {key: _copied(callback.state_dict()) for key, callback in self.in_batch}
+            self.marks["batch"] = {key: snapshot(callback, skip, False) for key, callback, skip in self.in_batch}
 
     def mark(self, name: str) -> None:
         """At a validation's start (``validation``) and an epoch's end's start (``epoch_end``)."""
         self.row_marks[name] = len(self.rows)
         self.done.clear()
-        if self.stateful:
-            self.marks[name] = {key: _copied(callback.state_dict()) for key, callback in self.stateful}
+        if self.tracked:
+            self.marks[name] = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
 
-    def saved(self, mark: str | None, stop: list[int | None] | None, unfinished_batch: int | None) -> dict[str, Any]:
+    def saved(
+        self,
+        mark: str | None,
+        stop: list[int | None] | None,
+        unfinished_batch: int | None,
+        entries: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries; ``stop``:
         the fit's limits (`fit_limits`) where a stop was requested, else None; ``unfinished_batch``: an
-        exception stopped that batch's on_train_batch_end hooks, which do not run again."""
-        saved: dict[str, Any] = {"callbacks": {}, "rows": [], "should_stop": stop is not None, "runs_again": mark}
+        exception stopped that batch's on_train_batch_end hooks, which do not run again; ``entries``: the
+        checkpoint's ``callbacks`` entries, each callback's ``state_dict()`` as Lightning called it for this save.
+
+        Under ``callbacks`` go the entries as they were at the point (an entry that holds an attribute under
+        its name, with the attribute's value at the point); under ``attributes``, what the resumed run sets
+        on a callback after Lightning's load; under ``lost``, what it cannot put back."""
+        saved: dict[str, Any] = {
+            "callbacks": {},
+            "attributes": {},
+            "lost": [],
+            "rows": [],
+            "should_stop": stop is not None,
+            "runs_again": mark,
+        }
         if stop is not None:
             saved["stop_limits"] = stop
         start = "batch" if mark == "fetch" else mark  # a fault before a batch's hooks ended: from its start
+        done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
+        marked = self.marks.get(start, {}) if start is not None and start in self.row_marks else {}
+        found = entries or {}
+        for key, callback, skip in self.tracked:
+            if key in done or key not in self.start:
+                continue
+            point = marked.get(key)
+            if point is None:  # no change since the point's start: the attributes now are its
+                point = snapshot(callback, skip, True)
+            change = changes(callback, skip, point, self.start[key], found.get(key))
+            entry: Any = found.get(key)
+            if change.entry and isinstance(entry, Mapping):
+                saved["callbacks"][key] = {**cast("Mapping[str, Any]", entry), **change.entry}
+            if change.attributes:
+                saved["attributes"][key] = change.attributes
+            saved["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
         if start is not None and start in self.row_marks:
-            done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
-            saved["callbacks"] = {key: state for key, state in self.marks.get(start, {}).items() if key not in done}
             saved["done"] = sorted(done)
             saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
         if unfinished_batch is not None:
@@ -323,6 +380,10 @@ def resume_holders(
         # earlier release has none: it holds); with others, the fit goes on as plain Lightning's does
         if saved.get("should_stop") and saved.get("stop_limits", fit_limits(trainer)) == fit_limits(trainer):
             trainer.should_stop = True
+        _set_attributes(trainer, saved.get("attributes") or {})
+        lost: list[list[str]] = list(saved.get("lost") or [])
+        if lost:
+            problems.append(callback_attributes_problem([(str(cls), str(name), str(kind)) for cls, name, kind in lost]))
         if holders is not None:
             holders.written = [(int(index), step, dict(values)) for index, step, values in saved.get("rows", [])]
             if saved.get("done") and saved.get("runs_again") in _WINDOW_HOOKS:
@@ -330,6 +391,8 @@ def resume_holders(
         runs_again = saved.get("runs_again")
         if runs_again not in (None, "fetch") and _module_saves_its_own(module):
             problems.append(module_checkpoint_problem(type(module).__qualname__, runs_again))
+    if int(trainer.current_epoch) > 0 and any(_named(callback, ("ModelPruning",)) for callback in trainer.callbacks):
+        problems.append(pruning_problem(int(trainer.current_epoch)))
     if restart in ("mid_epoch", "epoch_end"):
         skipped: list[str] = []
         for callback in trainer.callbacks:
@@ -343,6 +406,18 @@ def resume_holders(
         if skipped:
             problems.append(epoch_start_hooks_problem(int(trainer.current_epoch), skipped))
     return problems
+
+
+def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each callback's attributes as they were at the point, where its ``state_dict()`` does not hold them
+    (after Lightning loaded the callbacks, and after the on_train_start hooks, which set up from nothing)."""
+    if not attributes:
+        return
+    for callback in trainer.callbacks:
+        key = getattr(callback, "state_key", None)
+        if isinstance(key, str) and key in attributes:
+            for name, value in attributes[key].items():
+                setattr(callback, name, decoded(value))
 
 
 def _module_saves_its_own(module: Any) -> bool:

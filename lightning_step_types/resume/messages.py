@@ -17,6 +17,8 @@ __all__ = [
     "Problem",
     "batch_end_hooks_problem",
     "batch_end_callbacks_problem",
+    "callback_attributes_problem",
+    "pruning_problem",
     "changed_module_problem",
     "epoch_start_hooks_problem",
     "format_problem_of",
@@ -177,6 +179,33 @@ def batch_end_callbacks_problem(batch: int, callbacks: list[str]) -> Problem:
         "a checkpoint saved before a batch's optimizer step, or after its on_train_batch_end hooks",
         "nothing to do for the weights, which are exact; a ModelCheckpoint whose write failed writes its next"
         " checkpoint when it is due (or call trainer.save_checkpoint(path) once the resumed run starts)",
+    )
+
+
+def callback_attributes_problem(attributes: list[tuple[str, str, str]]) -> Problem:
+    """``attributes``: (callback class, attribute, its type) that changed in the fit and cannot be put back."""
+    shown = ", ".join(f"{cls}.{name} ({kind})" for cls, name, kind in attributes)
+    first_cls, first_name, _ = attributes[0]
+    return (
+        f"callback attributes that changed during the fit, that the callback's state_dict() does not hold, and"
+        f" that are not plain data (numbers, strings, tensors, lists and dicts of those) or changed in place"
+        f" after the point: the resumed run starts them from what __init__, setup and load_state_dict() give:"
+        f" {shown}",
+        "what a callback changes during a fit held in plain-data attributes (the library puts those back at"
+        " the point) or returned from its state_dict()",
+        f"return what {first_cls}.{first_name} must keep from {first_cls}.state_dict() and set it again in"
+        f" {first_cls}.load_state_dict(), or keep it as plain data",
+    )
+
+
+def pruning_problem(epoch: int) -> Problem:
+    return (
+        f"ModelPruning with a checkpoint saved in epoch {epoch}: ModelPruning saves the weights with the pruning"
+        " made permanent and without its masks (ModelPruning.on_save_checkpoint), so the resumed run trains the"
+        " pruned weights unmasked until its next pruning, where the uninterrupted run kept them at zero",
+        "ModelPruning's masks in the checkpoint, or a checkpoint saved before its first pruning",
+        "resume from a checkpoint saved before ModelPruning's first pruning (it prunes at epoch ends), or prune"
+        " once after training",
     )
 
 

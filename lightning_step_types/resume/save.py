@@ -13,7 +13,7 @@ Lightning resume of the file is Lightning's own.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from lightning_step_types._lightning.fit_loop import (
     ResumePoint,
@@ -97,7 +97,13 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             else None
         )
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
-        ours[STATE][SAVED] = follower.holders.saved(_runs_again(follower, point, position), stop, unfinished)
+        entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
+        ours[STATE][SAVED] = follower.holders.saved(
+            _runs_again(follower, point, position),
+            stop,
+            unfinished,
+            cast("dict[str, Any]", entries) if isinstance(entries, dict) else None,
+        )
     return follower.pass_states_before(fetch)
 
 
