@@ -84,6 +84,8 @@ def prepare(lightning: Path, commit: str, out: Path) -> Path:
 
     ``lightning`` is a clone of Lightning or an archive of one (``is_archive``).
     """
+    if not lightning.exists():
+        raise SystemExit(f"{lightning} does not exist: give a clone of Lightning or an archive of one")
     if (out / "tests").exists():
         raise SystemExit(f"{out}/tests exists already: give an empty or new --out")
     out.mkdir(parents=True, exist_ok=True)

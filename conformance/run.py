@@ -98,10 +98,11 @@ class Entry:
     args: tuple[str, ...]
     reason: str
     line: int
+    written: str = ""  # the arguments as the line writes them
 
     @property
     def condition(self) -> str:
-        return f"{self.kind}: {shlex.join(self.args)}"
+        return f"{self.kind}: {self.written or shlex.join(self.args)}"
 
     def names(self, mode: str, node_id: str) -> bool:
         matches = node_id == self.pattern or fnmatch.fnmatchcase(node_id, self.pattern)
@@ -237,13 +238,19 @@ def load_allow_list(path: Path) -> list[Entry]:
                 f" {kinds}, got {raw!r}"
             )
         modes, pattern = fields[0], fields[1]
-        entries.append(Entry(tuple(modes.split(",")), pattern, kind.strip(), args, reason.strip(), number))
+        entry = Entry(tuple(modes.split(",")), pattern, kind.strip(), args, reason.strip(), number, arguments.strip())
+        entries.append(entry)
     return entries
 
 
-def read_baseline(path: Path) -> set[str]:
+def read_baseline(path: Path, paths: list[str] | None = None) -> set[str]:
+    """The node ids in ``path``; with ``paths`` (under tests/tests_pytorch), those of tests under them."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    nodes = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    if paths is not None:
+        prefixes = tuple(f"tests/tests_pytorch/{p.rstrip('/')}{end}" for p in paths for end in ("/", "::"))
+        nodes = {node for node in nodes if node.startswith(prefixes)}
+    return nodes
 
 
 def write_baseline(path: Path, plain: dict[str, Any]) -> int:
@@ -263,18 +270,25 @@ def run_mode(mode: str, tests: Path, out: Path, package: Path | None, subset: li
         "--timeout=300", f"--junitxml={junit}", *extra,
     ]  # fmt: skip
     print(f"== {mode}: {' '.join(command)}", flush=True)
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), _children_cpu()
     with log.open("w", encoding="utf-8") as stream:
-        subprocess.run(command, cwd=tests, env=env, stdout=stream, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(command, cwd=tests, env=env, stdout=stream, stderr=subprocess.STDOUT, check=False)
     seconds = time.monotonic() - started
-    if not results.exists():
+    if done.returncode not in (0, 1) or not results.exists():  # 0: all passed, 1: some failed
         print(log.read_text(encoding="utf-8")[-3000:])
-        raise SystemExit(f"{mode}: pytest wrote no results; see {log}")
+        raise SystemExit(f"{mode}: pytest exited with {done.returncode} (interrupted, or no tests); see {log}")
     data = json.loads(results.read_text(encoding="utf-8"))
     data["seconds"] = round(seconds)
+    data["cpu_seconds"] = round(_children_cpu() - cpu_before)
     results.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    print(f"   {mode}: {_count_line(data)}; {seconds / 60:.1f} min", flush=True)
+    print(f"   {mode}: {_count_line(data)}; {seconds / 60:.1f} min, {data['cpu_seconds'] / 60:.1f} CPU min", flush=True)
     return data
+
+
+def _children_cpu() -> float:
+    """User and system CPU seconds of the finished child processes (pytest and what it spawned)."""
+    usage = os.times()
+    return usage.children_user + usage.children_system
 
 
 def _count_line(data: dict) -> str:
@@ -371,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit", default=DEFAULT_COMMIT, help="with --lightning: the commit to test against")
     parser.add_argument("--modes", default="off,default,log_loss", help="comma-separated: off, default, log_loss")
     parser.add_argument("--subset", choices=sorted(SUBSETS), default="full", help="which tests (default full)")
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        help="instead of the subset, these paths under tests/tests_pytorch; a --baseline is read for them alone",
+    )
     parser.add_argument("--baseline", type=Path, help="the node ids that pass plainly (instead of an off run)")
     parser.add_argument("--write-baseline", type=Path, help="after the off run: write the node ids that passed here")
     parser.add_argument(
@@ -401,13 +420,13 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{tests} is missing: run conformance/prepare.py first")
         for mode in modes:
             extra = (["-p", "no:rerunfailures"] if args.no_reruns else []) + args.pytest_args
-            runs[mode] = run_mode(mode, tests, args.out, args.package, SUBSETS[args.subset], extra)
+            runs[mode] = run_mode(mode, tests, args.out, args.package, args.paths or SUBSETS[args.subset], extra)
     entries = load_allow_list(args.allow_list)
     if args.write_baseline:
         if PLAIN not in runs:
             raise SystemExit(f"--write-baseline needs the plain run: --modes {PLAIN}")
         print(f"{args.write_baseline}: {write_baseline(args.write_baseline, runs[PLAIN])} tests pass plainly")
-    baseline = read_baseline(args.baseline) if args.baseline else None
+    baseline = read_baseline(args.baseline, args.paths) if args.baseline else None
     plain_results = args.out / f"{PLAIN}.json"
     if baseline is None and PLAIN not in runs and plain_results.exists():  # from an earlier run into --out
         runs = {PLAIN: json.loads(plain_results.read_text(encoding="utf-8")), **runs}

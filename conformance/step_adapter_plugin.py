@@ -352,10 +352,12 @@ def _sequence_differences(left: list[Any], right: list[Any], path: str, found: l
 
 
 def _similar(left: object, right: object) -> bool:
-    """Equal, or two mappings (or lists of them) that differ only by keys one side holds."""
+    """Equal, or two mappings (or lists of them) that share a key and differ only by keys one side holds."""
     if _equal(left, right):
         return True
     if type(left) is not type(right) or not isinstance(left, (Mapping, list, tuple)):
+        return False
+    if isinstance(left, Mapping) and isinstance(right, Mapping) and not set(left) & set(right):
         return False
     found: list[dict[str, Any]] = []
     complete = _differences(left, right, "$", found)
