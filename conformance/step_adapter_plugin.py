@@ -13,6 +13,10 @@ environment variable ``STEP_ADAPTER``:
 - ``default``: ``StepResultAdapter()``.
 - ``log_loss``: ``StepResultAdapter(log_loss=True)``.
 
+The Trainer wrapped is ``pytorch_lightning``'s, or with ``STEP_ADAPTER_FLAVOUR=lightning.pytorch``
+the ``lightning`` package's (a project that imports ``lightning.pytorch``), with the library's
+adapter of that flavour.
+
 At the end of the session the plugin prints how many trainers were built and how many hold an
 adapter, and, with ``STEP_ADAPTER_RESULTS=path.json``, writes the counts and every test's outcome
 (with the first line of each failure) to that file for ``run.py`` to compare. For each failed test
@@ -26,6 +30,7 @@ key, a set member or a list item on one side only, or a value).
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import re
@@ -39,6 +44,9 @@ import pytest
 MODES = ("off", "default", "log_loss")
 _ENV_MODE = "STEP_ADAPTER"
 _ENV_RESULTS = "STEP_ADAPTER_RESULTS"
+_ENV_FLAVOUR = "STEP_ADAPTER_FLAVOUR"
+# the Lightning package whose Trainer is wrapped -> the library's module of that flavour
+FLAVOURS = {"pytorch_lightning": "pytorch_lightning", "lightning.pytorch": "lightning_pytorch"}
 # at most this many differences are recorded for one comparison; past it the record says it is cut
 _MAX_DIFFERENCES = 40
 # the alignment of two lists compares every item with every item: larger lists are compared by position
@@ -49,48 +57,49 @@ _REPR_CHARS = 200
 class _Injector:
     """Wraps ``Trainer.__init__`` for one session and counts what it did."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, flavour: str = "pytorch_lightning") -> None:
         if mode not in MODES:
             raise pytest.UsageError(f"--step-adapter / {_ENV_MODE} must be one of {MODES}, got {mode!r}")
+        if flavour not in FLAVOURS:
+            raise pytest.UsageError(f"{_ENV_FLAVOUR} must be one of {sorted(FLAVOURS)}, got {flavour!r}")
         self.mode = mode
+        self.flavour = flavour
         self.trainers_built = 0
         self.trainers_with_adapter = 0
         self.not_injected: list[str] = []  # why an argument was left as it was
         self._trainer_class: Any = None
         self._original_init: Any = None
 
-    def new_adapter(self) -> Any:
-        from lightning_step_types import StepResultAdapter
+    def _adapter_class(self) -> Any:
+        return importlib.import_module(f"lightning_step_types.{FLAVOURS[self.flavour]}").StepResultAdapter
 
-        return StepResultAdapter(log_loss=True) if self.mode == "log_loss" else StepResultAdapter()
+    def new_adapter(self) -> Any:
+        adapter = self._adapter_class()
+        return adapter(log_loss=True) if self.mode == "log_loss" else adapter()
 
     def with_adapter(self, callbacks: Any) -> Any:
         """The callbacks argument as a user who adds the adapter writes it."""
-        from pytorch_lightning.callbacks import Callback
-
-        from lightning_step_types import StepResultAdapter
-
+        callback_class = importlib.import_module(f"{self.flavour}.callbacks").Callback
+        adapter_class = self._adapter_class()
         if callbacks is None:
             return [self.new_adapter()]
-        if isinstance(callbacks, Callback):
+        if isinstance(callbacks, callback_class):
             return [callbacks, self.new_adapter()]
         if isinstance(callbacks, list):
             # Lightning keeps the list it is given as `trainer.callbacks` and appends its own
             # defaults to it, so a test may read its list afterwards: append in place, as
             # Lightning does. A list that already holds an adapter (the same list passed to a
             # second Trainer) keeps the one it has, as it keeps its other callbacks.
-            if not any(isinstance(callback, StepResultAdapter) for callback in callbacks):
+            if not any(isinstance(callback, adapter_class) for callback in callbacks):
                 callbacks.append(self.new_adapter())
             return callbacks
         self.not_injected.append(f"callbacks={callbacks!r}")
         return callbacks  # anything else Lightning refuses on its own; leave the error to it
 
     def install(self) -> None:
-        from pytorch_lightning import Trainer
-
-        from lightning_step_types import StepResultAdapter
-
-        original = Trainer.__init__
+        trainer_class = importlib.import_module(self.flavour).Trainer
+        adapter_class = self._adapter_class()
+        original = trainer_class.__init__
         injector = self
 
         @functools.wraps(original)
@@ -99,11 +108,11 @@ class _Injector:
                 kwargs["callbacks"] = injector.with_adapter(kwargs.get("callbacks"))
             original(trainer, *args, **kwargs)
             injector.trainers_built += 1
-            if any(isinstance(callback, StepResultAdapter) for callback in trainer.callbacks):
+            if any(isinstance(callback, adapter_class) for callback in trainer.callbacks):
                 injector.trainers_with_adapter += 1
 
-        self._trainer_class, self._original_init = Trainer, original
-        Trainer.__init__ = __init__  # type: ignore[method-assign]
+        self._trainer_class, self._original_init = trainer_class, original
+        trainer_class.__init__ = __init__
 
     def uninstall(self) -> None:
         if self._trainer_class is not None:
@@ -112,6 +121,7 @@ class _Injector:
     def counts(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
+            "flavour": self.flavour,
             "trainers_built": self.trainers_built,
             "trainers_with_adapter": self.trainers_with_adapter,
             "not_injected": self.not_injected,
@@ -448,7 +458,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.hasplugin("rerunfailures"):  # -p no:rerunfailures: Lightning's tests still use it
         config.addinivalue_line("markers", "flaky(reruns, reruns_delay): rerun a failed test (pytest-rerunfailures)")
     mode = config.getoption("--step-adapter") or os.environ.get(_ENV_MODE, "off")
-    injector = _Injector(mode)
+    injector = _Injector(mode, os.environ.get(_ENV_FLAVOUR, "pytorch_lightning"))
     injector.install()
     config.stash[_INJECTOR] = injector
     recorder = _Recorder()
@@ -457,13 +467,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    import pytorch_lightning
-
     import lightning_step_types
 
+    injector = config.stash[_INJECTOR]
+    lightning = importlib.import_module(injector.flavour)
     return (
-        f"step adapter: {config.stash[_INJECTOR].mode}; lightning_step_types from "
-        f"{os.path.dirname(lightning_step_types.__file__)}; pytorch_lightning {pytorch_lightning.__version__}"
+        f"step adapter: {injector.mode}; lightning_step_types from "
+        f"{os.path.dirname(lightning_step_types.__file__)}; {injector.flavour} {lightning.__version__}"
     )
 
 

@@ -80,6 +80,25 @@ def test_off_mode_counts_trainers_and_adds_nothing(injector: Any) -> None:
     assert (injector.trainers_built, injector.trainers_with_adapter) == (1, 0)
 
 
+def test_the_lightning_pytorch_flavour_wraps_that_packages_trainer() -> None:
+    import lightning.pytorch as lp
+
+    from lightning_step_types.lightning_pytorch import StepResultAdapter as LightningPytorchAdapter
+
+    injector = step_adapter_plugin._Injector("default", "lightning.pytorch")
+    injector.install()
+    try:
+        trainer = lp.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, max_steps=1)
+        plain = _trainer(enable_checkpointing=False)  # pytorch_lightning's Trainer is left alone
+    finally:
+        injector.uninstall()
+    assert [type(c) for c in trainer.callbacks if isinstance(c, LightningPytorchAdapter)] == [LightningPytorchAdapter]
+    assert plain.callbacks == []
+    assert (injector.trainers_built, injector.trainers_with_adapter) == (1, 1)
+    with pytest.raises(pytest.UsageError, match="STEP_ADAPTER_FLAVOUR must be one of"):
+        step_adapter_plugin._Injector("default", "lightning")
+
+
 def test_uninstall_restores_lightnings_init() -> None:
     original = pl.Trainer.__init__
     injector = step_adapter_plugin._Injector("default")
