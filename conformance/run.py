@@ -259,13 +259,24 @@ def write_baseline(path: Path, plain: dict[str, Any]) -> int:
     return len(passed)
 
 
-def run_mode(mode: str, tests: Path, out: Path, package: Path | None, subset: list[str], extra: list[str]) -> dict:
+def run_mode(
+    mode: str,
+    tests: Path,
+    out: Path,
+    package: Path | None,
+    subset: list[str],
+    extra: list[str],
+    ignored: list[str] = IGNORED,
+    flavour: str = "pytorch_lightning",
+) -> dict:
+    """One pytest process over ``subset`` (paths relative to ``tests``, its working folder) in ``mode``."""
     results, junit, log = out / f"{mode}.json", out / f"{mode}.xml", out / f"{mode}.log"
     env = dict(os.environ, STEP_ADAPTER=mode, STEP_ADAPTER_RESULTS=str(results), PYTHONDONTWRITEBYTECODE="1")
+    env["STEP_ADAPTER_FLAVOUR"] = flavour
     paths = [str(HERE)] + ([str(package.resolve())] if package else [])
     env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
     command = [
-        sys.executable, "-m", "pytest", *subset, *(f"--ignore={path}" for path in IGNORED),
+        sys.executable, "-m", "pytest", *subset, *(f"--ignore={path}" for path in ignored),
         "-p", "step_adapter_plugin", "-p", "no:cacheprovider", "-q", "-rA", "--color=no",
         "--timeout=300", f"--junitxml={junit}", *extra,
     ]  # fmt: skip
