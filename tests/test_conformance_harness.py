@@ -33,6 +33,11 @@ import run as conformance_run  # noqa: E402
 import step_adapter_plugin  # noqa: E402
 
 
+def _inner_path() -> str:
+    """The plugin's folder, then this checkout: the inner run imports the package this test imports."""
+    return os.pathsep.join([str(CONFORMANCE), str(CONFORMANCE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 @pytest.fixture
 def injector(request: pytest.FixtureRequest) -> Iterator[Any]:
     injector = step_adapter_plugin._Injector(request.param)
@@ -144,7 +149,7 @@ def test_plugin_injects_the_adapter_into_a_pytest_run(
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(_INNER_TEST), encoding="utf-8")
     results = tmp_path / "results.json"
     env = dict(os.environ, STEP_ADAPTER=mode, STEP_ADAPTER_RESULTS=str(results))
-    env["PYTHONPATH"] = os.pathsep.join([str(CONFORMANCE), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = _inner_path()
     command = [sys.executable, "-m", "pytest", "test_inner.py", "-p", "step_adapter_plugin", "-p", "no:cacheprovider"]
     done = subprocess.run(
         [*command, "-s", "-q", "-c", os.devnull, "--rootdir", str(tmp_path)],
@@ -285,7 +290,7 @@ def failing_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "a" / "test_f.py").write_text(textwrap.dedent(_FAILING_TESTS), encoding="utf-8")
     results = root / "results.json"
     env = dict(os.environ, STEP_ADAPTER="default", STEP_ADAPTER_RESULTS=str(results))
-    env["PYTHONPATH"] = os.pathsep.join([str(CONFORMANCE), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = _inner_path()
     command = [sys.executable, "-m", "pytest", "a/test_f.py", "-p", "step_adapter_plugin", "-p", "no:cacheprovider"]
     done = subprocess.run(
         [*command, "-q", "-c", os.devnull, "--rootdir", str(root)],
