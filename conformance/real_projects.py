@@ -106,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     if not tests:
         raise SystemExit(f"none of {project.tests} is in {args.source}")
     runs = {
-        mode: run_mode(mode, args.source, out, args.package, tests, args.pytest_args, [], project.flavour)
+        # -o addopts=: the project's own options (coverage, its CI's reporting) stay out
+        mode: run_mode(
+            mode, args.source, out, args.package, tests, ["-o", "addopts=", *args.pytest_args], [], project.flavour
+        )
         for mode in ("off", "default")
     }
     lines, unexpected = compare(runs, [])
