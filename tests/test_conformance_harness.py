@@ -1,15 +1,19 @@
-"""The harness that runs Lightning's own tests with the adapter (conformance/): it really injects it.
+"""The harness that runs Lightning's own tests with the adapter (conformance/): it really injects it,
+records what each failure was, and allows a failure only when the allow-list's condition holds.
 
-Lightning's tests themselves are not in this repository (conformance/README.md); the one test
-that needs a clone of Lightning is skipped unless ``LIGHTNING_CHECKOUT`` names one.
+Lightning's tests themselves are not in this repository (conformance/README.md); the test that
+converts a clone of Lightning is skipped unless ``LIGHTNING_CHECKOUT`` names one, and the test that
+converts the archive CI reads is skipped where ``../shared/lightning-tests/`` is absent.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +31,11 @@ sys.path.insert(0, str(CONFORMANCE))
 
 import run as conformance_run  # noqa: E402
 import step_adapter_plugin  # noqa: E402
+
+
+def _inner_path() -> str:
+    """The plugin's folder, then this checkout: the inner run imports the package this test imports."""
+    return os.pathsep.join([str(CONFORMANCE), str(CONFORMANCE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture
@@ -76,6 +85,25 @@ def test_off_mode_counts_trainers_and_adds_nothing(injector: Any) -> None:
     assert (injector.trainers_built, injector.trainers_with_adapter) == (1, 0)
 
 
+def test_the_lightning_pytorch_flavour_wraps_that_packages_trainer() -> None:
+    import lightning.pytorch as lp
+
+    from lightning_step_types.lightning_pytorch import StepResultAdapter as LightningPytorchAdapter
+
+    injector = step_adapter_plugin._Injector("default", "lightning.pytorch")
+    injector.install()
+    try:
+        trainer = lp.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, max_steps=1)
+        plain = _trainer(enable_checkpointing=False)  # pytorch_lightning's Trainer is left alone
+    finally:
+        injector.uninstall()
+    assert [type(c) for c in trainer.callbacks if isinstance(c, LightningPytorchAdapter)] == [LightningPytorchAdapter]
+    assert plain.callbacks == []
+    assert (injector.trainers_built, injector.trainers_with_adapter) == (1, 1)
+    with pytest.raises(pytest.UsageError, match="STEP_ADAPTER_FLAVOUR must be one of"):
+        step_adapter_plugin._Injector("default", "lightning")
+
+
 def test_uninstall_restores_lightnings_init() -> None:
     original = pl.Trainer.__init__
     injector = step_adapter_plugin._Injector("default")
@@ -121,10 +149,10 @@ def test_plugin_injects_the_adapter_into_a_pytest_run(
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(_INNER_TEST), encoding="utf-8")
     results = tmp_path / "results.json"
     env = dict(os.environ, STEP_ADAPTER=mode, STEP_ADAPTER_RESULTS=str(results))
-    env["PYTHONPATH"] = os.pathsep.join([str(CONFORMANCE), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = _inner_path()
     command = [sys.executable, "-m", "pytest", "test_inner.py", "-p", "step_adapter_plugin", "-p", "no:cacheprovider"]
     done = subprocess.run(
-        [*command, "-s", "-q", "-c", os.devnull],
+        [*command, "-s", "-q", "-c", os.devnull, "--rootdir", str(tmp_path)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -151,28 +179,42 @@ def _run(outcomes: dict[str, str], built: int = 2, with_adapter: int = 2) -> dic
     }
 
 
+def _failure(differences: list[dict[str, Any]]) -> dict[str, Any]:
+    comparison = {"op": "==", "left": "[...]", "right": "[...]", "differences": differences, "complete": True}
+    return {"phase": "call", **step_adapter_plugin.failure_record(AssertionError("assert"), comparison)}
+
+
 def test_compare_counts_what_passes_plainly_and_fails_with_the_adapter(tmp_path: Path) -> None:
     plain = _run({"a.py::t1": "passed", "a.py::t2": "passed", "a.py::t3": "failed"}, with_adapter=0)
     adapter = _run({"a.py::t1": "failed", "a.py::t2": "passed", "a.py::t3": "passed"})
+    adapter["failures"] = {"a.py::t1": _failure(step_adapter_plugin.differences([1, "x"], [1])[0])}
     lines, unexpected = conformance_run.compare({"off": plain, "default": adapter}, [])
     assert unexpected == 1
-    assert "- `a.py::t1` (FAIL): AssertionError in a.py::t1" in lines
+    assert "- `a.py::t1` (FAIL, not on the allow-list): AssertionError in a.py::t1" in lines
     allow = tmp_path / "allow.txt"
-    allow.write_text("# comment\ndefault a.py::t*  # pins the callback list\n", encoding="utf-8")
+    allow.write_text("# comment\ndefault a.py::t*  extra: x  # pins the callback list\n", encoding="utf-8")
     entries = conformance_run.load_allow_list(allow)
     lines, unexpected = conformance_run.compare({"off": plain, "default": adapter}, entries)
     assert unexpected == 0
-    assert "- `a.py::t1` (allowed: pins the callback list): AssertionError in a.py::t1" in lines
+    assert "- `a.py::t1` (allowed by line 2, `extra: x`: pins the callback list)" in lines
+    assert "1 fail plainly and pass under the adapter: `a.py::t3`" in lines
     # the same entry does not cover another mode, and a trainer built without the adapter counts
-    missing = _run({"a.py::t1": "failed"}, built=2, with_adapter=1)
+    missing = _run({"a.py::t1": "failed", "a.py::t2": "passed"}, built=2, with_adapter=1)
     _, unexpected = conformance_run.compare({"off": plain, "log_loss": missing}, entries)
     assert unexpected == 2
+    # a stored baseline stands for the plain run; a test of it that did not run here is a difference
+    skipped = _run({"a.py::t1": "passed", "a.py::t2": "skipped"})
+    lines, unexpected = conformance_run.compare({"default": skipped}, entries, baseline={"a.py::t1", "a.py::t2"})
+    assert unexpected == 1
+    start = lines.index("1 pass in the baseline and did not pass or fail here (FAIL):")
+    assert lines[start + 1] == "- `a.py::t2`: skipped"
 
 
 def test_every_allow_list_entry_is_explained_in_the_readme() -> None:
     readme = (CONFORMANCE / "README.md").read_text(encoding="utf-8")
-    for modes, pattern, _reason in conformance_run.load_allow_list(CONFORMANCE / "allowlist.txt"):
-        assert f"`{pattern}`" in readme, f"{pattern} ({modes}) is on the allow-list, not in conformance/README.md"
+    for entry in conformance_run.load_allow_list(CONFORMANCE / "allowlist.txt"):
+        assert f"`{entry.pattern}`" in readme, f"{entry.pattern} is on the allow-list, not in conformance/README.md"
+        assert f"`{entry.condition}`" in readme, f"{entry.pattern}: its condition is not in conformance/README.md"
 
 
 @pytest.mark.skipif(not os.environ.get("LIGHTNING_CHECKOUT"), reason="set LIGHTNING_CHECKOUT to a clone of Lightning")
@@ -186,3 +228,279 @@ def test_prepare_converts_imports_as_lightnings_ci(tmp_path: Path) -> None:
     )
     assert "lightning.pytorch" not in source
     assert (tmp_path / "lightning" / "pyproject.toml").is_file()
+
+
+_FAILING_TESTS = """
+class StepResultError(TypeError):
+    pass
+
+
+def test_only_the_key():
+    assert [{"name": "fit"}, {"ckpt": {"epoch": 0, "lightning_step_types": {}}}] == [{"name": "fit"}, {"ckpt": {"epoch": 0}}]
+
+
+def test_the_key_and_a_call_more():
+    called = [{"name": "fit"}, {"name": "state_dict"}, {"ckpt": {"epoch": 0, "lightning_step_types": {}}}]
+    assert called == [{"name": "fit"}, {"ckpt": {"epoch": 0}}]
+
+
+def test_raises_the_library_error():
+    raise StepResultError("Model.training_step: return value")
+
+
+def test_raises_another_error():
+    raise ValueError("Model.training_step: return value")
+
+
+def test_counters():
+    assert {"total": {"ready": 8, "started": 8, "completed": 8}} == {"total": {"ready": 9, "started": 9, "completed": 8}}
+
+
+def test_counters_and_more():
+    assert {"total": {"ready": 8, "started": 7}} == {"total": {"ready": 9, "started": 9}}
+
+
+def checks_the_key():
+    try:
+        assert {"lightning_step_types": 1} == {}
+    except AssertionError:
+        pass
+
+
+def test_caught_then_another_failure():
+    checks_the_key()
+    assert False, "the sum"
+"""
+
+_FAILING_ALLOW_LIST = """
+# comment
+default a/test_f.py::test_only_the_key  extra: lightning_step_types  # the checkpoint key
+default a/test_f.py::test_the_key_and_a_call_more  extra: lightning_step_types  # the checkpoint key
+default a/test_f.py::test_raises_*  raises: StepResultError "training_step: return value"  # the library's error
+default a/test_f.py::test_counters*  value: "$['total']['ready']" "$['total']['started']" delta=-1  # one lower
+default a/test_f.py::test_caught_then_another_failure  extra: lightning_step_types  # the key
+"""
+
+
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The plugin's record of a pytest run whose tests fail for allowed and for other reasons."""
+    root = tmp_path_factory.mktemp("failing")
+    (root / "a").mkdir()
+    (root / "a" / "test_f.py").write_text(textwrap.dedent(_FAILING_TESTS), encoding="utf-8")
+    results = root / "results.json"
+    env = dict(os.environ, STEP_ADAPTER="default", STEP_ADAPTER_RESULTS=str(results))
+    env["PYTHONPATH"] = _inner_path()
+    command = [sys.executable, "-m", "pytest", "a/test_f.py", "-p", "step_adapter_plugin", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*command, "-q", "-c", os.devnull, "--rootdir", str(root)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(idle_s=60),
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    recorded = json.loads(results.read_text(encoding="utf-8"))
+    assert set(recorded["outcomes"].values()) == {"failed"}, recorded["outcomes"]
+    return {**recorded, "trainers_built": 1, "trainers_with_adapter": 1, "seconds": 1}  # no Trainer here
+
+
+def test_a_failure_is_allowed_only_when_the_entrys_condition_holds(failing_run: dict[str, Any], tmp_path: Path) -> None:
+    allow = tmp_path / "allow.txt"
+    allow.write_text(_FAILING_ALLOW_LIST, encoding="utf-8")
+    entries = conformance_run.load_allow_list(allow)
+    baseline = set(failing_run["outcomes"])
+    lines, unexpected = conformance_run.compare({"default": failing_run}, entries, baseline)
+    assert lines[lines.index("## default: 7 pass in the baseline and fail under the adapter, 4 not allowed") + 2 :] == [
+        "- `a/test_f.py::test_caught_then_another_failure` (FAIL, for another reason than allow-list line 7"
+        " allows, `extra: lightning_step_types`: it did not fail on an `assert x == y` but with AssertionError:"
+        " the sum)",
+        "- `a/test_f.py::test_counters` (allowed by line 6, `value: \"$['total']['ready']\" \"$['total']['started']\""
+        " delta=-1`: one lower)",
+        "- `a/test_f.py::test_counters_and_more` (FAIL, for another reason than allow-list line 6 allows,"
+        " `value: \"$['total']['ready']\" \"$['total']['started']\" delta=-1`: $['total']['started']: 7 != 9:"
+        " left - right is -2, not -1)",
+        "- `a/test_f.py::test_only_the_key` (allowed by line 3, `extra: lightning_step_types`: the checkpoint key)",
+        "- `a/test_f.py::test_raises_another_error` (FAIL, for another reason than allow-list line 5 allows,"
+        ' `raises: StepResultError "training_step: return value"`: it raised ValueError:'
+        " Model.training_step: return value)",
+        "- `a/test_f.py::test_raises_the_library_error` (allowed by line 5, `raises: StepResultError"
+        ' "training_step: return value"`: the library\'s error)',
+        "- `a/test_f.py::test_the_key_and_a_call_more` (FAIL, for another reason than allow-list line 4 allows,"
+        " `extra: lightning_step_types`: the comparison differs by more: item {'name': 'state_dict'} only on the"
+        " left at $[1])",
+    ]
+    assert unexpected == 4
+
+
+def test_the_plugin_records_what_each_failure_was(failing_run: dict[str, Any]) -> None:
+    failures = failing_run["failures"]
+    assert failures["a/test_f.py::test_the_key_and_a_call_more"]["comparison"]["differences"] == [
+        {"path": "$[1]", "kind": "extra", "side": "left", "of": "item", "names": ["dict", "state_dict"],
+         "repr": "{'name': 'state_dict'}"},
+        {"path": "$[2]['ckpt']['lightning_step_types']", "kind": "extra", "side": "left", "of": "key",
+         "names": ["lightning_step_types"], "repr": "'lightning_step_types'"},
+    ]  # fmt: skip
+    library_error = failures["a/test_f.py::test_raises_the_library_error"]
+    assert library_error["bases"] == ["StepResultError", "TypeError", "Exception", "BaseException", "object"]
+    assert library_error["statement"] == 'raise StepResultError("Model.training_step: return value")'
+    assert library_error["comparison"] is None
+    # an assert caught by the test itself is not the failure's comparison
+    assert failures["a/test_f.py::test_caught_then_another_failure"]["comparison"] is None
+
+
+def test_differences_align_lists_and_pair_items_that_differ_by_keys() -> None:
+    from unittest.mock import ANY
+
+    differences = step_adapter_plugin.differences
+    assert differences([1, 2, 3], [1, 2, 4]) == ([{"path": "$[2]", "kind": "value", "left": "3", "right": "4"}], True)
+    assert differences({"a", "train_loss_step"}, {"a"})[0] == [
+        {"path": "$", "kind": "extra", "side": "left", "of": "member", "names": ["train_loss_step"],
+         "repr": "'train_loss_step'"}
+    ]  # fmt: skip
+    # ANY on the expected side matches whatever the actual side holds
+    assert differences([{"state_dict": torch_ones()}], [{"state_dict": ANY}]) == ([], True)
+    # a class and an instance are named by the class
+    assert differences([StepResultAdapter], [])[0][0]["names"] == ["StepResultAdapter"]
+    assert differences([Callback()], [])[0][0]["names"] == ["Callback"]
+    # past the limit the record says it is cut, and no condition can hold on it
+    many, complete = differences(list(range(100)), [-1] * 100)
+    assert not complete and len(many) == 40
+
+
+def torch_ones() -> Any:
+    import torch
+
+    return torch.ones(2)
+
+
+def test_a_spawned_process_exception_and_statement_are_read_from_its_traceback() -> None:
+    text = textwrap.dedent(
+        """
+
+        -- Process 1 terminated with the following error:
+        Traceback (most recent call last):
+          File "/x/spawn.py", line 87, in _wrap
+            fn(i, *args)
+          File "/x/test_model_checkpoint.py", line 386, in on_train_end
+            assert torch.save.call_count == 0
+                   ^^^^^^^^^^^^^^^^^^^^^^^^^^
+        AssertionError
+        """
+    )
+    assert step_adapter_plugin.spawned_exception(text) == {
+        "exception": "AssertionError",
+        "name": "AssertionError",
+        "message": "",
+        "statement": "assert torch.save.call_count == 0",
+    }
+    record = {"bases": ["ProcessRaisedException"], "message": text,
+              "spawned": step_adapter_plugin.spawned_exception(text)}  # fmt: skip
+    entry = conformance_run.Entry(("default",), "t", "fails-at", ("torch.save.call_count == 0",), "why", 1)
+    assert conformance_run.check(entry, record) is None
+    other = conformance_run.Entry(("default",), "t", "fails-at", ("state_dict_count",), "why", 1)
+    assert conformance_run.check(other, record) == (
+        "it failed at `assert torch.save.call_count == 0` (ProcessRaisedException (a spawned process raised"
+        " AssertionError))"
+    )
+    raises = conformance_run.Entry(("default",), "t", "raises", ("AssertionError",), "why", 1)
+    assert conformance_run.check(raises, record) is None
+
+
+def test_an_allow_list_line_without_a_known_condition_is_refused(tmp_path: Path) -> None:
+    allow = tmp_path / "allow.txt"
+    allow.write_text("default a.py::t  # a reason, no condition\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"allow.txt:1: expected 'MODES NODE_ID_PATTERN KIND: ARGUMENTS  # reason'"):
+        conformance_run.load_allow_list(allow)
+    allow.write_text("default a.py::t  differs: x  # a reason\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="KIND one of extra, value, raises, fails-at, matches"):
+        conformance_run.load_allow_list(allow)
+
+
+def test_the_baseline_file_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.txt"
+    plain = _run({"a.py::t1": "passed", "a.py::t2": "failed", "a.py::t0": "passed", "a.py::t3": "skipped"})
+    assert conformance_run.write_baseline(path, plain) == 2
+    assert path.read_text(encoding="utf-8").endswith("\na.py::t0\na.py::t1\n")
+    assert conformance_run.read_baseline(path) == {"a.py::t0", "a.py::t1"}
+    # --paths: the baseline's tests under those paths alone
+    path.write_text(
+        "# header\ntests/tests_pytorch/loops/test_a.py::t\ntests/tests_pytorch/loops_x/test_b.py::t\n"
+        "tests/tests_pytorch/models/test_hooks.py::t[1]\ntests/tests_pytorch/models/test_restore.py::t\n",
+        encoding="utf-8",
+    )
+    assert conformance_run.read_baseline(path, ["loops", "models/test_hooks.py"]) == {
+        "tests/tests_pytorch/loops/test_a.py::t",
+        "tests/tests_pytorch/models/test_hooks.py::t[1]",
+    }
+
+
+def _fake_lightning_archive(path: Path, commit: str | None, with_converter: bool = True) -> None:
+    """A git-archive-like tarball: Lightning's paths under one top folder, a converter that rewrites imports."""
+    files = {
+        "tests/tests_pytorch/test_a.py": "from lightning.pytorch import Trainer\n",
+        "pyproject.toml": "[tool.pytest.ini_options]\n",
+    }
+    if with_converter:
+        files[".actions/assistant.py"] = textwrap.dedent(
+            """
+            from pathlib import Path
+
+            def copy_replace_imports(source_dir, source_imports, target_imports):
+                for path in Path(source_dir).rglob("*.py"):
+                    text = path.read_text()
+                    for source, target in zip(source_imports, target_imports):
+                        text = text.replace(source, target)
+                    path.write_text(text)
+            """
+        )
+    with tarfile.open(path, "w:gz", pax_headers={"comment": commit} if commit else {}) as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"lightning-x/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_prepare_extracts_and_converts_an_archive(tmp_path: Path) -> None:
+    import prepare
+
+    archive = tmp_path / "lightning.tar.gz"
+    _fake_lightning_archive(archive, prepare.DEFAULT_COMMIT)
+    tests = prepare.prepare(archive, prepare.DEFAULT_COMMIT, tmp_path / "out")
+    assert tests == tmp_path / "out" / "tests" / "tests_pytorch"
+    assert (tests / "test_a.py").read_text(encoding="utf-8") == "from pytorch_lightning import Trainer\n"
+    assert (tmp_path / "out" / "pyproject.toml").is_file()
+    assert not (tmp_path / "out" / ".actions").exists()  # the converter is used, not kept
+    assert (tmp_path / "out" / "LIGHTNING_COMMIT").read_text(encoding="utf-8") == prepare.DEFAULT_COMMIT + "\n"
+
+
+def test_prepare_refuses_an_archive_of_another_commit_or_without_the_converter(tmp_path: Path) -> None:
+    import prepare
+
+    other = tmp_path / "other.tar.gz"
+    _fake_lightning_archive(other, "0" * 40)
+    with pytest.raises(SystemExit, match=f"is git archive of commit {'0' * 40}, not of --commit"):
+        prepare.prepare(other, prepare.DEFAULT_COMMIT, tmp_path / "out1")
+    bare = tmp_path / "bare.tgz"
+    _fake_lightning_archive(bare, None, with_converter=False)
+    with pytest.raises(SystemExit, match=r"bare.tgz lacks .actions/assistant.py \(under lightning-x\)"):
+        prepare.prepare(bare, prepare.DEFAULT_COMMIT, tmp_path / "out2")
+
+
+_SHARED_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "lightning-tests" / "lightning-2.6.5-tests.tar.gz"
+
+
+@pytest.mark.skipif(not _SHARED_ARCHIVE.is_file(), reason=f"{_SHARED_ARCHIVE} is absent")
+def test_prepare_converts_the_archive_ci_reads(tmp_path: Path) -> None:
+    import prepare
+
+    tests = prepare.prepare(_SHARED_ARCHIVE, prepare.DEFAULT_COMMIT, tmp_path / "lightning")
+    source = (tests / "models" / "test_hooks.py").read_text(encoding="utf-8")
+    assert (
+        "from pytorch_lightning import Callback, LightningDataModule, LightningModule, Trainer, __version__" in source
+    )
+    assert "lightning.pytorch" not in source
+    # every path the ci subset names is there
+    assert all((tests / path).exists() for path in conformance_run.SUBSETS["ci"])

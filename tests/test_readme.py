@@ -188,12 +188,19 @@ def test_ci_runs_each_readme_command_as_written_in_a_fresh_venv_and_builds_the_d
         ("lint", '"$lint_command"'),
         ("docs", '"$docs_command"'),
         ("ray", '"$ray_command"'),
+        ("conformance", '"$conformance_command"'),
         ("tests", '"${commands[1]}"'),
     ]
     assert f"docs_command='{DOCS_COMMAND}'" in script
     # Ray Train's tests (docs/scaling.md), in a venv with the `ray` extra; the suite's summary stays last.
     assert """ray_command='pip install torch==2.13.0 && pip install -e ".[test,ray]" &&""" in script
     assert "python -m pytest tests/test_scaling_ray.py -p no:cacheprovider'" in script
+    # Lightning's own tests with the adapter (conformance/README.md), against the stored baseline.
+    assert (
+        'conformance_command="pip install torch==2.13.0 && pip install -e . && pip install -r conformance/requirements.txt'
+        " && python conformance/run.py --lightning $lightning_tests --subset ci --modes default"
+        ' --baseline conformance/baseline.txt --out $work/conformance-results"'
+    ) in script
     # The documentation command CI runs is the one the README gives.
     assert f"`{DOCS_COMMAND}`" in _readme_section("More")
 
