@@ -44,11 +44,14 @@ class Setup:
     host: bool = False  # the step draws from numpy's and Python's global streams
     validation: bool = False  # val_check_interval=0.5, a shuffled validation loader, validation_step draws
     stateful_dataset: bool = False  # the augmenting dataset keeps its own generator in state_dict()
+    loader_generator: bool = True  # the shuffled loader's generator=; without, its order comes from torch's stream
 
 
 @dataclass(frozen=True)
 class Fault:
-    how: str  # exception (OnExceptionCheckpoint) | kill (ModelCheckpoint(every_n_train_steps) two batches before)
+    # exception (OnExceptionCheckpoint) | kill (ModelCheckpoint(every_n_train_steps) two batches before) |
+    # epoch_kill (ModelCheckpoint at each training epoch's end, killed at the next epoch's batch)
+    how: str
     where: str = "training_step"  # training_step | validation_step
     epoch: int = 0
     batch: int = 4  # training_step: the batch; validation_step: its batch in the mid-epoch validation
@@ -142,6 +145,10 @@ class Steps:
     def _kill_if_due(self, batch: int) -> None:
         trainer: Any = getattr(self, "trainer")
         fault = self.fault
+        if fault is not None and fault.how == "epoch_kill" and not self.fired[0]:
+            if (trainer.current_epoch, batch) == (fault.epoch, fault.batch):
+                self.fired[0] = True
+                raise SimulatedFault("killed")
         if fault is not None and fault.how == "kill" and not self.fired[0]:
             batches = ROWS // BATCH
             if trainer.current_epoch * batches + batch == fault.epoch * batches + fault.batch + 2:
@@ -153,7 +160,7 @@ class Steps:
         x, y = batch
         loss = F.mse_loss(self.net(x), y)  # the dropout draws here
         if self.setup_.host:
-            loss = loss * (1.0 + 0.5 * float(np.random.rand()) + 0.5 * random.random())
+            loss = loss * (1.0 + 0.2 * float(np.random.rand()) + 0.2 * random.random())
         if self._due("training_step", batch_idx):
             self.fired[0] = True
             raise SimulatedFault("in training_step, after the forward drew")
@@ -169,7 +176,7 @@ class Steps:
         getattr(self, "log")("val_loss", loss)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        return torch.optim.SGD(self.parameters(), lr=0.02, momentum=0.9)
 
 
 class TypedNoisy(Steps, TypedLightningModule):
@@ -214,8 +221,16 @@ def fit(
         every = fault.epoch * ROWS // BATCH + fault.batch + 1
         callbacks.append(
             ModelCheckpoint(
-                dirpath=root / "ckpt", every_n_train_steps=every, save_top_k=-1, filename="{step}", save_on_train_epoch_end=False
+                dirpath=root / "ckpt",
+                every_n_train_steps=every,
+                save_top_k=-1,
+                filename="{step}",
+                save_on_train_epoch_end=False,
             )
+        )
+    if fault is not None and fault.how == "epoch_kill":
+        callbacks.append(
+            ModelCheckpoint(dirpath=root / "ckpt", save_top_k=-1, filename="{step}", save_on_train_epoch_end=True)
         )
     rows = Rows()
     trainer = pl.Trainer(
@@ -241,7 +256,7 @@ def fit(
         dataset,
         batch_size=BATCH,
         shuffle=True,
-        generator=torch.Generator().manual_seed(3),
+        generator=torch.Generator().manual_seed(3) if setup.loader_generator else None,
         num_workers=setup.workers,
     )
     val = (
@@ -261,7 +276,7 @@ def fit(
     left: Path | None = None
     if fault is not None and fault.how == "exception":
         left = root / "on_exception.ckpt"
-    elif fault is not None and fault.how == "kill":
+    elif fault is not None and fault.how in ("kill", "epoch_kill"):
         left = min((root / "ckpt").glob("step=*.ckpt"), key=lambda path: int(path.stem.split("=")[1]))
     params = {name: value.detach().clone() for name, value in module.state_dict().items()}
     return Run(params, rows.rows, messages, left)
@@ -310,6 +325,18 @@ def test_resumes_in_the_second_epoch_and_at_its_first_batch(way: str, tmp_path: 
         whole, again = resumed(way, setup, fault, tmp_path / str(fault.batch))
         assert differences(whole, again) == []
         assert again.warnings == []
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("way", WAYS)
+def test_an_epochs_order_and_worker_seeds_drawn_from_torchs_stream(way: str, workers: int, tmp_path: Path) -> None:
+    """Saved at epoch 0's end: the resumed run makes epoch 1's iterator from torch's stream as it was there
+    (a shuffled loader without generator=: its sampler's seed, and its workers' base seed)."""
+    setup = Setup(augment=True, workers=workers, loader_generator=False)
+    whole, again = resumed(way, setup, Fault("epoch_kill", epoch=1, batch=2), tmp_path)
+    assert differences(whole, again) == []
+    assert again.warnings == []
+    assert [key for key, _ in again.rows] == ["train_loss"]
 
 
 @pytest.mark.parametrize("way", WAYS)
