@@ -176,7 +176,7 @@ class Steps:
         getattr(self, "log")("val_loss", loss)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.02, momentum=0.9)
+        return torch.optim.SGD(self.net.parameters(), lr=0.02, momentum=0.9)
 
 
 class TypedNoisy(Steps, TypedLightningModule):

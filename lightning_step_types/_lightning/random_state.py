@@ -43,6 +43,7 @@ __all__ = ["GlobalStreams", "StreamsState", "lightning_states", "set_global_stat
 _MT_WORDS = 624
 _PY_LAYOUT = struct.Struct(f"@i{_MT_WORDS}I")  # CPython's RandomObject after its header: index, state
 _NP_LAYOUT = struct.Struct(f"@{_MT_WORDS}Ii")  # numpy's mt19937_state: key, pos
+_cuda_initialized: Any = torch.cuda.is_initialized  # untyped in torch's stubs
 
 
 class StreamsState(NamedTuple):
@@ -100,7 +101,7 @@ class GlobalStreams:
             python_state,
             gauss,
             self._read_numpy() if self._numpy is not None else None,
-            torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+            torch.cuda.get_rng_state_all() if _cuda_initialized() else None,
         )
 
     def _read_numpy(self) -> tuple[Any, ...]:
