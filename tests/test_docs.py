@@ -703,6 +703,21 @@ def _resume_holder_warning(case: str) -> str:
         )
 
 
+def _resume_workers_warning() -> str:
+    """Augmentation in two worker processes, resumed inside the epoch (tests/test_random_streams.py's model)."""
+    import tempfile
+
+    import test_random_streams as streams
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        setup = streams.Setup(dropout=False, augment=True, workers=2)
+        broken = streams.fit("typed", setup, root / "broken", streams.Fault("exception"), named="MyModel")
+        resumed = streams.fit("typed", setup, root / "resumed", ckpt=broken.checkpoint, named="MyModel")
+        (message,) = resumed.warnings
+        return message
+
+
 def _resume_plain_epoch_end_warning() -> str:
     """Plain Lightning's checkpoint saved by OnExceptionCheckpoint in an epoch's end hooks."""
     import tempfile
@@ -992,6 +1007,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume inside an epoch with a callback set up at its start": lambda: _resume_holder_warning("epoch start"),
     "resume after a failed write in on_train_batch_end": lambda: _resume_holder_warning("batch end"),
     "resume plain Lightning's checkpoint from an epoch's end": _resume_plain_epoch_end_warning,
+    "resume with workers drawing at random": lambda: _resume_workers_warning(),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),

@@ -206,7 +206,13 @@ class Run:
 
 
 def fit(
-    way: str, setup: Setup, root: Path, fault: Fault | None = None, ckpt: Path | None = None, exact: bool = True
+    way: str,
+    setup: Setup,
+    root: Path,
+    fault: Fault | None = None,
+    ckpt: Path | None = None,
+    exact: bool = True,
+    named: str | None = None,
 ) -> Run:
     """One fit, started as a process starts: seeded, then the model and the data made."""
     pl.seed_everything(0, verbose=False)
@@ -248,7 +254,8 @@ def fit(
         val_check_interval=0.5 if setup.validation else None,
         limit_val_batches=None if setup.validation else 0,
     )
-    module: Any = (TypedNoisy if way == "typed" else PlainNoisy)(setup, fault, fired)
+    cls: type = TypedNoisy if way == "typed" else PlainNoisy
+    module: Any = (type(named, (cls,), {}) if named else cls)(setup, fault, fired)
     if way == "typed":
         module.exact_resume = exact
     dataset = OwnGenerator(ROWS, 1) if setup.stateful_dataset else Augmented(ROWS, 1, setup.augment)
