@@ -381,8 +381,9 @@ WORKERS_MESSAGE = (
     " (augmentation in Dataset.__getitem__) are not the uninterrupted run's\n"
     "  expected: a loader whose workers' streams a checkpoint can hold, or one that loads in the main process,"
     " whose streams the checkpoint holds\n"
-    "  fix:      draw the augmentation from a torch.Generator the dataset keeps, and return its get_state() from"
-    " the dataset's state_dict() (StatefulDataLoader saves it for each worker), or set num_workers=0"
+    "  fix:      nothing, where the dataset draws nothing at random; else draw the augmentation from a"
+    " torch.Generator the dataset keeps, and return its get_state() from the dataset's state_dict()"
+    " (StatefulDataLoader saves it for each worker), or set num_workers=0"
 )
 
 

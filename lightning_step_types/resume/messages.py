@@ -248,8 +248,9 @@ def worker_streams_problem(loaders: list[str]) -> Problem:
         " (augmentation in Dataset.__getitem__) are not the uninterrupted run's",
         "a loader whose workers' streams a checkpoint can hold, or one that loads in the main process, whose"
         " streams the checkpoint holds",
-        "draw the augmentation from a torch.Generator the dataset keeps, and return its get_state() from the"
-        " dataset's state_dict() (StatefulDataLoader saves it for each worker), or set num_workers=0",
+        "nothing, where the dataset draws nothing at random; else draw the augmentation from a torch.Generator the"
+        " dataset keeps, and return its get_state() from the dataset's state_dict() (StatefulDataLoader saves it"
+        " for each worker), or set num_workers=0",
     )
 
 
