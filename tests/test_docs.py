@@ -593,7 +593,14 @@ def _cycled_loader_warning() -> str:
             pl.Trainer(**kwargs).fit(rewind.SavingInStep(saved, 8), loader)
         resumed_as = type("MyModel", (rewind.CombinedRegressor,), {})
         loader = rewind.combined_loader("max_size_cycle", kind=rewind.with_workers)
-        return warning_of(lambda: pl.Trainer(**kwargs).fit(resumed_as(), loader, ckpt_path=saved))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pl.Trainer(**kwargs).fit(resumed_as(), loader, ckpt_path=saved)
+        messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+        # the loaders' workers are named too, in a warning of their own ("resume with workers drawing at random")
+        (message,) = [message for message in messages if "whose worker processes draw at random" not in message]
+        assert len(messages) == 2, messages
+        return message
 
 
 def _resume_inside_a_batch_warning(case: str) -> str:
