@@ -4,22 +4,24 @@ Part of the one place where the library reads names Lightning (or torch, torchme
 private, or relies on how another library lays out its state; each function says which it reads
 and what it relies on.
 
-A followed fit reads the streams at every batch's start, so the read has to be cheap. Copying
-them through their public getters costs about 0.8 µs for torch (``Generator.get_state``, a 5056-byte
-copy), 3-9 µs for Python (``random.getstate`` builds 625 ints) and 10-30 µs for numpy
-(``np.random.get_state`` builds a dict and copies its key). ``GlobalStreams.read`` copies instead:
+A followed fit reads the streams at every batch's start, so the read has to be cheap. Through their
+public getters it costs about 0.8 µs for torch (``Generator.get_state``, a 5056-byte copy), 3-9 µs
+for Python (``random.getstate`` builds 625 ints) and 10-30 µs for numpy (``np.random.get_state``
+builds a tuple and copies its key). ``GlobalStreams.read`` takes about 1.8 µs for all three:
 
 - torch's CPU generator through ``torch.default_generator.get_state()`` (public); CUDA's through
   ``torch.cuda.get_rng_state_all()`` (public) once CUDA is initialized;
-- Python's Mersenne Twister as the raw bytes of its C object (``_random.Random``: an ``int index``
-  followed by ``uint32_t state[624]`` right after the object header, CPython's layout since 3.x),
-  with the ``gauss_next`` attribute ``random.gauss`` keeps; checked against ``random.getstate()``
-  once, and read through ``random.getstate()`` wherever the check fails;
-- numpy's legacy global generator only where it moved: its bit generator's state, read through the
-  public ctypes interface (``BitGenerator.ctypes.state_address``: MT19937's ``uint32_t key[624]``
-  and ``int pos``), is compared with the copy last read; where it differs, or where the last copy
+- Python's Mersenne Twister as a copy of the raw bytes of its C object (``_random.Random``: an
+  ``int index`` followed by ``uint32_t state[624]`` right after the object header, CPython's layout),
+  with the ``gauss_next`` attribute ``random.gauss`` keeps; the layout is checked against
+  ``random.getstate()`` once, and the streams are read through ``random.getstate()`` wherever the
+  check fails (another interpreter, another layout);
+- numpy's legacy global generator only where it moved: its bit generator's state, copied through
+  the public ctypes interface (``BitGenerator.ctypes.state_address``: MT19937's ``uint32_t key[624]``
+  and ``int pos``), is compared with the copy last read; where it differs, or where the last read
   holds a cached Gaussian (``has_gauss``: the one change that leaves the bits as they were),
-  ``np.random.get_state()`` is read again.
+  ``np.random.get_state()`` is read again. A step that draws from numpy pays that read (10-30 µs)
+  at the next batch's start.
 
 Putting a state back goes through Lightning's own building block,
 ``lightning_fabric.utilities.seed._set_rng_states`` (private; imported into the Trainer flavour's
@@ -34,7 +36,8 @@ import importlib
 import random
 import struct
 import sys
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -44,20 +47,21 @@ _MT_WORDS = 624
 _PY_LAYOUT = struct.Struct(f"@i{_MT_WORDS}I")  # CPython's RandomObject after its header: index, state
 _NP_LAYOUT = struct.Struct(f"@{_MT_WORDS}Ii")  # numpy's mt19937_state: key, pos
 _cuda_initialized: Any = torch.cuda.is_initialized  # untyped in torch's stubs
+_cuda_states: Any = torch.cuda.get_rng_state_all
+_torch_state = torch.default_generator.get_state
 
 
-class StreamsState(NamedTuple):
-    """The global streams at one moment, as ``GlobalStreams.read`` copied them."""
+# The global streams at one moment, as ``GlobalStreams.read`` copied them (a plain tuple: it is built at
+# every batch's start): torch's CPU state; Python's raw C state (index, state) as bytes, or
+# ``random.getstate()``'s tuple; ``random.gauss``'s cached value with the raw state; numpy's
+# ``np.random.get_state()`` (None without numpy); CUDA's per device (None before CUDA is initialized).
+StreamsState = tuple[
+    torch.Tensor, "bytes | tuple[Any, ...]", "float | None", "tuple[Any, ...] | None", "list[torch.Tensor] | None"
+]
 
-    torch: torch.Tensor
-    python: bytes | tuple[Any, ...]  # the raw C state (index, state), or random.getstate()'s tuple
-    python_gauss: float | None  # random.gauss's cached value, with the raw state
-    numpy: tuple[Any, ...] | None  # np.random.get_state(), or None without numpy
-    cuda: list[torch.Tensor] | None  # per device, or None before CUDA is initialized
 
-
-def _python_raw_reader() -> tuple[Any, int] | None:
-    """The module ``random``'s own instance and the address of its C state, where its layout is the one
+def _python_raw_reader() -> tuple[Any, Callable[[], bytes]] | None:
+    """The module ``random``'s own instance and what copies its C state, where its layout is the one
     read here (checked against ``random.getstate()``); None elsewhere."""
     instance: Any = getattr(random.random, "__self__", None)
     base: Any = getattr(sys.modules.get("_random"), "Random", None)
@@ -66,11 +70,18 @@ def _python_raw_reader() -> tuple[Any, int] | None:
     header = object.__basicsize__
     if base.__basicsize__ < header + _PY_LAYOUT.size:
         return None
-    address = id(instance) + header
-    index, *words = _PY_LAYOUT.unpack(ctypes.string_at(address, _PY_LAYOUT.size))
+    copy = _copier(id(instance) + header, _PY_LAYOUT.size)
+    index, *words = _PY_LAYOUT.unpack(copy())
     if (*words, index) != random.getstate()[1]:
         return None
-    return instance, address
+    return instance, copy
+
+
+def _copier(address: int, size: int) -> Callable[[], bytes]:
+    """What copies ``size`` bytes at ``address`` into a new ``bytes``: a memoryview's ``tobytes`` (a
+    tenth of a microsecond; ``ctypes.string_at`` takes about 1 µs for its argument conversions). The
+    caller keeps the object that owns the memory alive."""
+    return memoryview((ctypes.c_char * size).from_address(address)).cast("B").tobytes
 
 
 class GlobalStreams:
@@ -80,40 +91,41 @@ class GlobalStreams:
         self._python = _python_raw_reader()
         self._numpy: Any = None
         self._np_generator: Any = None
-        self._np_address = 0
+        self._np_bits_now: Callable[[], bytes] | None = None
         self._np_bits = b""
         self._np_state: tuple[Any, ...] | None = None
         self._np_gauss = False
+        self._np_global: Any = lambda: None
         try:
             self._numpy = importlib.import_module("numpy")
         except ImportError:
             pass
+        else:  # the legacy global RandomState's bit generator (numpy >= 1.25)
+            self._np_global = getattr(self._numpy.random, "get_bit_generator", self._np_global)
 
     def read(self) -> StreamsState:
         python = self._python
-        if python is not None:
-            python_state: bytes | tuple[Any, ...] = ctypes.string_at(python[1], _PY_LAYOUT.size)
-            gauss = python[0].gauss_next
-        else:
-            python_state, gauss = random.getstate(), None
-        return StreamsState(
-            torch.default_generator.get_state(),
-            python_state,
-            gauss,
+        return (
+            _torch_state(),
+            python[1]() if python is not None else random.getstate(),
+            python[0].gauss_next if python is not None else None,
             self._read_numpy() if self._numpy is not None else None,
-            torch.cuda.get_rng_state_all() if _cuda_initialized() else None,
+            _cuda_states() if _cuda_initialized() else None,
         )
 
     def _read_numpy(self) -> tuple[Any, ...]:
         np: Any = self._numpy
-        generator: Any = np.random.get_bit_generator()  # the legacy global RandomState's (numpy >= 1.25)
+        generator: Any = self._np_global()
         if generator is not self._np_generator:  # a new global bit generator (np.random.set_bit_generator)
             self._np_generator, self._np_state = generator, None
-            state: Any = generator.state
-            self._np_address = generator.ctypes.state_address if state.get("bit_generator") == "MT19937" else 0
-        if not self._np_address:  # not MT19937: read in full every time
+            address = 0
+            if generator is not None and generator.state.get("bit_generator") == "MT19937":
+                address = int(generator.ctypes.state_address)
+            self._np_bits_now = _copier(address, _NP_LAYOUT.size) if address else None
+        bits_now = self._np_bits_now
+        if bits_now is None:  # not MT19937 (or a numpy before 1.25): read in full every time
             return tuple(np.random.get_state())
-        bits = ctypes.string_at(self._np_address, _NP_LAYOUT.size)
+        bits = bits_now()
         if bits != self._np_bits or self._np_gauss or self._np_state is None:
             self._np_state = tuple(np.random.get_state())
             self._np_bits, self._np_gauss = bits, bool(self._np_state[3])
@@ -122,15 +134,15 @@ class GlobalStreams:
 
 def lightning_states(state: StreamsState) -> dict[str, Any]:
     """``state`` in the layout ``_collect_rng_states`` writes (Lightning's private helper, see the module docstring)."""
-    python: Any = state.python
+    torch_state, python, gauss, numpy_state, cuda = state
     if isinstance(python, bytes):
         index, *words = _PY_LAYOUT.unpack(python)
-        python = (3, (*words, index), state.python_gauss)
-    states: dict[str, Any] = {"torch": state.torch, "python": python}
-    if state.numpy is not None:
-        states["numpy"] = state.numpy
-    if state.cuda is not None:
-        states["torch.cuda"] = state.cuda
+        python = (3, (*words, index), gauss)
+    states: dict[str, Any] = {"torch": torch_state, "python": python}
+    if numpy_state is not None:
+        states["numpy"] = numpy_state
+    if cuda is not None:
+        states["torch.cuda"] = cuda
     return states
 
 

@@ -122,7 +122,7 @@ class RandomStreams:
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
         if point.kind == "batch" and inside and at_batch is not None:
-            at_point = cast(StreamsState, at_batch)
+            at_point = cast("StreamsState", at_batch)
         elif point.from_validation and self.validation is not None:
             at_point, generators = self.validation
         before = self.before_iterator.get(point.epoch)
