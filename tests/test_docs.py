@@ -593,7 +593,14 @@ def _cycled_loader_warning() -> str:
             pl.Trainer(**kwargs).fit(rewind.SavingInStep(saved, 8), loader)
         resumed_as = type("MyModel", (rewind.CombinedRegressor,), {})
         loader = rewind.combined_loader("max_size_cycle", kind=rewind.with_workers)
-        return warning_of(lambda: pl.Trainer(**kwargs).fit(resumed_as(), loader, ckpt_path=saved))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pl.Trainer(**kwargs).fit(resumed_as(), loader, ckpt_path=saved)
+        messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+        # the loaders' workers are named too, in a warning of their own ("resume with workers drawing at random")
+        (message,) = [message for message in messages if "whose worker processes draw at random" not in message]
+        assert len(messages) == 2, messages
+        return message
 
 
 def _resume_inside_a_batch_warning(case: str) -> str:
@@ -751,6 +758,21 @@ def _resume_callback_warning(case: str) -> str:
                 max_epochs=2,
             )
         )
+
+
+def _resume_workers_warning() -> str:
+    """Augmentation in two worker processes, resumed inside the epoch (tests/test_random_streams.py's model)."""
+    import tempfile
+
+    import test_random_streams as streams
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        setup = streams.Setup(dropout=False, augment=True, workers=2)
+        broken = streams.fit("typed", setup, root / "broken", streams.Fault("exception"), named="MyModel")
+        resumed = streams.fit("typed", setup, root / "resumed", ckpt=broken.checkpoint, named="MyModel")
+        (message,) = resumed.warnings
+        return message
 
 
 def _resume_plain_epoch_end_warning() -> str:
@@ -1047,6 +1069,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume plain Lightning's checkpoint from an epoch's end": _resume_plain_epoch_end_warning,
     "resume with a callback attribute that is not plain data": lambda: _resume_callback_warning("attribute"),
     "resume with ModelPruning after its first pruning": lambda: _resume_callback_warning("pruning"),
+    "resume with workers drawing at random": lambda: _resume_workers_warning(),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),

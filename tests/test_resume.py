@@ -397,7 +397,7 @@ def test_checkpoint_bytes_added(tmp_path: Path) -> None:
     with_state = (tmp_path / "with" / "ckpt" / "step=5.ckpt").stat().st_size
     without = (tmp_path / "without" / "ckpt" / "step=5.ckpt").stat().st_size
     print(f"epoch state adds {with_state - without} bytes to a {without}-byte checkpoint")
-    assert 0 < with_state - without < 8192
+    assert 0 < with_state - without < 40960  # about 26 KB of it the random streams, twice (docs/resume.md)
 
 
 def test_load_from_checkpoint_is_weights_only(tmp_path: Path) -> None:

@@ -69,8 +69,10 @@ __all__ = [
     "PassStates",
     "follow_randomness",
     "load_randomness",
+    "loader_generators",
     "save_randomness",
     "stop_randomness",
+    "watch_epoch_iterators",
 ]
 
 GENERATORS = "generators"
@@ -117,6 +119,11 @@ def _generators(loader: Any) -> list[_Generator]:
         eager = _draws_with_iterator(owner) or (known is not None and known.drawn_with_iterator)
         found[id(generator)] = _Generator(known.path if known else path, generator, eager)
     return list(found.values())
+
+
+def loader_generators(loader: Any) -> list[tuple[str, torch.Generator]]:
+    """Each ``torch.Generator`` the loader draws from (its own ``generator=``, its samplers'), with the first path it is at."""
+    return [(entry.path, entry.generator) for entry in _generators(loader)]
 
 
 def _global_samplers(loader: Any) -> list[str]:
@@ -241,6 +248,8 @@ class _Randomness:
         # the epoch a resumed fit started in, and which of its loaders were put back to a pass's states
         self.resumed_epoch: int | None = None
         self.loaded_passes: list[bool] = []
+        # called before each epoch loop's start; what each returns is called with the epoch where it made an iterator
+        self.watchers: list[Callable[[], Callable[[int], None]]] = []
 
     def before_first_iterator(self) -> None:
         """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
@@ -287,8 +296,11 @@ class _Randomness:
             self.after[self.first_epoch] = _states(trainer)
             self.first_epoch, self.loaded = None, None
         epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
+        made = [watch() for watch in self.watchers]
         run()
         if train_iterator(trainer) is not iterator:
+            for call in made:
+                call(epoch)
             self.before = {e: s for e, s in self.before.items() if e >= epoch - 1} | {epoch: before}
             self.after = {e: s for e, s in self.after.items() if e >= epoch - 1} | {epoch: _states(trainer)}
 
@@ -351,6 +363,14 @@ def follow_randomness(trainer: Any) -> None:
     randomness = _FITS[trainer] = _Randomness(trainer)
     also_before_train_iterator(trainer, randomness.before_first_iterator)
     around_epoch_iterator(trainer, randomness.epoch_starts)
+
+
+def watch_epoch_iterators(trainer: Any, watch: Callable[[], Callable[[int], None]]) -> None:
+    """In a followed fit, call ``watch()`` before each epoch loop's start, and what it returns with the
+    epoch where that start made the epoch's training iterator."""
+    randomness = _FITS.get(trainer)
+    if randomness is not None:
+        randomness.watchers.append(watch)
 
 
 def stop_randomness(trainer: Any) -> None:

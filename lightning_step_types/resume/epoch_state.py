@@ -66,11 +66,13 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
     """At ``setup``: follow a fit (validate, test and predict save nothing mid-epoch)."""
     # TrainerFn is a str enum in both flavours; str.__eq__ skips its case-folding __eq__.
     if trainer is not None and str.__eq__(stage, "fit") is True:
-        if start_following(trainer, module) is not None:
+        follower = start_following(trainer, module)
+        if follower is not None:
             rank_exchange.fit_starts(trainer)
             rank_exchange.warn_if_restarts_cannot_connect(trainer, module)
             follow_data_order(trainer)
             follow_randomness(trainer)
+            follower.streams.follow(trainer)
 
 
 def fit_ends(trainer: Any, module: Any) -> None:

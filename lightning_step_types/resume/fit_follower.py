@@ -68,6 +68,7 @@ from lightning_step_types._lightning.trainer import running
 from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
 from lightning_step_types.resume.holders import Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
+from lightning_step_types.resume.random_streams import RandomStreams
 
 __all__ = ["FitFollower", "Phase", "ResumeHooks", "any_resuming", "follower_of", "start_following", "stop_following"]
 
@@ -116,6 +117,7 @@ class BatchRecord:
         "scheduler_updates",
         "fetched",
         "prefetched",
+        "streams",
     )
 
     def __init__(self) -> None:
@@ -129,6 +131,7 @@ class BatchRecord:
         self.scheduler_updates: int = 0  # LR scheduler updates completed in this fit
         self.fetched: int = 0  # the fetcher's count of fetches at the batch's start
         self.prefetched: int = 0  # of which not yet handed to a step: the batch's fetch is number fetched - prefetched
+        self.streams: Any = None  # the global random streams (`RandomStreams.read`)
 
 
 class FitFollower:
@@ -180,6 +183,7 @@ class FitFollower:
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
         self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
+        self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
@@ -233,6 +237,7 @@ class FitFollower:
             self.gradient_marks = None
         record = self.record
         record.epoch, record.batch = epoch, completed
+        record.streams = self.streams.read()
         results = self.results
         if results:
             record.logged, _ = logged_snapshot(results)
@@ -271,6 +276,7 @@ class FitFollower:
         self.validated = True
         self.validation_views = {name: dict(view) for name, view in logger_metric_dicts(trainer).items()}
         self.validation_metrics = {name: metric_states_on_device(metric) for name, metric in self.metrics.items()}
+        self.streams.validation_starts()
         if self.holders is not None:
             self.holders.mark("validation")
         outputs = original()  # an exception leaves the phase where it came: a save in on_exception reads it
@@ -290,6 +296,7 @@ class FitFollower:
         if self.resume is not None:
             self.resume.epoch_ending(self)
             self.resume = None
+        self.streams.epoch_end_starts()
         if self.holders is not None:
             self.holders.mark("epoch_end")
         original()

@@ -61,6 +61,7 @@ from lightning_step_types.resume.messages import (
     world_size_problem,
 )
 from lightning_step_types.resume.points import Point
+from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.save import FORMAT, READ_FORMATS, STATE
 from lightning_step_types.resume.state import restore_gradients, restore_metrics, restore_views
 
@@ -84,6 +85,7 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     loaded_holders(checkpoint, resume.holders)
+    follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -175,6 +177,9 @@ class Resume:
         if point is None:  # Lightning's own checkpoint: its own resume
             return True
         take_over_restart(trainer)
+        follower.streams.put_back(
+            module, self.where, self.encoded is not None and self.encoded.loader_states is not None
+        )
         if point.kind == "batch_end":
             if self.state is not None and "step_row" in self.state:
                 log_step_row(trainer, self.state["step_row"], to_loggers=self.saved_stopped)
@@ -192,6 +197,8 @@ class Resume:
     def epoch_ending(self, follower: FitFollower) -> None:
         """At the first epoch's end: name, in one warning, what could not be restored."""
         trainer = follower.trainer()
+        where = self.where or (_where(self.point) if self.point is not None else "")
+        follower.streams.put_back(self.module(), where, False)  # where no batch ran (the point was the epoch's end)
         self._create_pending(trainer, follower)  # no batch ran (the point was the epoch's end)
         if self.results is not None:
             unguard_logged_keys(self.results)

@@ -35,6 +35,7 @@ __all__ = [
     "sampler_order_problem",
     "warn",
     "warn_unavailable",
+    "worker_streams_problem",
     "world_size_problem",
 ]
 
@@ -265,6 +266,20 @@ def global_order_problem(samplers: list[str]) -> Problem:
         "a sampler whose order a checkpoint can hold: one with a torch.Generator (generator=...) or"
         " state_dict() / load_state_dict(), or StatefulDataLoader(dataset, shuffle=True)",
         "give the sampler generator=torch.Generator().manual_seed(seed)",
+    )
+
+
+def worker_streams_problem(loaders: list[str]) -> Problem:
+    return (
+        f"a training loader whose worker processes draw at random: {', '.join(loaders)}; each worker seeds"
+        " torch's, numpy's and Python's random streams from the loader's base seed when it starts, no checkpoint"
+        " holds where they were, and the resumed workers start them again, so random draws in the workers"
+        " (augmentation in Dataset.__getitem__) are not the uninterrupted run's",
+        "a loader whose workers' streams a checkpoint can hold, or one that loads in the main process, whose"
+        " streams the checkpoint holds",
+        "nothing, where the dataset draws nothing at random; else draw the augmentation from a torch.Generator the"
+        " dataset keeps, and return its get_state() from the dataset's state_dict() (StatefulDataLoader saves it"
+        " for each worker), or set num_workers=0",
     )
 
 

@@ -39,6 +39,7 @@ from lightning_step_types.resume.fit_follower import FitFollower, Phase, followe
 from lightning_step_types.resume.holders import SAVED, fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
 from lightning_step_types.resume.points import Point, Position, point_of
+from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.rank_exchange import gathered_states
 from lightning_step_types.resume.state import rank_state
 
@@ -78,6 +79,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
         return None
     state = rank_state(follower, point, trainer, module)
+    record = follower.record
+    state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch, record.streams)
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},

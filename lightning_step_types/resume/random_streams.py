@@ -1,0 +1,236 @@
+"""The global random streams, and the validation loaders' generators, as they were at the resume point.
+
+Neither Lightning nor torch saves torch's global generator (CPU and CUDA), numpy's global state or
+Python's ``random`` in a checkpoint: a model with ``nn.Dropout``, a ``Dataset.__getitem__`` that
+augments in the main process, a step that draws from numpy or ``random``, resumes on other draws
+than the uninterrupted run. A followed fit reads the streams (``_lightning.random_state``) at the
+moments a resume point can be at:
+
+- at every batch's start, before its fetch (``FitFollower.run_batch``): a point inside the batch
+  trains it again from its fetch, so the fetch's augmentation and the step's dropout draw again;
+- before each epoch's training iterator is made (``FitLoop.setup_data``, or the epoch loop's start):
+  making it draws the loader's workers' base seed, and a sampler without a generator its seed,
+  from torch's stream;
+- at each validation's start, with the validation loaders' generators (a validation loader with
+  ``shuffle=True`` or ``generator=`` draws its order from them): a point inside the validation runs
+  it again;
+- at the epoch's end, before its hooks.
+
+Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
+them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
+the resumed run makes its first training iterator (``"iterator"``), and those to put back where it
+reaches the point, at its first batch, or at the epoch's end where no batch runs (``"point"``, with
+the validation loaders' generators). The training loaders' own generators are ``data_randomness``'s.
+
+A loader's worker processes seed their streams from the loader's base seed when they start; torchdata
+gives a resumed iterator the saved base seed, so resumed inside an epoch (or with
+``persistent_workers=True``) the workers draw from the start of their streams again. No checkpoint
+holds a worker's global streams: one ``StepResultWarning`` at resume names each such loader, except
+where its dataset keeps a state of its own (``state_dict()``, which ``StatefulDataLoader`` saves per
+worker), taken to hold its random streams.
+"""
+
+from __future__ import annotations
+
+import struct
+import weakref
+from collections.abc import Mapping
+from typing import Any, cast
+
+import torch
+
+from lightning_step_types._lightning.data import epoch_of_iterator, train_loaders
+from lightning_step_types._lightning.random_state import (
+    GlobalStreams,
+    StreamsState,
+    lightning_states,
+    set_global_states,
+)
+from lightning_step_types.resume.data_order import also_before_train_iterator
+from lightning_step_types.resume.data_randomness import loader_generators, watch_epoch_iterators
+from lightning_step_types.resume.messages import warn, worker_streams_problem
+from lightning_step_types.resume.points import Point
+
+__all__ = ["RANDOM_STREAMS", "RandomStreams"]
+
+RANDOM_STREAMS = "random_streams"
+
+Generators = list[dict[str, torch.Tensor]]  # per validation loader: a generator's first path -> its state
+
+
+class RandomStreams:
+    """One followed fit's streams at the moments a point can be at, and a resumed fit's to put back."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
+        self.reader = GlobalStreams()
+        self.read = self.reader.read  # at each batch's start, into the follower's record
+        self.before_iterator: dict[int, StreamsState] = {}  # epoch -> the streams before its iterator was made
+        self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
+        self.epoch_end: StreamsState | None = None  # at the last epoch end's start
+        self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
+        self.iterator_done = False
+        self.point_done = False
+
+    # --- following ---------------------------------------------------------------------------------
+
+    def follow(self, trainer: Any) -> None:
+        """At the fit's setup, after ``data_randomness.follow_randomness``."""
+        also_before_train_iterator(trainer, self._before_first_iterator)
+        watch_epoch_iterators(trainer, self._before_epoch_iterator)
+
+    def _before_first_iterator(self) -> None:
+        """In `FitLoop.setup_data`, before it makes the training iterator: a resumed fit's streams first."""
+        trainer = self.trainer()
+        if trainer is None:
+            return
+        loaded = self.loaded
+        if loaded is not None and not self.iterator_done:
+            self.iterator_done = True
+            if loaded.get("iterator") is not None:
+                set_global_states(trainer, _loaded(loaded["iterator"]))
+        self.before_iterator = {epoch_of_iterator(trainer): self.read()}
+
+    def _before_epoch_iterator(self) -> Any:
+        """Before the epoch loop's start, which makes a new iterator from the fit's second epoch on;
+        returns what to keep for the epoch where it did."""
+        state = self.read()
+
+        def made(epoch: int) -> None:
+            self.before_iterator = {e: s for e, s in self.before_iterator.items() if e >= epoch - 1} | {epoch: state}
+
+        return made
+
+    def validation_starts(self) -> None:
+        self.validation = (self.read(), _generator_states(self.trainer()))
+
+    def epoch_end_starts(self) -> None:
+        self.epoch_end = self.read()
+
+    # --- saving ------------------------------------------------------------------------------------
+
+    def saved(self, point: Point, phase: str, record_batch: int, record_epoch: int, at_batch: Any) -> dict[str, Any]:
+        """This process's entry for ``point``; ``phase`` is the follower's (fit_follower.Phase), and
+        ``at_batch`` the streams its record read at the start of batch ``record_batch`` of ``record_epoch``."""
+        now = self.read()
+        generators = _generator_states(self.trainer())
+        if point.kind == "epoch":  # the epoch from its start: its iterator is made after this
+            return {"iterator": _saved(now), "point": None, "validation": generators}
+        if point.kind == "epoch_end":
+            at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
+            return {"iterator": None, "point": _saved(at_end), "validation": generators}
+        at_point = now
+        inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
+        if point.kind == "batch" and inside and at_batch is not None:
+            at_point = cast("StreamsState", at_batch)
+        elif point.from_validation and self.validation is not None:
+            at_point, generators = self.validation
+        before = self.before_iterator.get(point.epoch)
+        return {
+            "iterator": _saved(before) if before is not None else None,
+            "point": _saved(at_point),
+            "validation": generators,
+        }
+
+    # --- resuming ----------------------------------------------------------------------------------
+
+    def put_back(self, module: Any, where: str, inside_epoch: bool) -> None:
+        """Where the resumed fit reaches its point (its first batch, or the epoch's end where none runs):
+        the streams and the validation loaders' generators as they were there; warn (global rank 0) for
+        training loaders whose workers draw from the start of their streams again."""
+        trainer = self.trainer()
+        loaded = self.loaded
+        if trainer is None or loaded is None or self.point_done:
+            return
+        self.point_done = True
+        if loaded.get("point") is not None:
+            set_global_states(trainer, _loaded(loaded["point"]))
+        _set_generator_states(trainer, loaded.get("validation") or [])
+        if int(getattr(trainer, "global_rank", 0)) == 0:
+            loaders = _restarting_workers(trainer, inside_epoch)
+            if loaders:
+                warn(module, where, worker_streams_problem(loaders))
+
+
+def _saved(state: StreamsState) -> dict[str, Any]:
+    """``state`` as the checkpoint holds it: tensors, bytes and numbers only (a ``weights_only`` load reads it)."""
+    states = lightning_states(state)
+    version, words, gauss = states["python"]
+    saved: dict[str, Any] = {
+        "torch": states["torch"],
+        "python": [version, struct.pack(f"@{len(words)}I", *words), gauss],
+    }
+    if "numpy" in states:
+        kind, key, position, has_gauss, cached = states["numpy"]
+        saved["numpy"] = [kind, key.tobytes(), int(position), int(has_gauss), float(cached)]
+    if "torch.cuda" in states:
+        saved["torch.cuda"] = list(states["torch.cuda"])
+    return saved
+
+
+def _loaded(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved entry in the layout Lightning's ``_set_rng_states`` sets."""
+    version, packed, gauss = saved["python"]
+    states: dict[str, Any] = {
+        "torch": saved["torch"],
+        "python": (version, struct.unpack(f"@{len(packed) // 4}I", packed), gauss),
+    }
+    numpy_state = saved.get("numpy")
+    if numpy_state is not None:
+        import numpy as np
+
+        kind, key, position, has_gauss, cached = numpy_state
+        states["numpy"] = (kind, np.frombuffer(key, dtype=np.uint32).copy(), position, has_gauss, cached)
+    if saved.get("torch.cuda") is not None:
+        states["torch.cuda"] = saved["torch.cuda"]
+    return states
+
+
+def _validation_loaders(trainer: Any) -> list[Any]:
+    """The fit's validation loaders, flattened (``trainer.val_dataloaders``: one, a list or a dict)."""
+    loaders: Any = getattr(trainer, "val_dataloaders", None) if trainer is not None else None
+    if loaders is None:
+        return []
+    if isinstance(loaders, Mapping):
+        return list(cast("Mapping[str, Any]", loaders).values())
+    if isinstance(loaders, (list, tuple)):
+        return list(cast("list[Any]", loaders))
+    return [loaders]
+
+
+def _generator_states(trainer: Any) -> Generators:
+    return [
+        {path: generator.get_state() for path, generator in loader_generators(loader)}
+        for loader in _validation_loaders(trainer)
+    ]
+
+
+def _set_generator_states(trainer: Any, saved: Generators) -> None:
+    loaders = _validation_loaders(trainer)
+    if len(loaders) != len(saved):
+        return
+    for loader, states in zip(loaders, saved):
+        for path, generator in loader_generators(loader):
+            state = states.get(path)
+            if state is not None:
+                generator.set_state(state)
+
+
+def _restarting_workers(trainer: Any, inside_epoch: bool) -> list[str]:
+    """The training loaders whose worker processes start their streams again where the uninterrupted
+    run's went on: resumed inside an epoch, or with persistent workers; not where the dataset keeps a
+    state of its own (taken to hold its streams: ``StatefulDataLoader`` saves it per worker)."""
+    names: list[str] = []
+    for index, loader in enumerate(train_loaders(trainer)):
+        workers = int(getattr(loader, "num_workers", 0) or 0)
+        persistent = bool(getattr(loader, "persistent_workers", False))
+        dataset = getattr(loader, "dataset", None)
+        if workers <= 0 or not (inside_epoch or persistent):
+            continue
+        if callable(getattr(dataset, "state_dict", None)) and callable(getattr(dataset, "load_state_dict", None)):
+            continue
+        kind = f"{type(loader).__module__}.{type(loader).__qualname__}"
+        names.append(
+            f"loader {index} ({kind}, num_workers={workers}{', persistent_workers=True' if persistent else ''})"
+        )
+    return names
