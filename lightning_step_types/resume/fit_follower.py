@@ -66,6 +66,7 @@ from lightning_step_types._lightning.trainer import running
 from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
 from lightning_step_types.resume.holders import Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
+from lightning_step_types.resume.undeclared_state import ModuleAttributes
 
 __all__ = ["FitFollower", "Phase", "ResumeHooks", "any_resuming", "follower_of", "start_following", "stop_following"]
 
@@ -177,6 +178,7 @@ class FitFollower:
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
         self.holders: Holders | None = None  # the callbacks' and loggers' state at each point's start
+        self.attributes: ModuleAttributes = ModuleAttributes(module)  # the module's own, at each point's start
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
@@ -184,6 +186,7 @@ class FitFollower:
         trainer = self.trainer()
         if trainer is not None:
             self.holders = Holders(trainer)
+        self.attributes.fit_start()
         original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         if trainer is not None:
             optimizers = trainer.optimizers
@@ -225,6 +228,7 @@ class FitFollower:
         # batch's start, callbacks whose batch hooks change their state, or the first batch's mark
         if holders is not None and (holders.rows or holders.in_batch or "batch" not in holders.row_marks):
             holders.batch_start()
+        self.attributes.batch_start()
         # gradients may be held over into this batch: Lightning zeroes them only where this index is a
         # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
         if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
@@ -273,6 +277,7 @@ class FitFollower:
         self.validation_metrics = {name: metric_states_on_device(metric) for name, metric in self.metrics.items()}
         if self.holders is not None:
             self.holders.mark("validation")
+        self.attributes.mark("validation")
         outputs = original()  # an exception leaves the phase where it came: a save in on_exception reads it
         self.phase = Phase.TAIL
         return outputs
@@ -292,6 +297,7 @@ class FitFollower:
             self.resume = None
         if self.holders is not None:
             self.holders.mark("epoch_end")
+        self.attributes.mark("epoch_end")
         original()
         self.phase = Phase.OUTSIDE
 
@@ -370,6 +376,7 @@ class FitFollower:
             self.passes.stop()
         if self.holders is not None:
             self.holders.stop()
+        self.attributes.stop()
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []

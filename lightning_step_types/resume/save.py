@@ -41,6 +41,7 @@ from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailabl
 from lightning_step_types.resume.points import Point, Position, point_of
 from lightning_step_types.resume.rank_exchange import gathered_states
 from lightning_step_types.resume.state import rank_state
+from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
 __all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
 
@@ -78,6 +79,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
         return None
     state = rank_state(follower, point, trainer, module)
+    runs_again = _runs_again(follower, point, position)
+    state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},
@@ -97,7 +100,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             else None
         )
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
-        ours[STATE][SAVED] = follower.holders.saved(_runs_again(follower, point, position), stop, unfinished)
+        ours[STATE][SAVED] = follower.holders.saved(runs_again, stop, unfinished)
     return follower.pass_states_before(fetch)
 
 
