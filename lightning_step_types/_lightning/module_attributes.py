@@ -1,4 +1,5 @@
-"""The names Lightning and torch keep on a LightningModule instance, and a tensor's in-place version.
+"""The names Lightning and torch keep on a LightningModule instance, a tensor's in-place version, and
+the moment Lightning reads a checkpoint to resume from.
 
 Part of the one place where the library reads names Lightning (or torch, torchmetrics) keeps
 private; each function says which it reads and what it relies on.
@@ -6,11 +7,21 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import torch
 
-__all__ = ["framework_names", "tensor_version"]
+from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+
+__all__ = [
+    "before_checkpoint_loads",
+    "framework_names",
+    "stop_before_checkpoint_loads",
+    "tensor_version",
+    "tensor_versions",
+]
 
 _NAMES: dict[type, frozenset[str]] = {}
 
@@ -40,3 +51,34 @@ def tensor_version(tensor: torch.Tensor) -> int:
     """The tensor's in-place version (`Tensor._version`, torch-private): every in-place operation on
     it (``self.total += loss``) moves it; a tensor rebound to the attribute is another object."""
     return int(tensor._version)
+
+
+_VERSION = attrgetter("_version")
+
+
+def tensor_versions(tensors: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
+    """Each tensor's in-place version (`Tensor._version`, as `tensor_version`), read in C."""
+    return tuple(map(_VERSION, tensors))
+
+
+def before_checkpoint_loads(trainer: Any, call: Callable[[], None]) -> None:
+    """Call ``call()`` once, as Lightning reads the checkpoint a fit resumes from, before any hook sees it.
+
+    Relies on `_CheckpointConnector.resume_start` reading the file through the strategy's public
+    ``load_checkpoint`` before `restore_model` calls the module's ``on_load_checkpoint`` (and the
+    module's ``load_state_dict``): the strategy's method is replaced on the instance for the fit (the
+    module's own hooks are left alone: the module pickles as it is).
+    """
+    strategy = trainer.strategy
+    original = strategy.load_checkpoint
+
+    def load_checkpoint(*args: Any, **kwargs: Any) -> Any:
+        take_off_instance(strategy, "load_checkpoint")
+        call()
+        return original(*args, **kwargs)
+
+    put_on_instance(strategy, "load_checkpoint", load_checkpoint)
+
+
+def stop_before_checkpoint_loads(trainer: Any) -> None:
+    take_off_instance(trainer.strategy, "load_checkpoint")

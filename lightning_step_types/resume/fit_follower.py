@@ -178,7 +178,7 @@ class FitFollower:
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
         self.holders: Holders | None = None  # the callbacks' and loggers' state at each point's start
-        self.attributes: ModuleAttributes = ModuleAttributes(module)  # the module's own, at each point's start
+        self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own, at each point's start
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 

@@ -31,8 +31,8 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
   in place: another reference to it sees the values); everything else that changed is named in one
   ``StepResultWarning`` at resume, attribute by attribute;
 - what the module's own checkpoint code covers: an attribute its ``on_load_checkpoint`` or
-  ``load_state_dict`` set (it changed between the call of ``on_load_checkpoint`` and the fit's start)
-  is left as they set it, and not named.
+  ``load_state_dict`` set (it changed between Lightning's read of the checkpoint, before those run,
+  and the fit's start) is left as they set it, and not named.
 """
 
 from __future__ import annotations
@@ -43,12 +43,18 @@ import types
 import weakref
 from collections.abc import Mapping
 from functools import partial
+from operator import is_
 from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
-from lightning_step_types._lightning.module_attributes import framework_names, tensor_version
+from lightning_step_types._lightning.module_attributes import (
+    before_checkpoint_loads,
+    framework_names,
+    stop_before_checkpoint_loads,
+    tensor_version,
+    tensor_versions,
+)
 from lightning_step_types.resume.messages import Problem
 
 __all__ = ["ATTRIBUTES", "ModuleAttributes", "undeclared_state_problem"]
@@ -87,7 +93,7 @@ _ABSENT_MARK: tuple[Any, ...] = ("leaf", ABSENT)
 #   (_LEAF, value)                            an immutable value (or ABSENT)
 #   (_LIST, list, length, copy or None)        followed as append-only: the value is list[:length]
 #   (_TENSOR, tensor, version, clone or None)  the value is the tensor while its version is the same
-#   (_DICT, dict, {key: mark})
+#   (_DICT, dict, {key: mark}, a copy where every item is a _LEAF, else None)
 #   (_TUPLE, tuple, (mark, ...))
 #   (_OBJECT, object, probe)                   anything else: not data a checkpoint holds
 _LEAF, _LIST, _TENSOR, _DICT, _TUPLE, _OBJECT = "leaf", "list", "tensor", "dict", "tuple", "object"
@@ -105,9 +111,14 @@ def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJ
         return (_TENSOR, value, tensor_version(value), value.detach().clone() if clone else None)
     if isinstance(value, dict):
         entries = cast("dict[Any, Any]", value)
-        return (_DICT, entries, {key: _mark(item, clone, copy, depth) for key, item in entries.items()})
+        marks = {key: _mark(item, clone, copy, depth) for key, item in entries.items()}
+        plain = all(mark[0] is _LEAF for mark in marks.values())  # compared by == at each batch's start
+        return (_DICT, entries, marks, dict(entries) if plain else None)
     if kind is tuple:
-        return (_TUPLE, value, tuple(_mark(item, clone, copy, depth) for item in cast("tuple[Any, ...]", value)))
+        marks_of = tuple(_mark(item, clone, copy, depth) for item in cast("tuple[Any, ...]", value))
+        if all(mark[0] is _LEAF for mark in marks_of):
+            return (_LEAF, value)  # immutable all through
+        return (_TUPLE, value, marks_of)
     if value is None or value is ABSENT or isinstance(value, _LEAVES):
         return (_LEAF, value)
     return (_OBJECT, value, _probe(value, depth))
@@ -167,6 +178,14 @@ def _same_probe(a: Any, b: Any) -> bool:
     ):
         return a[0] == b[0] and _same_probe(a[1], b[1])
     return bool(a == b)
+
+
+def _equal(copy: dict[Any, Any], live: dict[Any, Any]) -> bool:
+    """``copy == live``, where the live dict may hold a tensor now (its ``==`` is elementwise)."""
+    try:
+        return bool(copy == live)
+    except (RuntimeError, ValueError, TypeError):
+        return False
 
 
 class _Unknown(Exception):
@@ -275,24 +294,11 @@ def _held_elsewhere(trainer: Any) -> set[int]:
     return found
 
 
-class _BeforeLoad:
-    """In place of the module's ``on_load_checkpoint`` for a fit: marks the attributes before it runs."""
-
-    def __init__(self, attributes: ModuleAttributes, original: Any) -> None:
-        self.attributes, self.original = attributes, original
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.attributes.before_load = self.attributes.marks_now()
-        module = self.attributes.module()
-        if module is not None:
-            take_off_instance(module, "on_load_checkpoint")
-        return self.original(*args, **kwargs)
-
-
 class ModuleAttributes:
     """One fit of one module: its attributes' marks at the fit's start and at the points' starts."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, trainer: Any, module: Any) -> None:
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
         self.module: weakref.ReferenceType[Any] = weakref.ref(module)
         self.owner = type(module).__qualname__
         self.framework = framework_names(module)
@@ -301,19 +307,22 @@ class ModuleAttributes:
         self.start: dict[str, Mark] = {}  # name -> mark at the fit's start
         self.before_load: dict[str, Mark] | None = None  # name -> mark before on_load_checkpoint ran
         self.loaded_by_module: set[str] = set()  # set by the module's own on_load_checkpoint / load_state_dict
-        # the marks at the last batch's start: [name, mark, kept] (kept: the attribute changed in place
-        # before, so its tensors are cloned at each mark)
-        self.entries: list[list[Any]] = []
+        # the marks at the last batch's start: each followed name, its mark, and whether it changed in
+        # place before (its tensors are then cloned at each mark); with the fast path's tuples (`_index`)
+        self.names: list[str] = []
+        self.marks_at: list[Mark] = []
+        self.kept: list[bool] = []
+        self._index()
         self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end -> name -> mark, copied
-        try:
-            put_on_instance(module, "on_load_checkpoint", _BeforeLoad(self, module.on_load_checkpoint))
-        except AttributeError:  # a module with __slots__ (not a LightningModule's default)
-            pass
+        before_checkpoint_loads(trainer, self._before_load)
+
+    def _before_load(self) -> None:
+        self.before_load = self.marks_now()
 
     def stop(self) -> None:
-        module = self.module()
-        if module is not None:
-            take_off_instance(module, "on_load_checkpoint")
+        trainer = self.trainer()
+        if trainer is not None:
+            stop_before_checkpoint_loads(trainer)
 
     def followed(self) -> dict[str, Any]:
         framework = self.framework
@@ -328,7 +337,10 @@ class ModuleAttributes:
         """Before the on_train_start hooks: the marks every change is measured from."""
         self.start = self.marks_now()
         self.size = len(self.namespace)
-        self.entries = [[name, mark, False] for name, mark in self.start.items()]
+        self.names = list(self.start)
+        self.marks_at = list(self.start.values())
+        self.kept = [False] * len(self.names)
+        self._index()
         if self.before_load is not None:
             before, start = self.before_load, self.start
             self.loaded_by_module = {
@@ -338,36 +350,91 @@ class ModuleAttributes:
             }
 
     def batch_start(self) -> None:
-        """At each batch's start: a new mark for each attribute that changed since the last one."""
+        """At each batch's start: a new mark for each attribute that changed since the last one.
+
+        Where nothing changed this is a few C-level passes: the values read at once and compared by
+        identity, the lists' lengths, the tensors' versions, the plain dicts of numbers by ``==``."""
         namespace = self.namespace
         if len(namespace) != self.size:
             self._read_names()
-        for entry in self.entries:
-            mark = entry[1]
-            value = namespace.get(entry[0], ABSENT)
-            if mark[1] is value:
-                kind = mark[0]
-                if kind is _LEAF or kind is _OBJECT:
+        if not self.names:
+            return
+        values = tuple(map(namespace.get, self.names, self.absent))
+        marks = self.marks_at
+        if not all(map(is_, values, self.refs)):
+            changed = [index for index, (value, ref) in enumerate(zip(values, self.refs)) if value is not ref]
+            kinds: set[str] = set()
+            for index in changed:
+                old = marks[index][0]
+                mark = marks[index] = _mark(values[index], clone=self.kept[index])
+                kinds.add(old if old is mark[0] else "moved")
+            self.refs = values
+            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds:
+                self._index()
+            else:
+                if _LIST in kinds:
+                    self.lists = tuple(marks[index][1] for index in self.list_at)
+                    self.lengths = tuple(marks[index][2] for index in self.list_at)
+                if _TENSOR in kinds:
+                    self.tensors = tuple(marks[index][1] for index in self.tensor_at)
+                    self.versions = tuple(marks[index][2] for index in self.tensor_at)
+            # and on: other attributes may have changed in place in the same batch
+        if self.lists:
+            lengths = tuple(map(len, self.lists))
+            if lengths != self.lengths:
+                for index, length in zip(self.list_at, lengths):
+                    if length != marks[index][2]:
+                        marks[index] = _mark(values[index])
+                self.lengths = lengths
+        if self.tensors:
+            versions = tensor_versions(self.tensors)
+            if versions != self.versions:
+                for index, version in zip(self.tensor_at, versions):
+                    if version != marks[index][2]:
+                        self.kept[index] = True  # changed in place: from now on it is cloned at each mark
+                        marks[index] = _mark(values[index], clone=True)
+                self.versions = versions
+        for index in self.containers_at:
+            mark = marks[index]
+            if mark[0] is _DICT and mark[3] is not None:
+                if _equal(mark[3], mark[1]):  # a dict of numbers and strings: compared in C
                     continue
-                if kind is _LIST:
-                    if len(value) == mark[2]:
-                        continue
-                elif kind is _TENSOR:
-                    if tensor_version(value) == mark[2]:
-                        continue
-                    entry[2] = True  # changed in place: from now on its value is kept at each mark
-                else:
-                    new = _mark(value, clone=entry[2])
-                    if _same(mark, new):
-                        continue
-                    entry[1], entry[2] = new, True
+                marks[index] = _mark(mark[1], clone=True)
+            else:
+                new = _mark(mark[1], clone=True)
+                if _same(mark, new):
                     continue
-            entry[1] = _mark(value, clone=entry[2])
+                marks[index] = new
+            self.kept[index] = True
+            if marks[index][0] is not mark[0]:
+                self._index()
+
+    def _index(self) -> None:
+        marks = self.marks_at
+        self.refs = tuple(mark[1] for mark in marks)
+        self.absent = (ABSENT,) * len(marks)
+        self.list_at = [index for index, mark in enumerate(marks) if mark[0] is _LIST]
+        self.lists = tuple(marks[index][1] for index in self.list_at)
+        self.lengths = tuple(marks[index][2] for index in self.list_at)
+        self.tensor_at = [index for index, mark in enumerate(marks) if mark[0] is _TENSOR]
+        self.tensors = tuple(marks[index][1] for index in self.tensor_at)
+        self.versions = tuple(marks[index][2] for index in self.tensor_at)
+        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] is _DICT or mark[0] is _TUPLE]
 
     def _read_names(self) -> None:
         self.size = len(self.namespace)
-        known = {entry[0] for entry in self.entries}
-        self.entries += [[name, _mark(value), False] for name, value in self.followed().items() if name not in known]
+        known = set(self.names)
+        for name, value in self.followed().items():
+            if name not in known:
+                self.names.append(name)
+                self.marks_at.append(_mark(value))
+                self.kept.append(False)
+        self._index()
+
+    @property
+    def entries(self) -> dict[str, Mark]:
+        """The marks at the last batch's start, by name."""
+        return dict(zip(self.names, self.marks_at))
 
     def mark(self, name: str) -> None:
         """At a validation's start and an epoch's end's start: the values, copied."""
@@ -378,7 +445,7 @@ class ModuleAttributes:
         now = self.marks_now()
         shared = _held_elsewhere(trainer)
         if runs_again in ("fetch", "batch"):
-            at_point: dict[str, Mark] = {entry[0]: entry[1] for entry in self.entries}
+            at_point: dict[str, Mark] = self.entries
         elif runs_again is not None and runs_again in self.marks:
             at_point = self.marks[runs_again]
         else:
