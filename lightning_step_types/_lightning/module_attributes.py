@@ -43,7 +43,9 @@ def framework_names(module: Any) -> frozenset[str]:
         base = torch.nn.Module
     names = _NAMES.get(base)
     if names is None:
-        names = _NAMES[base] = frozenset(vars(base()))
+        instance: object = base()
+        fresh: dict[str, Any] = vars(instance)
+        names = _NAMES[base] = frozenset(fresh)
     return names
 
 

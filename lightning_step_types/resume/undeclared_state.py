@@ -103,14 +103,14 @@ Mark = tuple[Any, ...]
 def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJECT_DEPTH) -> Mark:
     """``clone``: a tensor's value now is kept (it may change in place before the mark is read);
     ``copy``: a list's items now are kept (it may be cleared before)."""
-    kind = type(value)
+    kind: type = type(cast(object, value))
     if kind is list:
         items = cast("list[Any]", value)
         return (_LIST, items, len(items), list(items) if copy else None)
     if isinstance(value, torch.Tensor):
         return (_TENSOR, value, tensor_version(value), value.detach().clone() if clone else None)
     if isinstance(value, dict):
-        entries = cast("dict[Any, Any]", value)
+        entries = cast(Any, value)
         marks = {key: _mark(item, clone, copy, depth) for key, item in entries.items()}
         plain = all(mark[0] is _LEAF for mark in marks.values())  # compared by == at each batch's start
         return (_DICT, entries, marks, dict(entries) if plain else None)
@@ -127,7 +127,7 @@ def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJ
 def _probe(value: Any, depth: int) -> Any:
     """What can be seen of an object's state without copying it."""
     if isinstance(value, types.GeneratorType):
-        generator = cast("types.GeneratorType[Any, Any, Any]", value)
+        generator = cast(Any, value)
         frame = generator.gi_frame
         if frame is None:
             return "done"
@@ -156,9 +156,9 @@ def _same(a: Mark, b: Mark) -> bool:
     if a[1] is not b[1]:
         return False
     if kind is _LIST or kind is _TENSOR:
-        return a[2] == b[2]
+        return bool(a[2] == b[2])
     if kind is _DICT:
-        return a[2].keys() == b[2].keys() and all(_same(mark, b[2][key]) for key, mark in a[2].items())
+        return bool(a[2].keys() == b[2].keys()) and all(_same(mark, b[2][key]) for key, mark in a[2].items())
     if kind is _TUPLE:
         return all(_same(x, y) for x, y in zip(a[2], b[2]))
     return _same_probe(a[2], b[2])
@@ -170,13 +170,10 @@ def _same_probe(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         x, y = cast("dict[str, Mark]", a), cast("dict[str, Mark]", b)
         return x.keys() == y.keys() and all(_same(mark, y[name]) for name, mark in x.items())
-    if (
-        isinstance(a, tuple)
-        and isinstance(b, tuple)
-        and len(cast("tuple[Any, ...]", a)) == 2
-        and isinstance(a[1], dict)
-    ):
-        return a[0] == b[0] and _same_probe(a[1], b[1])
+    if isinstance(a, tuple) and isinstance(b, tuple):  # a generator's: where it stopped, and its locals
+        x_at, y_at = cast("tuple[Any, ...]", cast(Any, a)), cast("tuple[Any, ...]", cast(Any, b))
+        if len(x_at) == 2 and len(y_at) == 2 and isinstance(x_at[1], dict):
+            return bool(x_at[0] == y_at[0]) and _same_probe(x_at[1], y_at[1])
     return bool(a == b)
 
 
@@ -225,12 +222,12 @@ def _saved_form(value: Any, accelerated: list[bool]) -> Any:
         return value.detach().cpu().clone()
     if value is None or isinstance(value, _LEAVES):
         return value
-    kind = type(value)
+    kind: type = type(cast(object, value))
     if kind is list or kind is tuple:
         items = [_saved_form(item, accelerated) for item in cast("list[Any]", value)]
         return items if kind is list else tuple(items)
     if isinstance(value, dict):
-        entries = cast("dict[Any, Any]", value)
+        entries = cast(Any, value)
         for key in entries:
             if not (key is None or isinstance(key, _LEAVES)):
                 raise _NotData(f"a {_type_name(key)} key")
@@ -243,16 +240,16 @@ def _on_device(value: Any, device: torch.device | None) -> Any:
         return value.to(device) if device is not None else value
     if type(value) is list or type(value) is tuple:
         items = [_on_device(item, device) for item in cast("list[Any]", value)]
-        return items if type(value) is list else tuple(items)
+        return items if type(cast(object, value)) is list else tuple(items)
     if type(value) is dict:
-        return {key: _on_device(item, device) for key, item in cast("dict[Any, Any]", value).items()}
+        return {key: _on_device(item, device) for key, item in cast(Any, value).items()}
     return value
 
 
 def _type_name(value: Any) -> str:
     if isinstance(value, types.GeneratorType):
         return "generator"
-    cls = type(value)
+    cls: type = type(cast(object, value))
     return cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -262,7 +259,7 @@ def _holds_module(value: Any, depth: int) -> bool:
     if depth <= 0:
         return False
     if isinstance(value, dict):
-        return any(_holds_module(item, depth - 1) for item in cast("dict[Any, Any]", value).values())
+        return any(_holds_module(item, depth - 1) for item in cast(Any, value).values())
     if type(value) is list or type(value) is tuple:
         return any(_holds_module(item, depth - 1) for item in cast("list[Any]", value))
     return False
@@ -312,7 +309,15 @@ class ModuleAttributes:
         self.names: list[str] = []
         self.marks_at: list[Mark] = []
         self.kept: list[bool] = []
-        self._index()
+        self.refs: tuple[Any, ...] = ()
+        self.absent: tuple[Any, ...] = ()
+        self.list_at: list[int] = []
+        self.lists: tuple[list[Any], ...] = ()
+        self.lengths: tuple[int, ...] = ()
+        self.tensor_at: list[int] = []
+        self.tensors: tuple[torch.Tensor, ...] = ()
+        self.versions: tuple[int, ...] = ()
+        self.containers_at: list[int] = []
         self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end -> name -> mark, copied
         before_checkpoint_loads(trainer, self._before_load)
 
@@ -492,9 +497,10 @@ class ModuleAttributes:
             live = self.namespace.get(name, ABSENT)
             if type(live) is list and type(restored) is list:
                 live[:] = restored
-            elif isinstance(live, dict) and type(restored) is dict and type(live) is not dict:
-                live.clear()  # a defaultdict, an OrderedDict: the same object, with the values
-                live.update(restored)
+            elif isinstance(live, dict) and type(restored) is dict and type(cast(object, live)) is not dict:
+                held: dict[Any, Any] = cast(Any, live)  # a defaultdict, an OrderedDict: the same object
+                held.clear()
+                held.update(cast(Any, restored))
             else:
                 setattr(module, name, restored)
         named = [item for item in saved.get("named", []) if item[0] not in mine]
