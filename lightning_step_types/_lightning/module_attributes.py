@@ -24,11 +24,15 @@ __all__ = [
 ]
 
 _NAMES: dict[type, frozenset[str]] = {}
+# `HyperparametersMixin.save_hyperparameters` sets these (not `__init__`); the checkpoint holds them
+# under "hyper_parameters"
+_HPARAMS = frozenset(("_hparams", "_hparams_initial", "_hparams_name"))
 
 
 def framework_names(module: Any) -> frozenset[str]:
     """The attribute names a fresh instance of the module's ``LightningModule`` base holds in its
-    ``__dict__`` (``_trainer``, ``_current_fx_name``, ``training``, torch's ``_parameters`` ...).
+    ``__dict__`` (``_trainer``, ``_current_fx_name``, ``training``, torch's ``_parameters`` ...), and
+    those ``save_hyperparameters`` sets.
 
     Relies on Lightning and torch setting their per-instance state in ``__init__``: the names are
     read off a new ``LightningModule()`` of the module's flavour (its first base so named), once per
@@ -45,7 +49,7 @@ def framework_names(module: Any) -> frozenset[str]:
     if names is None:
         instance: object = base()
         fresh: dict[str, Any] = vars(instance)
-        names = _NAMES[base] = frozenset(fresh)
+        names = _NAMES[base] = frozenset(fresh) | _HPARAMS
     return names
 
 
