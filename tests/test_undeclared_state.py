@@ -4,7 +4,8 @@ The harness is ``fault_matrix``'s (one uninterrupted fit against an interrupted,
 by value), with a module that keeps one kind of state in plain attributes:
 
 - ``step_outputs``: ``self.training_step_outputs.append(loss)`` in ``training_step``, consumed and
-  cleared in ``on_train_epoch_end`` (the pattern Lightning's 2.0 migration guide recommends);
+  cleared in ``on_train_epoch_end`` (the pattern Lightning's 2.0 migration guide recommends); the
+  same list made in ``setup`` (``outputs_from_setup``) or in ``on_fit_start`` (``outputs_from_fit_start``);
 - ``counter``: ``self.rows_seen += len(batch)``, logged at the epoch's end;
 - ``cached_tensor``: ``self.last_pred`` rebound to each step's mean prediction, read by the next step;
 - ``running_tensor``: ``self.loss_sum += loss``, in place, logged and zeroed at the epoch's end;
@@ -66,6 +67,8 @@ class Patterns:
         """The pattern's attribute, as compared with the uninterrupted run's at the end."""
         return {
             "step_outputs": self.training_step_outputs,
+            "outputs_from_setup": self.training_step_outputs,
+            "outputs_from_fit_start": self.training_step_outputs,
             "counter": self.rows_seen,
             "cached_tensor": self.last_pred,
             "running_tensor": self.loss_sum,
@@ -77,7 +80,7 @@ class Patterns:
     def note_step(self, batch: Any, loss: torch.Tensor, pred: torch.Tensor) -> None:
         log: Any = getattr(self, "log")
         pattern = self.pattern
-        if pattern == "step_outputs":
+        if pattern in ("step_outputs", "outputs_from_setup", "outputs_from_fit_start"):
             self.training_step_outputs.append(loss.detach())
         elif pattern == "counter":
             self.rows_seen += len(batch[1])
@@ -93,7 +96,7 @@ class Patterns:
     def note_epoch_end(self) -> None:
         log: Any = getattr(self, "log")
         pattern = self.pattern
-        if pattern == "step_outputs":
+        if pattern in ("step_outputs", "outputs_from_setup", "outputs_from_fit_start"):
             outputs = torch.stack(self.training_step_outputs)
             log("epoch_count", float(len(outputs)))
             log("epoch_mean", outputs.mean())
@@ -138,30 +141,29 @@ def _module_classes(pattern: str) -> dict[str, type]:
             self.note_epoch_end()
             base.on_train_epoch_end(self)
 
+        def setup(self: Any, stage: str) -> None:
+            if self.pattern == "outputs_from_setup":
+                self.training_step_outputs = []
+
+        def on_fit_start(self: Any) -> None:
+            if self.pattern == "outputs_from_fit_start":
+                self.training_step_outputs = []
+
         methods = dict(
             __init__=__init__,
             training_step=training_step,
             validation_step=validation_step,
             on_validation_epoch_end=on_validation_epoch_end,
             on_train_epoch_end=on_train_epoch_end,
+            setup=setup,
+            on_fit_start=on_fit_start,
         )
         return type(f"Attribute{base.__name__}", (Patterns, base), methods)
 
     return {"typed": build(TypedMatrixModel), "plain": build(PlainMatrixModel)}
 
 
-_CLASSES = {
-    pattern: _module_classes(pattern)
-    for pattern in (
-        "step_outputs",
-        "counter",
-        "cached_tensor",
-        "running_tensor",
-        "dict",
-        "val_outputs",
-        "val_outputs_epoch",
-    )
-}
+_CLASSES: dict[str, dict[str, type]] = {}
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,8 @@ class AttributeSetup:
         return {}
 
     def module_class(self, way: str, loop: Loop) -> type:
+        if self.pattern not in _CLASSES:
+            _CLASSES[self.pattern] = _module_classes(self.pattern)
         cls = _CLASSES[self.pattern]["typed" if way == "typed" else "plain"]
         if way == "typed" and not self.exact_resume:
             return type(cls.__name__, (cls,), {"exact_resume": False})
@@ -255,6 +259,8 @@ IN_VALIDATION = Fault("validation_step", "exception", 0, 9)  # the validation af
 
 FAULTS: dict[str, tuple[Fault, ...]] = {
     "step_outputs": (IN_STEP, KILLED),
+    "outputs_from_setup": (IN_STEP, KILLED),
+    "outputs_from_fit_start": (IN_STEP, KILLED),
     "counter": (IN_STEP, KILLED),
     "cached_tensor": (IN_STEP, KILLED),
     "running_tensor": (IN_STEP, KILLED),
@@ -273,6 +279,8 @@ CELLS = [
 # start fresh, so more differs. The val_outputs list is empty at a batch's end (each validation
 # consumes it): nothing of it is lost there.
 LOGGED = {
+    "outputs_from_setup": "epoch_count",
+    "outputs_from_fit_start": "epoch_count",
     "val_outputs": "val_mean",
     "step_outputs": "epoch_count",
     "counter": "rows_seen",

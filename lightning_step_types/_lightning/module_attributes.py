@@ -1,5 +1,5 @@
 """The names Lightning and torch keep on a LightningModule instance, a tensor's in-place version, and
-the moment Lightning reads a checkpoint to resume from.
+the moments around Lightning's restore of the module from a checkpoint.
 
 Part of the one place where the library reads names Lightning (or torch, torchmetrics) keeps
 private; each function says which it reads and what it relies on.
@@ -16,9 +16,9 @@ import torch
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
 
 __all__ = [
-    "before_checkpoint_loads",
+    "around_module_restore",
     "framework_names",
-    "stop_before_checkpoint_loads",
+    "stop_around_module_restore",
     "tensor_version",
     "tensor_versions",
 ]
@@ -67,24 +67,34 @@ def tensor_versions(tensors: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
     return tuple(map(_VERSION, tensors))
 
 
-def before_checkpoint_loads(trainer: Any, call: Callable[[], None]) -> None:
-    """Call ``call()`` once, as Lightning reads the checkpoint a fit resumes from, before any hook sees it.
+def around_module_restore(trainer: Any, before: Callable[[], None], after: Callable[[], None]) -> None:
+    """Call ``before()`` as Lightning reads the checkpoint a fit resumes from, before any hook sees it,
+    and ``after()`` once the module's own restore is done, before ``on_fit_start`` and any other hook.
 
     Relies on `_CheckpointConnector.resume_start` reading the file through the strategy's public
-    ``load_checkpoint`` before `restore_model` calls the module's ``on_load_checkpoint`` (and the
-    module's ``load_state_dict``): the strategy's method is replaced on the instance for the fit (the
-    module's own hooks are left alone: the module pickles as it is).
+    ``load_checkpoint``, and on `_CheckpointConnector.restore_model` calling the module's
+    ``on_load_checkpoint`` and then the strategy's ``load_model_state_dict`` (the module's
+    ``load_state_dict``), with nothing of the module's in between: the strategy's two methods are
+    replaced on the instance for the fit (the module is left alone: it pickles as it is).
     """
     strategy = trainer.strategy
-    original = strategy.load_checkpoint
+    read, restore = strategy.load_checkpoint, strategy.load_model_state_dict
 
     def load_checkpoint(*args: Any, **kwargs: Any) -> Any:
         take_off_instance(strategy, "load_checkpoint")
-        call()
-        return original(*args, **kwargs)
+        before()
+        return read(*args, **kwargs)
+
+    def load_model_state_dict(*args: Any, **kwargs: Any) -> Any:
+        take_off_instance(strategy, "load_model_state_dict")
+        result = restore(*args, **kwargs)
+        after()
+        return result
 
     put_on_instance(strategy, "load_checkpoint", load_checkpoint)
+    put_on_instance(strategy, "load_model_state_dict", load_model_state_dict)
 
 
-def stop_before_checkpoint_loads(trainer: Any) -> None:
+def stop_around_module_restore(trainer: Any) -> None:
     take_off_instance(trainer.strategy, "load_checkpoint")
+    take_off_instance(trainer.strategy, "load_model_state_dict")

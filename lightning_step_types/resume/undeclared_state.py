@@ -32,7 +32,9 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
   ``StepResultWarning`` at resume, attribute by attribute;
 - what the module's own checkpoint code covers: an attribute its ``on_load_checkpoint`` or
   ``load_state_dict`` set (it changed between Lightning's read of the checkpoint, before those run,
-  and the fit's start) is left as they set it, and not named.
+  and the end of the module's restore, after them) is left as they set it, and not named; what
+  ``on_fit_start`` or ``on_train_start`` set is what the uninterrupted run had set too, and the
+  saved value replaces it.
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.module_attributes import (
-    before_checkpoint_loads,
+    around_module_restore,
     framework_names,
-    stop_before_checkpoint_loads,
+    stop_around_module_restore,
     tensor_version,
     tensor_versions,
 )
@@ -303,6 +305,7 @@ class ModuleAttributes:
         self.size = -1  # len(namespace) when the followed names were last read
         self.start: dict[str, Mark] = {}  # name -> mark at the fit's start
         self.before_load: dict[str, Mark] | None = None  # name -> mark before on_load_checkpoint ran
+        self.after_load: dict[str, Mark] | None = None  # and after the module's load_state_dict
         self.loaded_by_module: set[str] = set()  # set by the module's own on_load_checkpoint / load_state_dict
         # the marks at the last batch's start: each followed name, its mark, and whether it changed in
         # place before (its tensors are then cloned at each mark); with the fast path's tuples (`_index`)
@@ -319,15 +322,18 @@ class ModuleAttributes:
         self.versions: tuple[int, ...] = ()
         self.containers_at: list[int] = []
         self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end -> name -> mark, copied
-        before_checkpoint_loads(trainer, self._before_load)
+        around_module_restore(trainer, self._before_load, self._after_load)
 
     def _before_load(self) -> None:
         self.before_load = self.marks_now()
 
+    def _after_load(self) -> None:
+        self.after_load = self.marks_now()
+
     def stop(self) -> None:
         trainer = self.trainer()
         if trainer is not None:
-            stop_before_checkpoint_loads(trainer)
+            stop_around_module_restore(trainer)
 
     def followed(self) -> dict[str, Any]:
         framework = self.framework
@@ -347,11 +353,11 @@ class ModuleAttributes:
         self.kept = [False] * len(self.names)
         self._index()
         if self.before_load is not None:
-            before, start = self.before_load, self.start
+            before, after = self.before_load, self.after_load if self.after_load is not None else self.start
             self.loaded_by_module = {
                 name
-                for name in {*before, *start}
-                if not _same(before.get(name, _ABSENT_MARK), start.get(name, _ABSENT_MARK))
+                for name in {*before, *after}
+                if not _same(before.get(name, _ABSENT_MARK), after.get(name, _ABSENT_MARK))
             }
 
     def batch_start(self) -> None:
