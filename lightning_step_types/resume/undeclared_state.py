@@ -143,9 +143,13 @@ def _probe(value: Any, depth: int) -> Any:
         return value.getstate()
     if isinstance(value, torch.Generator):
         return value.get_state()
-    if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS or not hasattr(value, "__dict__"):
+    if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS:
         return None
-    return {name: _mark(item, depth=depth - 1) for name, item in cast("dict[str, Any]", vars(value)).items()}
+    try:
+        own: dict[str, Any] = vars(cast(object, value))
+    except TypeError:  # no __dict__ (slots, a C type): followed by identity
+        return None
+    return {name: _mark(item, depth=depth - 1) for name, item in list(own.items())}
 
 
 def _same(a: Mark, b: Mark) -> bool:
@@ -448,8 +452,13 @@ class ModuleAttributes:
         return dict(zip(self.names, self.marks_at))
 
     def mark(self, name: str) -> None:
-        """At a validation's start and an epoch's end's start: the values, copied."""
-        self.marks[name] = self.marks_now(clone=True, copy=True)
+        """At a validation's start and an epoch's end's start: the lists copied (they may be cleared in
+        what runs again), the tensors seen to change in place cloned (a large cached tensor is not)."""
+        kept = dict(zip(self.names, self.kept))
+        self.marks[name] = {
+            attribute: _mark(value, clone=kept.get(attribute, False), copy=True)
+            for attribute, value in self.followed().items()
+        }
 
     def saved(self, runs_again: str | None, trainer: Any) -> dict[str, Any]:
         """What a checkpoint of a point where ``runs_again`` runs again (``resume/save.py``) holds."""
