@@ -88,7 +88,6 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()
-_ABSENT_MARK: tuple[Any, ...] = ("leaf", ABSENT)
 
 # --- marks: what is cheap to take and tells whether a value changed ---------------------------------
 # A mark is a tuple whose first item is its kind:
@@ -100,6 +99,7 @@ _ABSENT_MARK: tuple[Any, ...] = ("leaf", ABSENT)
 #   (_OBJECT, object, probe)                   anything else: not data a checkpoint holds
 _LEAF, _LIST, _TENSOR, _DICT, _TUPLE, _OBJECT = "leaf", "list", "tensor", "dict", "tuple", "object"
 Mark = tuple[Any, ...]
+_ABSENT_MARK: Mark = (_LEAF, ABSENT)
 
 
 def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJECT_DEPTH) -> Mark:
