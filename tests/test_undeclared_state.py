@@ -10,6 +10,8 @@ by value), with a module that keeps one kind of state in plain attributes:
 - ``cached_tensor``: ``self.last_pred`` rebound to each step's mean prediction, read by the next step;
 - ``running_tensor``: ``self.loss_sum += loss``, in place, logged and zeroed at the epoch's end;
 - ``dict``: ``self.stats["rows"]``, ``self.stats["loss"]`` summed per step, logged and reset at the epoch's end;
+- ``defaultdict``: ``self.by_parity[key].append(loss)`` into a ``defaultdict(list)``, alternating
+  keys, summed and cleared at the epoch's end (put back into the defaultdict, which makes missing keys after);
 - ``val_outputs``: ``self.validation_step_outputs.append(loss)`` in ``validation_step``, consumed in
   ``on_validation_epoch_end`` (a validation after batches 4 and 9 of each epoch);
 - ``val_outputs_epoch``: the same list consumed in ``on_train_epoch_end``, over the epoch's validations.
@@ -24,6 +26,7 @@ cell but the ``val_outputs`` ones differs silently, so the test can fail.
 from __future__ import annotations
 
 import itertools
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,7 @@ class Patterns:
         self.last_pred = torch.zeros(())
         self.loss_sum = torch.zeros(())
         self.stats: dict[str, Any] = {"rows": 0, "loss": 0.0}
+        self.by_parity: defaultdict[str, list[torch.Tensor]] = defaultdict(list)
 
     def noted(self) -> Any:
         """The pattern's attribute, as compared with the uninterrupted run's at the end."""
@@ -73,6 +77,7 @@ class Patterns:
             "cached_tensor": self.last_pred,
             "running_tensor": self.loss_sum,
             "dict": self.stats,
+            "defaultdict": self.by_parity,
             "val_outputs": self.validation_step_outputs,
             "val_outputs_epoch": self.validation_step_outputs,
         }[self.pattern]
@@ -92,6 +97,10 @@ class Patterns:
         elif pattern == "dict":
             self.stats["rows"] += len(batch[1])
             self.stats["loss"] += float(loss)
+        elif pattern == "defaultdict":
+            self.by_parity["odd" if len(self.by_parity["even"]) > len(self.by_parity["odd"]) else "even"].append(
+                loss.detach()
+            )
 
     def note_epoch_end(self) -> None:
         log: Any = getattr(self, "log")
@@ -110,6 +119,10 @@ class Patterns:
             log("stats_rows", float(self.stats["rows"]))
             log("stats_loss", self.stats["loss"])
             self.stats = {"rows": 0, "loss": 0.0}
+        elif pattern == "defaultdict":
+            log("odd_sum", torch.stack(self.by_parity["odd"]).sum())
+            log("even_count", float(len(self.by_parity["even"])))
+            self.by_parity.clear()
         elif pattern == "val_outputs_epoch":
             log("val_count", float(len(self.validation_step_outputs)))
             self.validation_step_outputs.clear()
@@ -265,6 +278,7 @@ FAULTS: dict[str, tuple[Fault, ...]] = {
     "cached_tensor": (IN_STEP, KILLED),
     "running_tensor": (IN_STEP, KILLED),
     "dict": (IN_STEP, KILLED),
+    "defaultdict": (IN_STEP, KILLED),
     "val_outputs": (IN_VALIDATION, IN_STEP, KILLED),
     "val_outputs_epoch": (IN_VALIDATION, IN_STEP, KILLED),
 }
@@ -287,6 +301,7 @@ LOGGED = {
     "cached_tensor": "drift",
     "running_tensor": "loss_sum",
     "dict": "stats_rows",
+    "defaultdict": "odd_sum",
     "val_outputs_epoch": "val_count",
 }
 
