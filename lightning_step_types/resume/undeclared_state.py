@@ -39,6 +39,7 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
 
 from __future__ import annotations
 
+import gc
 import io
 import random
 import types
@@ -145,11 +146,7 @@ def _probe(value: Any, depth: int) -> Any:
         return value.get_state()
     if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS:
         return None
-    try:
-        own: dict[str, Any] = vars(cast(object, value))
-    except TypeError:  # no __dict__ (slots, a C type): followed by identity
-        return None
-    return {name: _mark(item, depth=depth - 1) for name, item in list(own.items())}
+    return tuple(_mark(item, depth=depth - 1) for item in _held_by(value))
 
 
 def _same(a: Mark, b: Mark) -> bool:
@@ -173,6 +170,11 @@ def _same(a: Mark, b: Mark) -> bool:
 def _same_probe(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    x_held: tuple[Any, ...] = cast(Any, a) if type(a) is tuple else ()
+    y_held: tuple[Any, ...] = cast(Any, b) if type(b) is tuple else ()
+    if x_held is a and y_held is b and all(type(item) is tuple for item in (*x_held, *y_held)):
+        # an object's: the marks of what it holds, in order
+        return len(x_held) == len(y_held) and all(_same(x, y) for x, y in zip(x_held, y_held))
     if isinstance(a, dict) and isinstance(b, dict):
         x, y = cast("dict[str, Mark]", a), cast("dict[str, Mark]", b)
         return x.keys() == y.keys() and all(_same(mark, y[name]) for name, mark in x.items())
@@ -288,12 +290,22 @@ def _held_elsewhere(trainer: Any) -> set[int]:
     datamodule = getattr(trainer, "datamodule", None)
     if datamodule is not None:
         holders.append(datamodule)
-    found: set[int] = set()
-    for holder in holders:
-        try:
-            found.update(id(value) for value in cast("dict[str, Any]", vars(holder)).values())
-        except TypeError:  # no __dict__ (slots)
-            continue
+    return {id(value) for holder in holders for value in _held_by(holder)}
+
+
+def _held_by(holder: object) -> list[Any]:
+    """What an object holds in its attributes (and in a dict among them, one level), in order.
+
+    Read through the garbage collector's traversal, not ``vars()``: on CPython 3.11 reading an
+    object's ``__dict__`` makes its attributes a dict for good, and every attribute read on it then
+    takes the interpreter's unspecialized path (a callback's, a logger's, a helper's, per step).
+    """
+    found: list[Any] = []
+    for item in gc.get_referents(holder):
+        if type(item) is dict:  # the object's __dict__ where it is one already, or a dict attribute
+            found += gc.get_referents(item)
+        elif not isinstance(item, type):
+            found.append(item)
     return found
 
 
