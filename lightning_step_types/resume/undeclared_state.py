@@ -46,7 +46,7 @@ import types
 import weakref
 from collections.abc import Mapping
 from functools import partial
-from operator import is_
+from operator import is_, itemgetter
 from typing import Any, cast
 
 import torch
@@ -330,6 +330,7 @@ class ModuleAttributes:
         self.kept: list[bool] = []
         self.refs: tuple[Any, ...] = ()
         self.absent: tuple[Any, ...] = ()
+        self.getter: Any = None
         self.list_at: list[int] = []
         self.lists: tuple[list[Any], ...] = ()
         self.lengths: tuple[int, ...] = ()
@@ -386,7 +387,10 @@ class ModuleAttributes:
             self._read_names()
         if not self.names:
             return
-        values = tuple(map(namespace.get, self.names, self.absent))
+        try:  # one C call: an attribute deleted since (rare) takes the slower read
+            values: tuple[Any, ...] = self.getter(namespace) if len(self.names) > 1 else (namespace[self.names[0]],)
+        except KeyError:
+            values = tuple(map(namespace.get, self.names, self.absent))
         marks = self.marks_at
         if not all(map(is_, values, self.refs)):
             changed = [index for index, (value, ref) in enumerate(zip(values, self.refs)) if value is not ref]
@@ -440,6 +444,7 @@ class ModuleAttributes:
         marks = self.marks_at
         self.refs = tuple(mark[1] for mark in marks)
         self.absent = (ABSENT,) * len(marks)
+        self.getter = itemgetter(*self.names) if self.names else None
         self.list_at = [index for index, mark in enumerate(marks) if mark[0] is _LIST]
         self.lists = tuple(marks[index][1] for index in self.list_at)
         self.lengths = tuple(marks[index][2] for index in self.list_at)
