@@ -775,6 +775,47 @@ def _resume_workers_warning() -> str:
         return message
 
 
+class Tally:
+    """A user's helper object, as a script defines it (the catalogue shows its class as ``Tally``)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+Tally.__module__ = "__main__"
+
+
+def _resume_attribute_warning() -> str:
+    """A module attribute that no checkpoint holds changed before the save (tests/test_resume_fault.py's model)."""
+    import tempfile
+
+    import test_resume as resume
+    import test_resume_fault as fault
+    from pytorch_lightning.callbacks import OnExceptionCheckpoint
+
+    class Counting(fault.FaultyTyped):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.tally = Tally()
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            self.tally.count += 1
+            return super().training_step(batch, batch_idx)
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        with pytest.raises(fault.SimulatedFault):
+            resume.fit(
+                root / "faulty",
+                lambda: Counting("after_log"),
+                callbacks=[OnExceptionCheckpoint(root / "faulty")],
+                enable_checkpointing=True,
+            )
+        resumed_as: Any = type("MyModel", (Counting,), {})
+        checkpoint = root / "faulty" / "on_exception.ckpt"
+        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint))
+
+
 def _resume_plain_epoch_end_warning() -> str:
     """Plain Lightning's checkpoint saved by OnExceptionCheckpoint in an epoch's end hooks."""
     import tempfile
@@ -1064,6 +1105,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume inside an accumulation window's backward": lambda: _resume_inside_a_batch_warning("accumulation"),
     "resume with running statistics inside the batch": lambda: _resume_inside_a_batch_warning("running statistics"),
     "resume with the module's own checkpoint data": lambda: _resume_holder_warning("module"),
+    "resume with a module attribute no checkpoint holds": lambda: _resume_attribute_warning(),
     "resume inside an epoch with a callback set up at its start": lambda: _resume_holder_warning("epoch start"),
     "resume after a failed write in on_train_batch_end": lambda: _resume_holder_warning("batch end"),
     "resume plain Lightning's checkpoint from an epoch's end": _resume_plain_epoch_end_warning,

@@ -16,6 +16,8 @@ the last point whose every effect it holds, with each process's running state at
   back and starts the resumed run at the point;
 - ``resume/holders.py`` does the same for who else holds state: the callbacks' state and attributes, the rows
   the loggers already wrote, ``trainer.should_stop``, the epoch-start hooks Lightning skips;
+- ``resume/undeclared_state.py`` does it for the module's own attributes that no checkpoint holds (a
+  list ``training_step`` appends to, a counter, a cached tensor), and names those it cannot save;
 - ``resume/messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 
 One code path for both ways in; every private Lightning name is read in ``_lightning/``.

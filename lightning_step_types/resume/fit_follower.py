@@ -69,6 +69,7 @@ from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
 from lightning_step_types.resume.holders import Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
 from lightning_step_types.resume.random_streams import RandomStreams
+from lightning_step_types.resume.undeclared_state import ModuleAttributes
 
 __all__ = ["FitFollower", "Phase", "ResumeHooks", "any_resuming", "follower_of", "start_following", "stop_following"]
 
@@ -184,6 +185,7 @@ class FitFollower:
         self.first_batch_done: bool = False
         self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
+        self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own, at each point's start
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
@@ -191,6 +193,7 @@ class FitFollower:
         trainer = self.trainer()
         if trainer is not None:
             self.holders = Holders(trainer)
+        self.attributes.fit_start()
         original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         if self.holders is not None:
             self.holders.begin()
@@ -229,6 +232,7 @@ class FitFollower:
         # batch's start, callbacks whose batch hooks change their state, or the first batch's mark
         if holders is not None and (holders.rows or holders.in_batch or "batch" not in holders.row_marks):
             holders.batch_start()
+        self.attributes.batch_start()
         # gradients may be held over into this batch: Lightning zeroes them only where this index is a
         # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
         if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
@@ -279,6 +283,7 @@ class FitFollower:
         self.streams.validation_starts()
         if self.holders is not None:
             self.holders.mark("validation")
+        self.attributes.mark("validation")
         outputs = original()  # an exception leaves the phase where it came: a save in on_exception reads it
         self.phase = Phase.TAIL
         return outputs
@@ -299,6 +304,7 @@ class FitFollower:
         self.streams.epoch_end_starts()
         if self.holders is not None:
             self.holders.mark("epoch_end")
+        self.attributes.mark("epoch_end")
         original()
         self.phase = Phase.OUTSIDE
 
@@ -398,6 +404,7 @@ class FitFollower:
             self.passes.stop()
         if self.holders is not None:
             self.holders.stop()
+        self.attributes.stop()
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []

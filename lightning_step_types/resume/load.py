@@ -64,6 +64,7 @@ from lightning_step_types.resume.points import Point
 from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.save import FORMAT, READ_FORMATS, STATE
 from lightning_step_types.resume.state import restore_gradients, restore_metrics, restore_views
+from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
 __all__ = ["Resume", "load_running_state"]
 
@@ -147,6 +148,9 @@ class Resume:
         if trainer is not None:  # warned now: a restart at an epoch's end reaches no first batch
             where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
             for problem in resume_holders(trainer, module, follower.holders, self.holders, self.saved is None):
+                warn(module, where, problem)
+            attributes = state.get(ATTRIBUTES) if state is not None else None
+            for problem in follower.attributes.restore(attributes, trainer.strategy.root_device):
                 warn(module, where, problem)
         if trainer is None or state is None:
             return

@@ -42,6 +42,7 @@ from lightning_step_types.resume.points import Point, Position, point_of
 from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.rank_exchange import gathered_states
 from lightning_step_types.resume.state import rank_state
+from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
 __all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
 
@@ -81,6 +82,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     state = rank_state(follower, point, trainer, module)
     record = follower.record
     state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch, record.streams)
+    runs_again = _runs_again(follower, point, position)
+    state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},
@@ -102,10 +105,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
         entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
         ours[STATE][SAVED] = follower.holders.saved(
-            _runs_again(follower, point, position),
-            stop,
-            unfinished,
-            cast("dict[str, Any]", entries) if isinstance(entries, dict) else None,
+            runs_again, stop, unfinished, cast("dict[str, Any]", entries) if isinstance(entries, dict) else None
         )
     return follower.pass_states_before(fetch)
 

@@ -1,0 +1,554 @@
+"""The module's own attributes: what a LightningModule changes during a fit that no checkpoint holds.
+
+Lightning's checkpoint holds the module's ``state_dict()`` (parameters and buffers) and what its
+``on_save_checkpoint`` adds; the library adds the metrics' states (``resume/metric_state.py``). A
+plain attribute is in none of them: ``self.training_step_outputs.append(loss)`` in
+``training_step``, consumed in ``on_train_epoch_end`` (the pattern Lightning's 2.0 migration guide
+recommends), a counter, a cached tensor, a dict of running sums. A resumed run starts them as the
+new module's ``__init__`` and ``setup`` left them, and its epoch-end values differ.
+
+``ModuleAttributes`` follows them for one fit of one module:
+
+- which attributes: those in the module's ``__dict__`` that a fresh ``LightningModule`` does not
+  have (Lightning's and torch's own, ``_trainer``, ``training``, ``_parameters``...), other than
+  functions, classes, submodules (parameters, buffers, metrics and modules live elsewhere) and
+  containers of submodules (``resume/metric_state.py`` saves the metrics in them). A name starting
+  with ``_`` is followed like any other: a user's ``self._outputs`` is state as much as
+  ``self.outputs``, and Lightning's own underscored names are the fresh instance's;
+- what changed: each attribute's mark at the fit's start (before the ``on_train_start`` hooks) is
+  compared with its mark at the resume point. A mark is cheap: a list's identity and length (lists
+  are followed as append-only between two marks), a tensor's identity and in-place version, a
+  dict's marks per key, an immutable value itself; an object of another class by its identity and
+  its own attributes' marks, a generator by where it stopped, a file by its position;
+- the value at the resume point (``resume/points.py``): where the part of the fit from a batch's
+  start runs again, the value at that batch's start, from the marks the follower takes there
+  (``FitFollower.run_batch``; a mark is taken again only where an attribute changed); where a
+  validation or an epoch's end runs again, the value at its start, copied there; otherwise the
+  value now;
+- what is saved: values a checkpoint holds faithfully (tensors, numbers, strings, ``None``, bytes, and
+  lists, tuples and dicts of those, nested), under the library's key with the process's running
+  state, and put back into the resumed module after its ``on_train_start`` hooks (a list or a dict
+  in place: another reference to it sees the values); everything else that changed is named in one
+  ``StepResultWarning`` at resume, attribute by attribute;
+- what the module's own checkpoint code covers: an attribute its ``on_load_checkpoint`` or
+  ``load_state_dict`` set (it changed between Lightning's read of the checkpoint, before those run,
+  and the end of the module's restore, after them) is left as they set it, and not named; what
+  ``on_fit_start`` or ``on_train_start`` set is what the uninterrupted run had set too, and the
+  saved value replaces it.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import random
+import types
+import weakref
+from collections.abc import Mapping
+from functools import partial
+from operator import is_, itemgetter
+from typing import Any, cast
+
+import torch
+
+from lightning_step_types._lightning.module_attributes import (
+    around_module_restore,
+    framework_names,
+    stop_around_module_restore,
+    tensor_version,
+    tensor_versions,
+)
+from lightning_step_types.resume.messages import Problem
+
+__all__ = ["ATTRIBUTES", "ModuleAttributes", "undeclared_state_problem"]
+
+ATTRIBUTES = "attributes"  # a process's running state: checkpoint[...]["epoch_state"]["ranks"][rank][ATTRIBUTES]
+
+_LEAVES = (bool, int, float, complex, str, bytes)
+# values that are code, not state; and submodules, which the state_dict and the metrics' states hold
+_NOT_STATE = (
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    partial,
+    type,
+    types.ModuleType,
+    torch.nn.Module,
+)
+# objects of these packages are followed by identity only: their state is theirs (a Trainer, a
+# datamodule, a loader the module holds changes as the fit runs, and no checkpoint of the module's is
+# expected to hold it)
+_FRAMEWORKS = ("torch", "pytorch_lightning", "lightning", "lightning_fabric", "torchmetrics", "torchdata", "numpy")
+_OBJECT_DEPTH = 2  # an object's own attributes are followed this deep
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT: Any = _Absent()
+
+# --- marks: what is cheap to take and tells whether a value changed ---------------------------------
+# A mark is a tuple whose first item is its kind:
+#   (_LEAF, value)                            an immutable value (or ABSENT)
+#   (_LIST, list, length, copy or None)        followed as append-only: the value is list[:length]
+#   (_TENSOR, tensor, version, clone or None)  the value is the tensor while its version is the same
+#   (_DICT, dict, {key: mark}, a copy where every item is a _LEAF, else None)
+#   (_TUPLE, tuple, (mark, ...))
+#   (_OBJECT, object, probe)                   anything else: not data a checkpoint holds
+_LEAF, _LIST, _TENSOR, _DICT, _TUPLE, _OBJECT = "leaf", "list", "tensor", "dict", "tuple", "object"
+Mark = tuple[Any, ...]
+_ABSENT_MARK: Mark = (_LEAF, ABSENT)
+
+
+def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJECT_DEPTH) -> Mark:
+    """``clone``: a tensor's value now is kept (it may change in place before the mark is read);
+    ``copy``: a list's items now are kept (it may be cleared before)."""
+    kind: type = type(cast(object, value))
+    if kind is list:
+        items = cast("list[Any]", value)
+        return (_LIST, items, len(items), list(items) if copy else None)
+    if isinstance(value, torch.Tensor):
+        return (_TENSOR, value, tensor_version(value), value.detach().clone() if clone else None)
+    if isinstance(value, dict):
+        entries = cast(Any, value)
+        marks = {key: _mark(item, clone, copy, depth) for key, item in entries.items()}
+        plain = all(mark[0] is _LEAF for mark in marks.values())  # compared by == at each batch's start
+        return (_DICT, entries, marks, dict(entries) if plain else None)
+    if kind is tuple:
+        marks_of = tuple(_mark(item, clone, copy, depth) for item in cast("tuple[Any, ...]", value))
+        if all(mark[0] is _LEAF for mark in marks_of):
+            return (_LEAF, value)  # immutable all through
+        return (_TUPLE, value, marks_of)
+    if value is None or value is ABSENT or isinstance(value, _LEAVES):
+        return (_LEAF, value)
+    return (_OBJECT, value, _probe(value, depth))
+
+
+def _probe(value: Any, depth: int) -> Any:
+    """What can be seen of an object's state without copying it."""
+    if isinstance(value, types.GeneratorType):
+        generator = cast(Any, value)
+        frame = generator.gi_frame
+        if frame is None:
+            return "done"
+        return (frame.f_lasti, {name: _mark(item, depth=0) for name, item in frame.f_locals.items()})
+    if isinstance(value, io.IOBase):
+        try:
+            return (value.closed, value.tell() if not value.closed and value.seekable() else None)
+        except (OSError, ValueError):
+            return None
+    if isinstance(value, random.Random):
+        return value.getstate()
+    if isinstance(value, torch.Generator):
+        return value.get_state()
+    if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS:
+        return None
+    return tuple(_mark(item, depth=depth - 1) for item in _held_by(value))
+
+
+def _same(a: Mark, b: Mark) -> bool:
+    """Whether two marks are of the same value (the same objects, unchanged)."""
+    kind = a[0]
+    if kind is not b[0]:
+        return False
+    if kind is _LEAF:
+        return a[1] is b[1] or (type(a[1]) is type(b[1]) and bool(a[1] == b[1]))
+    if a[1] is not b[1]:
+        return False
+    if kind is _LIST or kind is _TENSOR:
+        return bool(a[2] == b[2])
+    if kind is _DICT:
+        return bool(a[2].keys() == b[2].keys()) and all(_same(mark, b[2][key]) for key, mark in a[2].items())
+    if kind is _TUPLE:
+        return all(_same(x, y) for x, y in zip(a[2], b[2]))
+    return _same_probe(a[2], b[2])
+
+
+def _same_probe(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    x_held: tuple[Any, ...] = cast(Any, a) if type(a) is tuple else ()
+    y_held: tuple[Any, ...] = cast(Any, b) if type(b) is tuple else ()
+    if x_held is a and y_held is b and all(type(item) is tuple for item in (*x_held, *y_held)):
+        # an object's: the marks of what it holds, in order
+        return len(x_held) == len(y_held) and all(_same(x, y) for x, y in zip(x_held, y_held))
+    if isinstance(a, dict) and isinstance(b, dict):
+        x, y = cast("dict[str, Mark]", a), cast("dict[str, Mark]", b)
+        return x.keys() == y.keys() and all(_same(mark, y[name]) for name, mark in x.items())
+    if isinstance(a, tuple) and isinstance(b, tuple):  # a generator's: where it stopped, and its locals
+        x_at, y_at = cast("tuple[Any, ...]", cast(Any, a)), cast("tuple[Any, ...]", cast(Any, b))
+        if len(x_at) == 2 and len(y_at) == 2 and isinstance(x_at[1], dict):
+            return bool(x_at[0] == y_at[0]) and _same_probe(x_at[1], y_at[1])
+    return bool(a == b)
+
+
+def _equal(copy: dict[Any, Any], live: dict[Any, Any]) -> bool:
+    """``copy == live``, where the live dict may hold a tensor now (its ``==`` is elementwise)."""
+    try:
+        return bool(copy == live)
+    except (RuntimeError, ValueError, TypeError):
+        return False
+
+
+class _Unknown(Exception):
+    """A value at the point that its marks no longer give (changed in place since, before it was kept)."""
+
+
+def _value_at(mark: Mark) -> Any:
+    kind = mark[0]
+    if kind is _LEAF or kind is _OBJECT:
+        return mark[1]
+    if kind is _LIST:
+        if mark[3] is not None:
+            return list(cast("list[Any]", mark[3]))
+        if len(mark[1]) < mark[2]:
+            raise _Unknown("cleared or shortened after")
+        return mark[1][: mark[2]]
+    if kind is _TENSOR:
+        if mark[3] is not None:
+            return mark[3]
+        if tensor_version(mark[1]) != mark[2]:
+            raise _Unknown("changed in place after")
+        return mark[1]
+    if kind is _DICT:
+        return {key: _value_at(item) for key, item in cast("dict[Any, Mark]", mark[2]).items()}
+    return tuple(_value_at(item) for item in mark[2])
+
+
+class _NotData(Exception):
+    """A value (or an item in it) that a checkpoint does not hold faithfully."""
+
+
+def _saved_form(value: Any, accelerated: list[bool]) -> Any:
+    """The value as the checkpoint holds it: tensors copied to the CPU, containers as plain ones."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            accelerated[0] = True
+        return value.detach().cpu().clone()
+    if value is None or isinstance(value, _LEAVES):
+        return value
+    kind: type = type(cast(object, value))
+    if kind is list or kind is tuple:
+        items = [_saved_form(item, accelerated) for item in cast("list[Any]", value)]
+        return items if kind is list else tuple(items)
+    if isinstance(value, dict):
+        entries = cast(Any, value)
+        for key in entries:
+            if not (key is None or isinstance(key, _LEAVES)):
+                raise _NotData(f"a {_type_name(key)} key")
+        return {key: _saved_form(item, accelerated) for key, item in entries.items()}
+    raise _NotData(f"a {_type_name(value)}")
+
+
+def _on_device(value: Any, device: torch.device | None) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device) if device is not None else value
+    if type(value) is list or type(value) is tuple:
+        items = [_on_device(item, device) for item in cast("list[Any]", value)]
+        return items if type(cast(object, value)) is list else tuple(items)
+    if type(value) is dict:
+        return {key: _on_device(item, device) for key, item in cast(Any, value).items()}
+    return value
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, types.GeneratorType):
+        return "generator"
+    cls: type = type(cast(object, value))
+    return cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _holds_module(value: Any, depth: int) -> bool:
+    if isinstance(value, torch.nn.Module):
+        return True
+    if depth <= 0:
+        return False
+    if isinstance(value, dict):
+        return any(_holds_module(item, depth - 1) for item in cast(Any, value).values())
+    if type(value) is list or type(value) is tuple:
+        return any(_holds_module(item, depth - 1) for item in cast("list[Any]", value))
+    return False
+
+
+def _followed(name: str, value: Any, framework: frozenset[str]) -> bool:
+    """Whether the attribute ``name`` is the module's own state (see the module docstring)."""
+    if name in framework or name.startswith("__") or name.startswith("_lightning_step_types"):
+        return False
+    if isinstance(value, _NOT_STATE) or type(value).__module__.startswith("lightning_step_types"):
+        return False
+    return not ((isinstance(value, dict) or type(value) in (list, tuple)) and _holds_module(value, 3))
+
+
+def _held_elsewhere(trainer: Any) -> set[int]:
+    """The objects the callbacks, the loggers and the datamodule hold as their own attributes: an object
+    the module shares with one of them is that one's state, not the module's (a callback's resumes
+    through its ``state_dict()``)."""
+    holders: list[Any] = [*getattr(trainer, "callbacks", []), *getattr(trainer, "loggers", [])]
+    datamodule = getattr(trainer, "datamodule", None)
+    if datamodule is not None:
+        holders.append(datamodule)
+    return {id(value) for holder in holders for value in _held_by(holder)}
+
+
+def _held_by(holder: object) -> list[Any]:
+    """What an object holds in its attributes (and in a dict among them, one level), in order.
+
+    Read through the garbage collector's traversal, not ``vars()``: on CPython 3.11 reading an
+    object's ``__dict__`` makes its attributes a dict for good, and every attribute read on it then
+    takes the interpreter's unspecialized path (a callback's, a logger's, a helper's, per step).
+    """
+    found: list[Any] = []
+    for item in gc.get_referents(holder):
+        if type(item) is dict:  # the object's __dict__ where it is one already, or a dict attribute
+            found += gc.get_referents(item)
+        elif not isinstance(item, type):
+            found.append(item)
+    return found
+
+
+class ModuleAttributes:
+    """One fit of one module: its attributes' marks at the fit's start and at the points' starts."""
+
+    def __init__(self, trainer: Any, module: Any) -> None:
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
+        self.module: weakref.ReferenceType[Any] = weakref.ref(module)
+        self.owner = type(module).__qualname__
+        self.framework = framework_names(module)
+        self.namespace: dict[str, Any] = cast("dict[str, Any]", vars(module))
+        self.size = -1  # len(namespace) when the followed names were last read
+        self.start: dict[str, Mark] = {}  # name -> mark at the fit's start
+        self.before_load: dict[str, Mark] | None = None  # name -> mark before on_load_checkpoint ran
+        self.after_load: dict[str, Mark] | None = None  # and after the module's load_state_dict
+        self.loaded_by_module: set[str] = set()  # set by the module's own on_load_checkpoint / load_state_dict
+        # the marks at the last batch's start: each followed name, its mark, and whether it changed in
+        # place before (its tensors are then cloned at each mark); with the fast path's tuples (`_index`)
+        self.names: list[str] = []
+        self.marks_at: list[Mark] = []
+        self.kept: list[bool] = []
+        self.refs: tuple[Any, ...] = ()
+        self.absent: tuple[Any, ...] = ()
+        self.getter: Any = None
+        self.list_at: list[int] = []
+        self.lists: tuple[list[Any], ...] = ()
+        self.lengths: tuple[int, ...] = ()
+        self.tensor_at: list[int] = []
+        self.tensors: tuple[torch.Tensor, ...] = ()
+        self.versions: tuple[int, ...] = ()
+        self.containers_at: list[int] = []
+        self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end -> name -> mark, copied
+        around_module_restore(trainer, self._before_load, self._after_load)
+
+    def _before_load(self) -> None:
+        self.before_load = self.marks_now()
+
+    def _after_load(self) -> None:
+        self.after_load = self.marks_now()
+
+    def stop(self) -> None:
+        trainer = self.trainer()
+        if trainer is not None:
+            stop_around_module_restore(trainer)
+
+    def followed(self) -> dict[str, Any]:
+        framework = self.framework
+        return {name: value for name, value in list(self.namespace.items()) if _followed(name, value, framework)}
+
+    def marks_now(self, clone: bool = False, copy: bool = False) -> dict[str, Mark]:
+        return {name: _mark(value, clone, copy) for name, value in self.followed().items()}
+
+    # --- the follower's moments ---------------------------------------------------------------------
+
+    def fit_start(self) -> None:
+        """Before the on_train_start hooks: the marks every change is measured from."""
+        self.start = self.marks_now()
+        self.size = len(self.namespace)
+        self.names = list(self.start)
+        self.marks_at = list(self.start.values())
+        self.kept = [False] * len(self.names)
+        self._index()
+        if self.before_load is not None:
+            before, after = self.before_load, self.after_load if self.after_load is not None else self.start
+            self.loaded_by_module = {
+                name
+                for name in {*before, *after}
+                if not _same(before.get(name, _ABSENT_MARK), after.get(name, _ABSENT_MARK))
+            }
+
+    def batch_start(self) -> None:
+        """At each batch's start: a new mark for each attribute that changed since the last one.
+
+        Where nothing changed this is a few C-level passes: the values read at once and compared by
+        identity, the lists' lengths, the tensors' versions, the plain dicts of numbers by ``==``."""
+        namespace = self.namespace
+        if len(namespace) != self.size:
+            self._read_names()
+        if not self.names:
+            return
+        try:  # one C call: an attribute deleted since (rare) takes the slower read
+            values: tuple[Any, ...] = self.getter(namespace) if len(self.names) > 1 else (namespace[self.names[0]],)
+        except KeyError:
+            values = tuple(map(namespace.get, self.names, self.absent))
+        marks = self.marks_at
+        if not all(map(is_, values, self.refs)):
+            changed = [index for index, (value, ref) in enumerate(zip(values, self.refs)) if value is not ref]
+            kinds: set[str] = set()
+            for index in changed:
+                old = marks[index][0]
+                mark = marks[index] = _mark(values[index], clone=self.kept[index])
+                kinds.add(old if old is mark[0] else "moved")
+            self.refs = values
+            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds:
+                self._index()
+            else:
+                if _LIST in kinds:
+                    self.lists = tuple(marks[index][1] for index in self.list_at)
+                    self.lengths = tuple(marks[index][2] for index in self.list_at)
+                if _TENSOR in kinds:
+                    self.tensors = tuple(marks[index][1] for index in self.tensor_at)
+                    self.versions = tuple(marks[index][2] for index in self.tensor_at)
+            # and on: other attributes may have changed in place in the same batch
+        if self.lists:
+            lengths = tuple(map(len, self.lists))
+            if lengths != self.lengths:
+                for index, length in zip(self.list_at, lengths):
+                    if length != marks[index][2]:
+                        marks[index] = _mark(values[index])
+                self.lengths = lengths
+        if self.tensors:
+            versions = tensor_versions(self.tensors)
+            if versions != self.versions:
+                for index, version in zip(self.tensor_at, versions):
+                    if version != marks[index][2]:
+                        self.kept[index] = True  # changed in place: from now on it is cloned at each mark
+                        marks[index] = _mark(values[index], clone=True)
+                self.versions = versions
+        for index in self.containers_at:
+            mark = marks[index]
+            if mark[0] is _DICT and mark[3] is not None:
+                if _equal(mark[3], mark[1]):  # a dict of numbers and strings: compared in C
+                    continue
+                marks[index] = _mark(mark[1], clone=True)
+            else:
+                new = _mark(mark[1], clone=True)
+                if _same(mark, new):
+                    continue
+                marks[index] = new
+            self.kept[index] = True
+            if marks[index][0] is not mark[0]:
+                self._index()
+
+    def _index(self) -> None:
+        marks = self.marks_at
+        self.refs = tuple(mark[1] for mark in marks)
+        self.absent = (ABSENT,) * len(marks)
+        self.getter = itemgetter(*self.names) if self.names else None
+        self.list_at = [index for index, mark in enumerate(marks) if mark[0] is _LIST]
+        self.lists = tuple(marks[index][1] for index in self.list_at)
+        self.lengths = tuple(marks[index][2] for index in self.list_at)
+        self.tensor_at = [index for index, mark in enumerate(marks) if mark[0] is _TENSOR]
+        self.tensors = tuple(marks[index][1] for index in self.tensor_at)
+        self.versions = tuple(marks[index][2] for index in self.tensor_at)
+        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] is _DICT or mark[0] is _TUPLE]
+
+    def _read_names(self) -> None:
+        self.size = len(self.namespace)
+        known = set(self.names)
+        for name, value in self.followed().items():
+            if name not in known:
+                self.names.append(name)
+                self.marks_at.append(_mark(value))
+                self.kept.append(False)
+        self._index()
+
+    @property
+    def entries(self) -> dict[str, Mark]:
+        """The marks at the last batch's start, by name."""
+        return dict(zip(self.names, self.marks_at))
+
+    def mark(self, name: str) -> None:
+        """At a validation's start and an epoch's end's start: the lists copied (they may be cleared in
+        what runs again), the tensors seen to change in place cloned (a large cached tensor is not)."""
+        kept = dict(zip(self.names, self.kept))
+        self.marks[name] = {
+            attribute: _mark(value, clone=kept.get(attribute, False), copy=True)
+            for attribute, value in self.followed().items()
+        }
+
+    def saved(self, runs_again: str | None, trainer: Any) -> dict[str, Any]:
+        """What a checkpoint of a point where ``runs_again`` runs again (``resume/save.py``) holds."""
+        now = self.marks_now()
+        shared = _held_elsewhere(trainer)
+        if runs_again in ("fetch", "batch"):
+            at_point: dict[str, Mark] = self.entries
+        elif runs_again is not None and runs_again in self.marks:
+            at_point = self.marks[runs_again]
+        else:
+            at_point = now
+        values: dict[str, Any] = {}
+        accelerated: list[str] = []
+        named: list[list[str]] = []
+        for name in sorted({*at_point, *now}):
+            start = self.start.get(name, _ABSENT_MARK)
+            mark = at_point.get(name, _ABSENT_MARK)  # not there: made after the point, and made again
+            if _same(start, mark):
+                current = now.get(name, _ABSENT_MARK)
+                # an object is not marked again at each batch's start: changed by now, it is named
+                if current[0] is not _OBJECT or current[1] is not mark[1] or _same(start, current):
+                    continue  # not changed during the fit: the resumed module starts as this one did
+            if mark[1] is ABSENT:
+                continue
+            if mark[0] is _OBJECT:
+                if id(mark[1]) in shared:
+                    continue  # its holder's state: a callback's resumes through its state_dict
+                named.append([name, _type_name(mark[1]), "not data a checkpoint holds"])
+                continue
+            try:
+                on_accelerator = [False]
+                values[name] = _saved_form(_value_at(mark), on_accelerator)
+                if on_accelerator[0]:
+                    accelerated.append(name)
+            except _Unknown as unknown:
+                named.append([name, _type_name(mark[1]), f"changed in place in what runs again, {unknown} its start"])
+            except _NotData as not_data:
+                named.append([name, _type_name(mark[1]), f"it holds {not_data}, which no checkpoint holds"])
+        return {"values": values, "accelerated": accelerated, "named": named}
+
+    def restore(self, saved: Mapping[str, Any] | None, device: Any) -> list[Problem]:
+        """Put the saved values back (after the on_train_start hooks); what could not be, as a problem."""
+        module = self.module()
+        if saved is None or module is None:
+            return []
+        mine = self.loaded_by_module
+        for name, value in saved.get("values", {}).items():
+            if name in mine:
+                continue  # the module's own on_load_checkpoint set it
+            restored = _on_device(value, device if name in saved.get("accelerated", ()) else None)
+            live = self.namespace.get(name, ABSENT)
+            if type(live) is list and type(restored) is list:
+                live[:] = restored
+            elif isinstance(live, dict) and type(restored) is dict and type(cast(object, live)) is not dict:
+                held: dict[Any, Any] = cast(Any, live)  # a defaultdict, an OrderedDict: the same object
+                held.clear()
+                held.update(cast(Any, restored))
+            else:
+                setattr(module, name, restored)
+        named = [item for item in saved.get("named", []) if item[0] not in mine]
+        return [undeclared_state_problem(self.owner, named)] if named else []
+
+
+def undeclared_state_problem(owner: str, named: list[list[str]]) -> Problem:
+    """``named``: ``[attribute, its type, why it cannot be saved]`` each."""
+    shown = "; ".join(f"{owner}.{name} ({kind}, {why})" for name, kind, why in named)
+    first = named[0][0]
+    return (
+        f"module attributes that changed during the fit before the save and that no checkpoint holds: {shown};"
+        " the resumed run starts them as the new module's __init__ and setup left them",
+        "attributes a checkpoint can hold (tensors, numbers, strings, None, and lists, tuples and dicts of"
+        " those: the library saves them at the resume point), or state the module saves in on_save_checkpoint",
+        f"save it in {owner}.on_save_checkpoint (checkpoint[{first!r}] = ...) and put it back in"
+        f" on_load_checkpoint (self.{first} = ...), or keep it in a buffer (self.register_buffer) or a"
+        " torchmetrics Metric",
+    )
