@@ -92,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--package", type=Path, help="a lightning_step_types checkout to test instead of the installed one"
     )
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -k")
-    args = parser.parse_args(argv)
+    parser.epilog = "Arguments after -- go to pytest (e.g. -- -k TFT)."
+    given = sys.argv[1:] if argv is None else argv
+    # split by hand: argparse takes `--` after a filled positional for an unknown argument
+    pytest_args = given[given.index("--") + 1 :] if "--" in given else []
+    args = parser.parse_args(given[: given.index("--")] if "--" in given else given)
     project = PROJECTS[args.project]
     if args.fetch:
         print(f"# {args.project} {project.version}: {project.repository}, tag {project.tag}\n{project.fetch}")
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {
         # -o addopts=: the project's own options (coverage, its CI's reporting) stay out
         mode: run_mode(
-            mode, args.source, out, args.package, tests, ["-o", "addopts=", *args.pytest_args], [], project.flavour
+            mode, args.source, out, args.package, tests, ["-o", "addopts=", *pytest_args], [], project.flavour
         )
         for mode in ("off", "default")
     }
