@@ -23,7 +23,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from pytorch_lightning.callbacks import Callback, Checkpoint, ModelCheckpoint, OnExceptionCheckpoint
+from pytorch_lightning.callbacks import Callback, Checkpoint, ModelCheckpoint, OnExceptionCheckpoint, TQDMProgressBar
 from pytorch_lightning.loggers.logger import Logger
 from torch import nn
 from torch.utils.data import Dataset
@@ -416,3 +416,55 @@ def test_the_checkpoint_holds_each_stream_as_plain_data(tmp_path: Path) -> None:
     assert point["torch"].dtype == torch.uint8 and point["torch"].numel() == 5056
     assert point["python"][0] == 3 and len(point["python"][1]) == 625 * 4
     assert point["numpy"][0] == "MT19937" and len(point["numpy"][1]) == 624 * 4
+
+
+class CopiesTheCallbacks(Callback):
+    """Deep-copies ``trainer.callbacks`` as a fit starts, as Lightning's own tests do
+    (``tests_pytorch/models/test_restore.py``): a progress bar among them holds the Trainer, and so
+    everything the followed fit put on its loops (the global streams' reader among it)."""
+
+    copied: list[Callback] | None = None
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        import copy
+
+        self.copied = copy.deepcopy(trainer.callbacks)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+class TinyPlain(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Linear(4, 1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return self.net(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class TinyTyped(TinyPlain, TypedLightningModule):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return TrainStepResult(loss=super().training_step(batch, batch_idx))
+
+
+@pytest.mark.parametrize("way", ["typed", "adapter"])
+def test_a_deep_copy_of_the_trainer_during_a_fit(way: str, tmp_path: Path) -> None:
+    copier = CopiesTheCallbacks()
+    callbacks: list[Callback] = [copier, TQDMProgressBar()]
+    if way == "adapter":
+        callbacks.append(StepResultAdapter())
+    trainer = pl.Trainer(
+        max_epochs=1,
+        limit_train_batches=2,
+        logger=False,
+        enable_checkpointing=False,
+        callbacks=callbacks,
+        default_root_dir=tmp_path,
+    )
+    rows = torch.utils.data.TensorDataset(torch.randn(8, 4))
+    trainer.fit(TinyTyped() if way == "typed" else TinyPlain(), StatefulDataLoader(rows, batch_size=4))
+    assert copier.copied is not None
+    callbacks_now: list[Callback] = trainer.callbacks  # pyright: ignore[reportAttributeAccessIssue]
+    assert [type(callback) for callback in copier.copied] == [type(callback) for callback in callbacks_now]
+    assert trainer.global_step == 2

@@ -103,6 +103,11 @@ class GlobalStreams:
         else:  # the legacy global RandomState's bit generator (numpy >= 1.25)
             self._np_global = getattr(self._numpy.random, "get_bit_generator", self._np_global)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> GlobalStreams:
+        # it reads this process's streams (it holds the numpy module, which cannot be copied): a deep copy
+        # of what holds it (`copy.deepcopy(trainer.callbacks)`, a progress bar's trainer) shares it
+        return self
+
     def read(self) -> StreamsState:
         python = self._python
         return (
