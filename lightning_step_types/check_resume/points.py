@@ -93,12 +93,13 @@ class Interrupter:
         self.point = point
         # the module's plain attributes at a training batch's start, by (epoch, batch): at every batch
         # (``every``: the uninterrupted fit), else at the fit's first batch only (a resumed fit)
-        self.snapshot, self.every = snapshot, every
+        self.snapshot: Callable[[Any], dict[str, Any]] | None = snapshot
+        self.every: bool = every
         self.attributes_at: dict[tuple[int, int], dict[str, Any]] = {}
-        self.fired = False
+        self.fired: bool = False
         self.batches_after_save: int | None = None  # kill_after_checkpoint: training batches since the save
-        self.validated = False  # whether a validation ran in the fit (the sanity check aside)
-        self.in_epoch_end = False  # from on_train_epoch_end on: the rows logged are the epoch's end rows
+        self.validated: bool = False  # whether a validation ran in the fit (the sanity check aside)
+        self.in_epoch_end: bool = False  # from on_train_epoch_end on: the rows logged are the epoch's end rows
 
     @property
     def state_key(self) -> str:

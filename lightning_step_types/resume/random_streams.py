@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
@@ -63,14 +63,14 @@ class RandomStreams:
 
     def __init__(self, trainer: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
-        self.reader = GlobalStreams()
-        self.read = self.reader.read  # at each batch's start, into the follower's record
+        self.reader: GlobalStreams = GlobalStreams()
+        self.read: Callable[[], StreamsState] = self.reader.read  # at each batch's start, into the follower's record
         self.before_iterator: dict[int, StreamsState] = {}  # epoch -> the streams before its iterator was made
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
-        self.iterator_done = False
-        self.point_done = False
+        self.iterator_done: bool = False
+        self.point_done: bool = False
 
     # --- following ---------------------------------------------------------------------------------
 

@@ -315,10 +315,10 @@ class ModuleAttributes:
     def __init__(self, trainer: Any, module: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
         self.module: weakref.ReferenceType[Any] = weakref.ref(module)
-        self.owner = type(module).__qualname__
-        self.framework = framework_names(module)
+        self.owner: str = type(module).__qualname__
+        self.framework: frozenset[str] = framework_names(module)
         self.namespace: dict[str, Any] = cast("dict[str, Any]", vars(module))
-        self.size = -1  # len(namespace) when the followed names were last read
+        self.size: int = -1  # len(namespace) when the followed names were last read
         self.start: dict[str, Mark] = {}  # name -> mark at the fit's start
         self.before_load: dict[str, Mark] | None = None  # name -> mark before on_load_checkpoint ran
         self.after_load: dict[str, Mark] | None = None  # and after the module's load_state_dict
