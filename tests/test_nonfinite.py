@@ -19,7 +19,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from models import N_BATCHES, RegressorParts, assert_same_params, make_loader, make_trainer, params_of
-from pytorch_lightning.loggers import Logger
+from test_lightning_parity import Rows
 from torch.overrides import TorchFunctionMode
 
 from lightning_step_types import (
@@ -275,28 +275,6 @@ def test_validation_policies(kind: str, policy: str | None, tmp_path: Path) -> N
 
 
 # --- the adapter's default: a run that plain Lightning completes is never stopped ----------------------------
-
-
-class Rows(Logger):
-    """Every row a logger receives: ``(step, {name: value})``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[int | None, dict[str, float]]] = []
-
-    @property
-    def name(self) -> str:
-        return "rows"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.rows.append((step, {key: float(value) for key, value in metrics.items()}))
-
-    def log_hyperparams(self, *args: Any, **kwargs: Any) -> None:
-        pass
 
 
 NAN_FROM = (0, 2)  # (epoch, batch_idx) of the first NaN loss
