@@ -831,6 +831,19 @@ class Outcome:
         return f"{self.kind}: {', '.join(self.differences)}"
 
 
+def normalized(value: Any, directory: Path) -> Any:
+    """A callback's state with its checkpoint directory's path left out (the chain's is not the reference's)."""
+    if isinstance(value, dict):
+        return {normalized(k, directory): normalized(v, directory) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [normalized(v, directory) for v in value]
+    if isinstance(value, str):
+        return value.replace(str(directory), "<dir>")
+    if isinstance(value, Path):
+        return str(value).replace(str(directory), "<dir>")
+    return value
+
+
 def _tensors_differ(a: Any, b: Any) -> bool:
     a, b = torch.as_tensor(a), torch.as_tensor(b)
     return a.shape != b.shape or not torch.equal(a, b)

@@ -45,6 +45,7 @@ from fault_matrix import (
     differences,
     fit_segment,
     named_cells_table,
+    normalized,
 )
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from models import PlainRegressor, TypedRegressor, assert_same_params, make_loader, trainer_kwargs
@@ -328,19 +329,6 @@ def _reference(cell: HolderCell, root: Path) -> tuple[Segment, Path]:
     return _REFERENCES[key]
 
 
-def _normalized(value: Any, directory: Path) -> Any:
-    """A callback's state with its checkpoint directory's path left out (the chain's is not the reference's)."""
-    if isinstance(value, dict):
-        return {_normalized(k, directory): _normalized(v, directory) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_normalized(v, directory) for v in value]
-    if isinstance(value, str):
-        return value.replace(str(directory), "<dir>")
-    if isinstance(value, Path):
-        return str(value).replace(str(directory), "<dir>")
-    return value
-
-
 def _differs(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return set(a) != set(b) or any(_differs(a[k], b[k]) for k in a)
@@ -367,7 +355,7 @@ def holder_differences(reference: Segment, ref_dir: Path, chain: list[Segment], 
         if other is None:
             found.append(f"callback {callback.state_key} missing")
             continue
-        a, b = _normalized(callback.state_dict(), ref_dir), _normalized(other.state_dict(), directory)
+        a, b = normalized(callback.state_dict(), ref_dir), normalized(other.state_dict(), directory)
         if isinstance(callback, Timer):  # elapsed time differs from run to run: its layout only
             a, b = _keys_only(a), _keys_only(b)
         if _differs(a, b):

@@ -37,6 +37,7 @@ from fault_matrix import (
     differences,
     fit_segment,
     module_class,
+    normalized,
 )
 from pytorch_lightning.callbacks import (
     Callback,
@@ -210,16 +211,6 @@ class CallbackSetup:
         return way == "adapter"
 
 
-def _normalized(value: Any, directory: Path) -> Any:
-    if isinstance(value, dict):
-        return {_normalized(k, directory): _normalized(v, directory) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_normalized(v, directory) for v in value]
-    if isinstance(value, str):
-        return value.replace(str(directory), "<dir>")
-    return value
-
-
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
@@ -235,7 +226,7 @@ def _same(a: Any, b: Any) -> bool:
 def observed(callback: Any, directory: Path) -> dict[str, Any]:
     """A callback's plain attributes and state_dict(), as compared (called after the fit, outside any save)."""
     seen = {
-        name: _normalized(value, directory)
+        name: normalized(value, directory)
         for name, value in vars(callback).items()
         if is_plain(value) and name not in _NOT_COMPARED and name != "where"
     }
@@ -245,7 +236,7 @@ def observed(callback: Any, directory: Path) -> dict[str, Any]:
     if isinstance(callback, Timer):
         seen["state_dict"] = sorted(callback.state_dict()["time_elapsed"])
     elif not isinstance(callback, CountedStateDict):
-        seen["state_dict"] = _normalized(callback.state_dict(), directory)
+        seen["state_dict"] = normalized(callback.state_dict(), directory)
     if isinstance(callback, LambdaCallback):
         seen["counts"] = dict(callback.counts)  # type: ignore[attr-defined]
     if isinstance(callback, SpikeDetection):
