@@ -263,6 +263,11 @@ class _Randomness:
             self.cycled = None
         if self.loaded is not None and int(self.loaded["epoch"]) == epoch:
             self._put_back(trainer, "before", eager_only=False)
+        if epoch_iterator_made_again(trainer):
+            # loaders made anew at an epoch's start (reload_dataloaders_every_n_epochs): the epoch trains from
+            # the iterator its loop makes next, which `epoch_starts` records; a save before that (in the
+            # on_train_epoch_start hooks) takes the generators as they are then
+            return
         self.before = {epoch: _states(trainer)}
         self.after = {}
         self.first_epoch = epoch
@@ -321,10 +326,6 @@ class _Randomness:
             return None
         now = _states(trainer)  # before the epoch's iterator, where it is not made yet
         before, after = self.before.get(epoch, now), self.after.get(epoch, [])
-        if epoch == self.first_epoch and epoch_iterator_made_again(trainer):
-            # loaders made anew at the epoch's start: the epoch trains from the iterator it makes next, drawn
-            # from the generators as they are now, not from the one `setup_data` made (a resumed run does)
-            before, after = now, []
         # a resumed fit's epoch: the states put back for its loaders were a pass's where the checkpoint said so
         kept = self.loaded_passes if epoch == self.resumed_epoch else []
         in_pass: list[bool] = []
