@@ -45,7 +45,13 @@ from lightning_step_types._lightning.result_collection import (
     write_logged_tensors,
 )
 from lightning_step_types.resume.fit_follower import FitFollower, follower_of
-from lightning_step_types.resume.holders import SAVED, loaded_holders, resume_holders
+from lightning_step_types.resume.holders import (
+    SAVED,
+    attributes_named,
+    holders_at_resume,
+    loaded_holders,
+    resume_holders,
+)
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     Problem,
@@ -120,18 +126,24 @@ class Resume:
         self.point = Point(**point)
         self.encoded = ResumePoint(**saved["encoded"])
         self.saved_stopped = bool(saved.get("stopped"))
-        holders: Any = saved.get(SAVED)
-        self.holders = holders if isinstance(holders, Mapping) else None
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
+        # each process's callbacks resume from its own part (none where the world size differs)
+        self.holders = holders_at_resume(saved.get(SAVED), ranks, rank if len(ranks) == world_size else -1)
+        owner = type(module).__qualname__
+        classes = {
+            callback.state_key: type(callback).__name__
+            for callback in getattr(trainer, "callbacks", [])
+            if isinstance(getattr(callback, "state_key", None), str)
+        }
         if len(ranks) != world_size:
-            self.problems.append(world_size_problem(len(ranks), world_size, _everything(ranks)))
+            self.problems.append(world_size_problem(len(ranks), world_size, _everything(ranks, owner, classes)))
         elif ranks[rank] is None:
             where = _where(self.point)
             lost = [index for index, state in enumerate(ranks) if state is None]
             if rank == min(lost):  # one warning for the ranks that start fresh
                 present = [state for state in ranks if state is not None]
-                self.problems.append(ranks_problem(lost, where, _everything(present)))
+                self.problems.append(ranks_problem(lost, where, _everything(present, owner, classes)))
         else:
             state: Mapping[str, Any] = ranks[rank]
             self.state = state
@@ -262,13 +274,20 @@ def _where(point: Point) -> str:
     return f"resuming epoch {point.epoch} at its start"
 
 
-def _everything(ranks: list[Any]) -> list[str]:
-    """Everything the saved states hold, as the warnings name it."""
+def _everything(ranks: list[Any], owner: str, classes: Mapping[str, str]) -> list[str]:
+    """Everything the saved states hold, as the warnings name it: the logged values, the metrics, the
+    attributes of the module (of class ``owner``) and of the resuming fit's callbacks (``classes``:
+    state_key -> class name)."""
     names: dict[str, None] = {}
     for state in ranks:
         logged: Mapping[str, Any] = state.get("logged") or {}
         names.update((str(saved["shown"]), None) for saved in logged.values())
         names.update((f"metric {name!r}", None) for name in state.get("metrics", {}))
+    for state in ranks:
+        attributes: Any = state.get(ATTRIBUTES) or {}
+        names.update((f"{owner}.{name}", None) for name in attributes.get("values") or {})
+    for state in ranks:
+        names.update((name, None) for name in attributes_named(state, classes))
     return list(names)
 
 

@@ -159,14 +159,19 @@ _RUNS_AGAIN = {
 }
 
 
-def module_checkpoint_problem(module: str, runs_again: str) -> Problem:
+def module_checkpoint_problem(module: str, runs_again: str, loaded: list[tuple[str, list[str]]]) -> Problem:
+    """``loaded``: each attribute the module's own loading put back as it was at the save, with the
+    checkpoint entries that hold that value."""
+    shown = "; ".join(f"{module}.{name}" + (f" (from {', '.join(keys)})" if keys else "") for name, keys in loaded)
+    first = loaded[0][0]
     return (
         f"a checkpoint saved where {_RUNS_AGAIN[runs_again]}, and {module}.on_save_checkpoint saved the module's"
-        " own data as it was then: no point can take that data back, so whatever the module counts or"
-        " collects in what runs again (a counter incremented in training_step, a list it appends to) counts"
-        " that part twice",
-        f"a checkpoint saved between batches, or {module}.on_save_checkpoint data that what runs again does not change",
-        "keep such counts in a torchmetrics Metric (the library puts its state back at the point), or save"
+        f" own data as it was then, after what runs again had changed it: its on_load_checkpoint put it back as"
+        f" it was at the save, not at the point, so what the module counts or collects there counts that part"
+        f" twice: {shown}",
+        f"{module}.on_save_checkpoint data that what runs again does not change, or a checkpoint saved between batches",
+        f"leave {module}.{first} to the library (it saves plain attributes at the point: drop it from"
+        f" {module}.on_save_checkpoint and on_load_checkpoint), keep the count in a torchmetrics Metric, or save"
         " between batches (ModelCheckpoint(every_n_train_steps=...))",
     )
 

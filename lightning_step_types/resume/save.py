@@ -36,7 +36,7 @@ from lightning_step_types._lightning.module_state import modules_with_running_st
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
 from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
-from lightning_step_types.resume.holders import SAVED, fit_limits
+from lightning_step_types.resume.holders import RANK_SAVED, SAVED, fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
 from lightning_step_types.resume.points import Point, Position, point_of
 from lightning_step_types.resume.random_streams import RANDOM_STREAMS
@@ -84,15 +84,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch, record.streams)
     runs_again = _runs_again(follower, point, position)
     state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
-    ours[STATE] = {
-        "format": FORMAT,
-        "point": {**asdict(point), "losses": []},
-        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in the rewritten fit loop state
-        "fit_loop": fit_loop,  # what Lightning's fit loop resumes from, in place of the checkpoint's own entry
-        "losses": _losses(point, follower, trainer, module, state),
-        "stopped": interrupted(trainer),
-        "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
-    }
+    held: dict[str, Any] | None = None
     if follower.holders is not None:
         unfinished = (
             point.batch
@@ -104,9 +96,20 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         )
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
         entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
-        ours[STATE][SAVED] = follower.holders.saved(
+        held, state[RANK_SAVED] = follower.holders.saved(
             runs_again, stop, unfinished, cast("dict[str, Any]", entries) if isinstance(entries, dict) else None
         )
+    ours[STATE] = {
+        "format": FORMAT,
+        "point": {**asdict(point), "losses": []},
+        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in the rewritten fit loop state
+        "fit_loop": fit_loop,  # what Lightning's fit loop resumes from, in place of the checkpoint's own entry
+        "losses": _losses(point, follower, trainer, module, state),
+        "stopped": interrupted(trainer),
+        "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
+    }
+    if held is not None:
+        ours[STATE][SAVED] = held
     return follower.pass_states_before(fetch)
 
 

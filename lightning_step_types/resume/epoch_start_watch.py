@@ -1,0 +1,139 @@
+"""What a callback's ``on_train_epoch_start`` changed that a resume inside the epoch does not carry.
+
+Lightning does not run the on_train_epoch_start hooks again when it restarts inside an epoch. Whether
+skipping one leaves the resumed run different depends on what it did there: a hook that only records
+into the callback's own attributes leaves nothing different, since those come back at the point
+(``resume/attributes.py``); one that unfreezes layers and adds them to the optimizer
+(``BackboneFinetuning``) does. So in the run that saves, each call of a callback's hook is watched
+(once per epoch, never per batch), and what it changed is compared with what a resume carries:
+
+- the callback's own attributes: carried where the library follows the callback's attributes and the
+  new value is plain data (``resume/plain_data.py``); anything else it changed is named;
+- the module: which parameters it has, their ``requires_grad``, its submodules' train/eval mode
+  (none of which a checkpoint holds); its weights and its own attributes come back at the point;
+- the optimizers' parameter groups and the LR schedulers (a checkpoint holds their states, not which
+  parameters a group holds, nor a scheduler added);
+- the Trainer's settings a checkpoint does not hold (``accumulate_grad_batches``, gradient clipping,
+  the limits and the validation interval);
+- the rows it wrote to the loggers, which the resumed run does not write.
+
+A checkpoint saved inside that epoch carries, per callback, what its hook changed that no resume
+carries; the resumed run names those hooks in one warning, with what they changed, and any hook of
+which it knows nothing (a checkpoint of plain Lightning, a callback whose hook was not watched).
+What the hook changed elsewhere (a dataset's attribute, a global) is not seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from lightning_step_types.resume.plain_data import NotPlain, encoded
+from lightning_step_types.resume.undeclared_state import Mark, mark_of, same_mark
+
+__all__ = ["EpochStartWatch", "EPOCH_START_HOOK"]
+
+EPOCH_START_HOOK = "on_train_epoch_start"
+
+# Trainer settings a callback may change at an epoch's start and a checkpoint does not hold
+_SETTINGS = (
+    "accumulate_grad_batches",
+    "gradient_clip_val",
+    "gradient_clip_algorithm",
+    "limit_train_batches",
+    "limit_val_batches",
+    "val_check_interval",
+    "check_val_every_n_epoch",
+)
+
+
+class _Reading:
+    """What the hook can change that a resume may not carry, read before and after its call."""
+
+    def __init__(self, trainer: Any, module: Any, callback: Any, skip: frozenset[str], rows: int) -> None:
+        parameters: list[tuple[str, Any]] = list(module.named_parameters()) if module is not None else []
+        self.parameters = tuple((name, id(parameter)) for name, parameter in parameters)
+        self.requires_grad = tuple(bool(parameter.requires_grad) for _, parameter in parameters)
+        self.modes = tuple(bool(sub.training) for sub in module.modules()) if module is not None else ()
+        optimizers: list[Any] = list(getattr(trainer, "optimizers", []) or [])
+        self.groups = tuple(
+            (id(optimizer), tuple(tuple(map(id, group["params"])) for group in optimizer.param_groups))
+            for optimizer in optimizers
+        )
+        configs: list[Any] = list(getattr(trainer, "lr_scheduler_configs", []) or [])
+        self.schedulers = tuple(id(config.scheduler) for config in configs)
+        self.settings = tuple(getattr(trainer, name, None) for name in _SETTINGS)
+        self.rows = rows
+        own: dict[str, Any] = cast("dict[str, Any]", vars(callback)) if hasattr(callback, "__dict__") else {}
+        self.attributes: dict[str, Mark] = {name: mark_of(value) for name, value in own.items() if name not in skip}
+
+
+def _changes(before: _Reading, after: _Reading, callback: Any, carried: bool) -> list[str]:
+    """What changed between the two readings that no resume carries, as the warning names it."""
+    found: list[str] = []
+    if before.parameters != after.parameters:
+        found.append("the module's parameters")
+    else:
+        flipped = sum(a != b for a, b in zip(before.requires_grad, after.requires_grad))
+        if flipped:
+            found.append(f"requires_grad of {flipped} parameter{'s' if flipped > 1 else ''}")
+    if before.modes != after.modes:
+        found.append("the train/eval mode of the module's submodules")
+    if before.groups != after.groups:
+        found.append("the optimizers' parameter groups")
+    if before.schedulers != after.schedulers:
+        found.append("the LR schedulers")
+    found += [f"Trainer.{name}" for name, a, b in zip(_SETTINGS, before.settings, after.settings) if a != b]
+    if after.rows > before.rows:
+        found.append("rows written to the loggers")
+    now: dict[str, Any] = cast("dict[str, Any]", vars(callback)) if hasattr(callback, "__dict__") else {}
+    for name in sorted({*before.attributes, *after.attributes}):
+        old, new = before.attributes.get(name), after.attributes.get(name)
+        if old is not None and new is not None and same_mark(old, new):
+            continue
+        value = now.get(name)
+        if carried and name in now and _plain(value):
+            continue  # the attributes' restore takes it back to the point
+        found.append(f"its attribute {name} ({type(value).__name__})" if name in now else f"its attribute {name}")
+    return found
+
+
+def _plain(value: Any) -> bool:
+    try:
+        encoded(value)
+    except NotPlain:
+        return False
+    return True
+
+
+class EpochStartWatch:
+    """In place of a callback's ``on_train_epoch_start`` for a fit: calls it, and notes in ``found``
+    under the callback's state key the epoch, the hook's name and what the call changed that no
+    resume carries. ``carried``: the callback's attributes are followed (and so come back);
+    ``rows``: how many rows the loggers were given so far in the fit."""
+
+    def __init__(
+        self,
+        found: dict[str, dict[str, Any]],
+        key: str,
+        callback: Any,
+        skip: frozenset[str],
+        carried: bool,
+        rows: Callable[[], int],
+        original: Any,
+    ) -> None:
+        self.found, self.key, self.callback, self.skip = found, key, callback, skip
+        self.carried, self.rows, self.original = carried, rows, original
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        trainer: Any = args[0] if args else kwargs.get("trainer")
+        module: Any = args[1] if len(args) > 1 else kwargs.get("pl_module", getattr(trainer, "lightning_module", None))
+        before = _Reading(trainer, module, self.callback, self.skip, self.rows())
+        result = self.original(*args, **kwargs)
+        after = _Reading(trainer, module, self.callback, self.skip, self.rows())
+        self.found[self.key] = {
+            "epoch": int(getattr(trainer, "current_epoch", -1)),
+            "hook": f"{type(self.callback).__name__}.{EPOCH_START_HOOK}",
+            "changed": _changes(before, after, self.callback, self.carried),
+        }
+        return result
