@@ -22,7 +22,12 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
-from lightning_step_types._lightning.data import continue_loader_iterator, loaded_loader_states
+from lightning_step_types._lightning.data import (
+    combined_train_loader,
+    continue_loader_iterator,
+    loaded_loader_states,
+    make_train_loaders_again,
+)
 from lightning_step_types._lightning.fit_loop import (
     ResumePoint,
     batch_counters,
@@ -88,11 +93,20 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
+    if resume.saved is not None:  # every part of the library's entry, for a save before anything runs
+        resume.loaded_entry = dict(cast("Mapping[str, Any]", ours))
+    # a checkpoint loaded again inside the fit (BatchSizeFinder's or LearningRateFinder's own, restored
+    # after their trials ran batches): the fit starts at its point, from its first batch, with loaders
+    # made again so that its loader states load
+    follower.first_batch_done = False
+    if combined_train_loader(trainer) is not None:
+        make_train_loaders_again(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     loaded_holders(checkpoint, resume.holders)
     follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
+    follower.streams.iterator_done = follower.streams.point_done = False  # this checkpoint's, not put back yet
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -116,6 +130,7 @@ class Resume:
         self.results: Any = None
         self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
         self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (resume/holders.py)
+        self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:

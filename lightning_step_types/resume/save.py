@@ -34,6 +34,7 @@ from lightning_step_types._lightning.fit_loop import (
 )
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
+from lightning_step_types._lightning.trainer import pending_training_state
 from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.resume.holders import RANK_SAVED, SAVED, fit_limits
@@ -44,7 +45,7 @@ from lightning_step_types.resume.rank_exchange import gathered_states
 from lightning_step_types.resume.state import rank_state
 from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
-__all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
+__all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state", "saved_as_loaded"]
 
 STATE = "epoch_state"
 FORMAT = 3
@@ -67,10 +68,13 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     if mismatch is not None:
         warn_unavailable(mismatch)
         return None
-    resume: Any = follower.resume
-    if resume is not None and not follower.first_batch_done and resume.encoded is not None:
-        # nothing has run since the checkpoint this fit resumed from: it resumes from the same point
-        ours[STATE] = resume.saved
+    if saved_as_loaded(trainer, module):
+        # nothing has run since the checkpoint this fit resumed from: it resumes from the same point, with
+        # every part of the library's entry as that checkpoint held it (BatchSizeFinder's save of its own in
+        # on_fit_start, before its trials, which it restores after them)
+        ours.update(follower.resume.loaded_entry)  # type: ignore[union-attr]
+        # and the training state Lightning restores from it after on_fit_start, not the fresh one
+        checkpoint.update(pending_training_state(trainer))
         return None
     position = _position(follower, trainer)
     point = point_of(position)
@@ -111,6 +115,16 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     if held is not None:
         ours[STATE][SAVED] = held
     return follower.pass_states_before(fetch)
+
+
+def saved_as_loaded(trainer: Any, module: Any) -> bool:
+    """Whether a save now holds the library's entry of the checkpoint the fit resumed from, as it was:
+    nothing of the resumed fit has run yet."""
+    follower = follower_of(module)
+    if follower is None or follower.trainer() is not trainer or follower.first_batch_done:
+        return False
+    resume: Any = follower.resume
+    return resume is not None and resume.encoded is not None and resume.loaded_entry is not None
 
 
 def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:
