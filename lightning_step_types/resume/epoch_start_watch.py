@@ -17,10 +17,13 @@ into the callback's own attributes leaves nothing different, since those come ba
   the limits and the validation interval);
 - the rows it wrote to the loggers, which the resumed run does not write.
 
-A checkpoint saved inside that epoch carries, per callback, what its hook changed that no resume
-carries; the resumed run names those hooks in one warning, with what they changed, and any hook of
-which it knows nothing (a checkpoint of plain Lightning, a callback whose hook was not watched).
-What the hook changed elsewhere (a dataset's attribute, a global) is not seen.
+A checkpoint carries, per callback, what its last call changed that no resume carries, and what its
+earlier calls in the fit (and in the fits it resumed from) changed that lasts past their epoch (all of
+the above but the rows: ``BackboneFinetuning`` unfreezes the backbone once, and a resumed module is
+frozen again by its ``setup``). A run resumed inside an epoch names, in one warning, each hook whose
+skipped call changed such state or whose earlier calls did, with what and in which epoch, and any hook
+of which it knows nothing (a checkpoint of plain Lightning, a callback whose hook was not watched in
+that epoch). What a hook changes elsewhere (a dataset's attribute, a global) is not seen.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from typing import Any, cast
 from lightning_step_types.resume.plain_data import NotPlain, encoded
 from lightning_step_types.resume.undeclared_state import Mark, mark_of, same_mark
 
-__all__ = ["EpochStartWatch", "EPOCH_START_HOOK"]
+__all__ = ["EPOCH_START_HOOK", "EpochStartWatch", "changes_before"]
 
 EPOCH_START_HOOK = "on_train_epoch_start"
 
 # Trainer settings a callback may change at an epoch's start and a checkpoint does not hold
+_ROWS = "rows written to the loggers"  # what a later resume does not lose: the run that saved wrote them
 _SETTINGS = (
     "accumulate_grad_batches",
     "gradient_clip_val",
@@ -85,7 +89,7 @@ def _changes(before: _Reading, after: _Reading, callback: Any, carried: bool) ->
         found.append("the LR schedulers")
     found += [f"Trainer.{name}" for name, a, b in zip(_SETTINGS, before.settings, after.settings) if a != b]
     if after.rows > before.rows:
-        found.append("rows written to the loggers")
+        found.append(_ROWS)
     now: dict[str, Any] = cast("dict[str, Any]", vars(callback)) if hasattr(callback, "__dict__") else {}
     for name in sorted({*before.attributes, *after.attributes}):
         old, new = before.attributes.get(name), after.attributes.get(name)
@@ -131,9 +135,34 @@ class EpochStartWatch:
         before = _Reading(trainer, module, self.callback, self.skip, self.rows())
         result = self.original(*args, **kwargs)
         after = _Reading(trainer, module, self.callback, self.skip, self.rows())
+        changed = _changes(before, after, self.callback, self.carried)
+        last: Any = self.found.get(self.key)
+        earlier: dict[str, int] = {}
+        if isinstance(last, dict):  # what the earlier calls changed that lasts, by the last epoch it changed
+            record = cast("dict[str, Any]", last)
+            earlier.update(record.get("earlier") or {})
+            earlier.update({what: int(record["epoch"]) for what in record.get("changed") or [] if what != _ROWS})
         self.found[self.key] = {
-            "epoch": int(getattr(trainer, "current_epoch", -1)),
             "hook": f"{type(self.callback).__name__}.{EPOCH_START_HOOK}",
-            "changed": _changes(before, after, self.callback, self.carried),
+            "epoch": int(getattr(trainer, "current_epoch", -1)),
+            "changed": changed,
+            "earlier": earlier,
         }
         return result
+
+
+def changes_before(record: Any, epoch: int) -> list[str] | None:
+    """What a callback's hook (its ``record``, as `EpochStartWatch` keeps it) changed that no resume inside
+    ``epoch`` carries, in groups: its call in that epoch's, then its earlier calls' lasting changes, each
+    epoch's (``... in epoch N``). None where its call in that epoch was not watched."""
+    if not isinstance(record, dict) or cast("dict[str, Any]", record).get("epoch") != epoch:
+        return None
+    watched = cast("dict[str, Any]", record)
+    now = [str(what) for what in watched.get("changed") or []]
+    earlier: dict[str, Any] = watched.get("earlier") or {}
+    by_epoch: dict[int, list[str]] = {}
+    for what, when in earlier.items():
+        if what not in now and int(when) < epoch:
+            by_epoch.setdefault(int(when), []).append(str(what))
+    groups = [", ".join(now)] if now else []
+    return groups + [f"{', '.join(whats)} in epoch {when}" for when, whats in sorted(by_epoch.items())]

@@ -45,7 +45,7 @@ import torch
 from lightning_step_types._lightning.fit_loop import restart_inside_epoch
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
 from lightning_step_types.resume.attributes import Snapshot, changes, skipped_names, snapshot
-from lightning_step_types.resume.epoch_start_watch import EPOCH_START_HOOK, EpochStartWatch
+from lightning_step_types.resume.epoch_start_watch import EPOCH_START_HOOK, EpochStartWatch, changes_before
 from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
@@ -486,15 +486,11 @@ def _skipped_epoch_start_hooks(
     call in the run that saved changed what no resume carries (with what), and those not watched there."""
     epoch = int(trainer.current_epoch)
     watched: Any = saved.get("epoch_start") if saved is not None else None
-    known: dict[str, Mapping[str, Any]] | None = None
-    if isinstance(watched, Mapping):
-        known = {
-            str(key): cast("Mapping[str, Any]", record)
-            for key, record in cast("Mapping[str, Any]", watched).items()
-            if isinstance(record, Mapping) and cast("Mapping[str, Any]", record).get("epoch") == epoch
-        }
-        if holders is not None:  # a save later in this epoch carries them on: the hooks do not run again
-            holders.epoch_start.update({key: dict(record) for key, record in known.items()})
+    known: Mapping[str, Any] | None = cast("Mapping[str, Any]", watched) if isinstance(watched, Mapping) else None
+    if holders is not None and known is not None:  # a later save carries them on: the hooks do not run again here
+        holders.epoch_start.update(
+            {str(key): dict(record) for key, record in known.items() if isinstance(record, Mapping)}
+        )
     skipped: list[str] = []
     for callback in trainer.callbacks:
         if not _library_callback(callback) and _named(callback, _EPOCH_START_AGAIN):
@@ -505,10 +501,10 @@ def _skipped_epoch_start_hooks(
             continue
         hook = f"{type(callback).__name__}.{EPOCH_START_HOOK}"
         record = known.get(getattr(callback, "state_key", None) or "") if known is not None else None
-        if record is not None:
-            changed = [str(what) for what in record.get("changed") or []]
+        changed = changes_before(dict(record) if isinstance(record, Mapping) else None, epoch)
+        if changed is not None:
             if changed:
-                skipped.append(f"{hook} (it changed {', '.join(changed)})")
+                skipped.append(f"{hook} (it changed {'; '.join(changed)})")
             continue
         if _named(callback, ("LearningRateMonitor",)) and callback.logging_interval == "step":
             continue  # writes nothing at an epoch's start

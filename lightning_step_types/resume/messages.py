@@ -227,14 +227,16 @@ def plain_epoch_end_problem(epoch: int) -> Problem:
 
 
 def epoch_start_hooks_problem(epoch: int, hooks: list[str]) -> Problem:
+    """``hooks``: each hook, with what it changed that no checkpoint holds where the run that saved saw it."""
     return (
         f"a checkpoint saved inside epoch {epoch}: Lightning does not run the on_train_epoch_start hooks again"
-        f" when it restarts inside an epoch, so what these set up for epoch {epoch} is not set up in the"
-        f" resumed run until epoch {epoch + 1}: {', '.join(hooks)}",
-        "callbacks that keep what on_train_epoch_start sets up in their state_dict(), or set it up in"
-        " on_train_batch_start",
-        "return what on_train_epoch_start sets up from the callback's state_dict() and load it in"
-        " load_state_dict(), or set it up lazily at the epoch's first batch",
+        f" when it restarts inside an epoch, and no checkpoint holds what these changed for epoch {epoch} (or for"
+        f" an earlier epoch), so the resumed run goes on without it: {', '.join(hooks)}",
+        "on_train_epoch_start hooks that change only what a checkpoint holds (such as the callback's own plain"
+        " attributes, which the library puts back at the point)",
+        "set it up where a resumed run calls the callback too (in on_train_start, from trainer.current_epoch, or"
+        " at the epoch's first batch in on_train_batch_start), or keep it in the callback's state_dict() and"
+        " apply it in load_state_dict()",
     )
 
 
