@@ -7,8 +7,9 @@ into the callback's own attributes leaves nothing different, since those come ba
 (``BackboneFinetuning``) does. So in the run that saves, each call of a callback's hook is watched
 (once per epoch, never per batch), and what it changed is compared with what a resume carries:
 
-- the callback's own attributes: carried where the library follows the callback's attributes and the
-  new value is plain data (``resume/plain_data.py``); anything else it changed is named;
+- the callback's own attributes: where the library follows them (``resume/holders.py``), each comes
+  back at the point, or is named by the warning on callback attributes (not plain data); a callback's
+  whose attributes are not followed, it changed;
 - the module: which parameters it has, their ``requires_grad``, its submodules' train/eval mode
   (none of which a checkpoint holds); its weights and its own attributes come back at the point;
 - the optimizers' parameter groups and the LR schedulers (a checkpoint holds their states, not which
@@ -31,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from lightning_step_types.resume.plain_data import NotPlain, encoded
 from lightning_step_types.resume.undeclared_state import Mark, mark_of, same_mark
 
 __all__ = ["EPOCH_START_HOOK", "EpochStartWatch", "changes_before"]
@@ -54,7 +54,7 @@ _SETTINGS = (
 class _Reading:
     """What the hook can change that a resume may not carry, read before and after its call."""
 
-    def __init__(self, trainer: Any, module: Any, callback: Any, skip: frozenset[str], rows: int) -> None:
+    def __init__(self, trainer: Any, module: Any, callback: Any, skip: frozenset[str] | None, rows: int) -> None:
         parameters: list[tuple[str, Any]] = list(module.named_parameters()) if module is not None else []
         self.parameters = tuple((name, id(parameter)) for name, parameter in parameters)
         self.requires_grad = tuple(bool(parameter.requires_grad) for _, parameter in parameters)
@@ -68,8 +68,13 @@ class _Reading:
         self.schedulers = tuple(id(config.scheduler) for config in configs)
         self.settings = tuple(getattr(trainer, name, None) for name in _SETTINGS)
         self.rows = rows
-        own: dict[str, Any] = cast("dict[str, Any]", vars(callback)) if hasattr(callback, "__dict__") else {}
-        self.attributes: dict[str, Mark] = {name: mark_of(value) for name, value in own.items() if name not in skip}
+        # the callback's own attributes, where the library does not follow them (``skip`` None: it does)
+        own: dict[str, Any] = (
+            cast("dict[str, Any]", vars(callback)) if skip is not None and hasattr(callback, "__dict__") else {}
+        )
+        self.attributes: dict[str, Mark] = {
+            name: mark_of(value) for name, value in own.items() if name not in (skip or ())
+        }
 
 
 def _changes(before: _Reading, after: _Reading, callback: Any, carried: bool) -> list[str]:
@@ -90,24 +95,16 @@ def _changes(before: _Reading, after: _Reading, callback: Any, carried: bool) ->
     found += [f"Trainer.{name}" for name, a, b in zip(_SETTINGS, before.settings, after.settings) if a != b]
     if after.rows > before.rows:
         found.append(_ROWS)
+    if carried:  # its attributes come back at the point, or the warning on callback attributes names them
+        return found
     now: dict[str, Any] = cast("dict[str, Any]", vars(callback)) if hasattr(callback, "__dict__") else {}
     for name in sorted({*before.attributes, *after.attributes}):
         old, new = before.attributes.get(name), after.attributes.get(name)
-        if old is not None and new is not None and same_mark(old, new):
-            continue
-        value = now.get(name)
-        if carried and name in now and _plain(value):
-            continue  # the attributes' restore takes it back to the point
-        found.append(f"its attribute {name} ({type(value).__name__})" if name in now else f"its attribute {name}")
+        if old is None or new is None or not same_mark(old, new):
+            found.append(
+                f"its attribute {name} ({type(now[name]).__name__})" if name in now else f"its attribute {name}"
+            )
     return found
-
-
-def _plain(value: Any) -> bool:
-    try:
-        encoded(value)
-    except NotPlain:
-        return False
-    return True
 
 
 class EpochStartWatch:
@@ -132,9 +129,10 @@ class EpochStartWatch:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         trainer: Any = args[0] if args else kwargs.get("trainer")
         module: Any = args[1] if len(args) > 1 else kwargs.get("pl_module", getattr(trainer, "lightning_module", None))
-        before = _Reading(trainer, module, self.callback, self.skip, self.rows())
+        skip = None if self.carried else self.skip
+        before = _Reading(trainer, module, self.callback, skip, self.rows())
         result = self.original(*args, **kwargs)
-        after = _Reading(trainer, module, self.callback, self.skip, self.rows())
+        after = _Reading(trainer, module, self.callback, skip, self.rows())
         changed = _changes(before, after, self.callback, self.carried)
         last: Any = self.found.get(self.key)
         earlier: dict[str, int] = {}
