@@ -198,20 +198,19 @@ def test_each_rank_gets_its_own_callback_attributes_back_after_a_fault_on_one_ra
     )
     assert_ok(job)
     assert "RuntimeError: simulated fault on rank 1" in job.output
+    records = [scaling.record(full, rank)["rank_record"] for rank in (0, 1)]
+    assert records[0] != records[1]  # each rank saw batches of its own
+    done = [scaling.record(faulted, rank, attempt=1) for rank in (0, 1)]
+    assert [record["rank_record"] for record in done] == records
+    assert [record["warnings"] for record in done] == [[], []]
+    for (record,) in records:
+        assert len(record["batches"]) == 3 * 15 and record["epochs_started"] == [0, 1, 2]
+    assert_resumed_exactly(faulted, full, attempt=1)
     # last.ckpt when rank 1 failed: step 20, which holds each rank's own record
     saved = torch.load(faulted / "ckpt" / "step=20.ckpt", weights_only=False)[CHECKPOINT_KEY]["epoch_state"]
     assert (saved["point"]["kind"], saved["point"]["epoch"], saved["point"]["batch"]) == ("batch_end", 1, 4)
     own = [state["holders"]["attributes"]["RankRecord"]["batches"] for state in saved["ranks"]]
     assert len(own[0]) == len(own[1]) == 20 and own[0] != own[1]
-    records = [scaling.record(full, rank)["rank_record"] for rank in (0, 1)]
-    assert records[0] != records[1]  # each rank saw batches of its own
-    for rank in (0, 1):
-        done = scaling.record(faulted, rank, attempt=1)
-        assert done["rank_record"] == records[rank], rank
-        assert done["warnings"] == [], rank
-        (record,) = done["rank_record"]
-        assert len(record["batches"]) == 3 * 15 and record["epochs_started"] == [0, 1, 2]
-    assert_resumed_exactly(faulted, full, attempt=1)
 
 
 # --- 2. epoch-start hooks: named only where skipping one leaves something different ------------------------
