@@ -6,7 +6,7 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["lightning_checks_nonfinite", "pending_training_state", "running", "trainer_is_running", "trainer_of"]
 
@@ -78,7 +78,7 @@ def pending_training_state(trainer: Any) -> dict[str, Any]:
     loaded: Any = getattr(connector, "_loaded_checkpoint", None)
     if not isinstance(loaded, dict) or not loaded:
         return {}
-    entries: dict[str, Any] = loaded
+    entries = cast("dict[str, Any]", loaded)
     precision = type(getattr(trainer, "precision_plugin", None)).__qualname__
     names = ("optimizer_states", "lr_schedulers", "loops", precision, "native_amp_scaling_state")
     return {name: entries[name] for name in names if name in entries}

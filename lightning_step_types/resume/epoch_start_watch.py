@@ -138,8 +138,10 @@ class EpochStartWatch:
         earlier: dict[str, int] = {}
         if isinstance(last, dict):  # what the earlier calls changed that lasts, by the last epoch it changed
             record = cast("dict[str, Any]", last)
-            earlier.update(record.get("earlier") or {})
-            earlier.update({what: int(record["epoch"]) for what in record.get("changed") or [] if what != _ROWS})
+            lasting: dict[str, int] = record.get("earlier") or {}
+            changed_then: list[str] = record.get("changed") or []
+            earlier.update(lasting)
+            earlier.update({what: int(record["epoch"]) for what in changed_then if what != _ROWS})
         self.found[self.key] = {
             "hook": f"{type(self.callback).__name__}.{EPOCH_START_HOOK}",
             "epoch": int(getattr(trainer, "current_epoch", -1)),
@@ -156,7 +158,8 @@ def changes_before(record: Any, epoch: int) -> list[str] | None:
     if not isinstance(record, dict) or cast("dict[str, Any]", record).get("epoch") != epoch:
         return None
     watched = cast("dict[str, Any]", record)
-    now = [str(what) for what in watched.get("changed") or []]
+    changed: list[Any] = watched.get("changed") or []
+    now = [str(what) for what in changed]
     earlier: dict[str, Any] = watched.get("earlier") or {}
     by_epoch: dict[int, list[str]] = {}
     for what, when in earlier.items():

@@ -393,8 +393,10 @@ def holders_at_resume(shared: Any, ranks: list[Any], rank: int) -> Mapping[str, 
     if not isinstance(shared, Mapping):
         return None
     fit_part = cast("Mapping[str, Any]", shared)
-    states = [state for state in ranks if isinstance(state, Mapping)]
-    if not any(RANK_SAVED in cast("Mapping[str, Any]", state) for state in states):
+    states: list[Mapping[str, Any]] = [
+        cast("Mapping[str, Any]", state) for state in ranks if isinstance(state, Mapping)
+    ]
+    if not any(RANK_SAVED in state for state in states):
         return fit_part  # an earlier release's layout
     state: Any = ranks[rank] if 0 <= rank < len(ranks) else None
     own: Any = cast("Mapping[str, Any]", state).get(RANK_SAVED) if isinstance(state, Mapping) else None
@@ -489,7 +491,11 @@ def _skipped_epoch_start_hooks(
     known: Mapping[str, Any] | None = cast("Mapping[str, Any]", watched) if isinstance(watched, Mapping) else None
     if holders is not None and known is not None:  # a later save carries them on: the hooks do not run again here
         holders.epoch_start.update(
-            {str(key): dict(record) for key, record in known.items() if isinstance(record, Mapping)}
+            {
+                str(key): dict(cast("Mapping[str, Any]", record))
+                for key, record in known.items()
+                if isinstance(record, Mapping)
+            }
         )
     skipped: list[str] = []
     for callback in trainer.callbacks:
@@ -500,8 +506,10 @@ def _skipped_epoch_start_hooks(
         if not _epoch_start_skipped(callback):
             continue
         hook = f"{type(callback).__name__}.{EPOCH_START_HOOK}"
-        record = known.get(getattr(callback, "state_key", None) or "") if known is not None else None
-        changed = changes_before(dict(record) if isinstance(record, Mapping) else None, epoch)
+        record: Any = known.get(getattr(callback, "state_key", None) or "") if known is not None else None
+        changed = changes_before(
+            dict(cast("Mapping[str, Any]", record)) if isinstance(record, Mapping) else None, epoch
+        )
         if changed is not None:
             if changed:
                 skipped.append(f"{hook} (it changed {'; '.join(changed)})")

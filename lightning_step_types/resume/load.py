@@ -300,7 +300,8 @@ def _everything(ranks: list[Any], owner: str, classes: Mapping[str, str]) -> lis
         names.update((f"metric {name!r}", None) for name in state.get("metrics", {}))
     for state in ranks:
         attributes: Any = state.get(ATTRIBUTES) or {}
-        names.update((f"{owner}.{name}", None) for name in attributes.get("values") or {})
+        values: Mapping[str, Any] = attributes.get("values") or {}
+        names.update((f"{owner}.{name}", None) for name in values)
     for state in ranks:
         names.update((name, None) for name in attributes_named(state, classes))
     return list(names)

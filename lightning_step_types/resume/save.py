@@ -72,7 +72,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         # nothing has run since the checkpoint this fit resumed from: it resumes from the same point, with
         # every part of the library's entry as that checkpoint held it (BatchSizeFinder's save of its own in
         # on_fit_start, before its trials, which it restores after them)
-        ours.update(follower.resume.loaded_entry)  # type: ignore[union-attr]
+        resume: Any = follower.resume
+        ours.update(resume.loaded_entry)
         # and the training state Lightning restores from it after on_fit_start, not the fresh one
         checkpoint.update(pending_training_state(trainer))
         return None

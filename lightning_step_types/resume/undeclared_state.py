@@ -588,7 +588,8 @@ class ModuleAttributes:
             return []
         values: Mapping[str, Any] = saved.get("values") or {}
         found: list[tuple[str, list[str]]] = []
-        for name in saved.get("since_point") or []:
+        since_point: list[str] = saved.get("since_point") or []
+        for name in since_point:
             if name not in self.loaded_by_module:
                 continue  # the library puts it back at the point (or names it)
             live = self.namespace.get(name, ABSENT)
