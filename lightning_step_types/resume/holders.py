@@ -1,4 +1,4 @@
-"""Who else holds state at a resume point: the callbacks, the loggers, the module's own checkpoint data.
+"""Who else holds state at a resume point: the callbacks and the loggers.
 
 A resumed run goes on from a point (``resume/points.py``); what ran after that point in the run that
 saved runs again. For the weights, the loops and the logged aggregates the library saves the state
@@ -16,8 +16,13 @@ checkpoint already holds nor loses one.
   that run again start from the state they started from (``EarlyStopping`` counts one epoch once;
   ``ModelCheckpoint`` keeps and evicts the files the uninterrupted run does), and a counter outside
   ``state_dict()`` counts as in the uninterrupted run. A callback with a ``state_dict()`` whose last hook
-  of that validation or epoch's end had returned keeps its state instead, and the resumed run does not
-  call it there again (a ``ModelCheckpoint`` that had saved writes no second copy).
+  of that validation or epoch's end had returned keeps its state as it is at the save instead, and the
+  resumed run does not call it there again (a ``ModelCheckpoint`` that had saved writes no second copy).
+- Each process's callbacks are its own: under DDP each process's part (its entries, attributes, what
+  cannot be put back, the hooks that returned, what its epoch-start hooks changed) goes into its running
+  state, which ``resume/rank_exchange.py`` gathers into the one checkpoint rank 0 writes, and comes back
+  to the same rank (``RANK_SAVED``). A process whose state is missing keeps what its fresh run and
+  Lightning's load give it, named in the warning on missing ranks.
 - A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
   validation's own): the rows written since the point's start are saved, and the resumed run does
   not write them again when its hooks write the same rows.
@@ -28,11 +33,14 @@ checkpoint already holds nor loses one.
 - The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
   ``StochasticWeightAveraging``, ``GradientAccumulationScheduler`` (which set up from the epoch and
   the checkpoint, whatever ran before) and the progress bars (a display) run at the resumed fit's
-  start; any other callback's is named in one warning.
+  start; any other callback's call is watched in the run that saves (``resume/epoch_start_watch.py``),
+  and named in one warning where it changed what no checkpoint carries (``BackboneFinetuning``
+  unfreezing the backbone), or where the checkpoint holds no record of it.
 - ``ModelPruning``: its checkpoint holds the pruned weights without their masks; a resume after its
   first pruning is named in one warning.
-- What the module saves in its own ``on_save_checkpoint``: nothing can take it back to the point, so
-  one warning names the hook and what may count twice.
+
+What the module saves in its own ``on_save_checkpoint`` is ``resume/undeclared_state.py``'s: named where
+the module's own loading puts back a value that what runs again had changed.
 """
 
 from __future__ import annotations

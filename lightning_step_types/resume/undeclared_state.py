@@ -32,9 +32,17 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
   ``StepResultWarning`` at resume, attribute by attribute;
 - what the module's own checkpoint code covers: an attribute its ``on_load_checkpoint`` or
   ``load_state_dict`` set (it changed between Lightning's read of the checkpoint, before those run,
-  and the end of the module's restore, after them) is left as they set it, and not named; what
-  ``on_fit_start`` or ``on_train_start`` set is what the uninterrupted run had set too, and the
-  saved value replaces it.
+  and the end of the module's restore, after them) is left as they set it; what ``on_fit_start`` or
+  ``on_train_start`` set is what the uninterrupted run had set too, and the saved value replaces it.
+  Where what runs again changed such an attribute after the point (the save records which changed
+  between the point's marks and the save's), and the module's loading set it to another value than
+  the point's (the one its ``on_save_checkpoint`` saved at the save), it counts that part twice: one
+  warning names it, with the checkpoint's entries that hold the value. What runs again does not
+  change (a dtype, shapes, hyperparameters, a loss module saved by reference) is not named;
+- configuration: an attribute that did not change during the fit is not saved, so a resumed module
+  keeps its own (``__init__``'s). A save before the fit's start (``BatchSizeFinder``'s and
+  ``LearningRateFinder``'s own, in ``on_fit_start``, which they restore after their trials) saves
+  none: nothing of the fit has run.
 """
 
 from __future__ import annotations
