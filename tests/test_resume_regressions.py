@@ -470,3 +470,27 @@ def test_a_counter_the_batch_run_again_changes_and_the_module_loads_back_is_name
     # what the warning says: batch 5's two rows counted twice, the rest exact
     assert (resumed.module.rows_seen, full.module.rows_seen) == (full.module.rows_seen + 2, 2 * ROWS)
     assert_same_params(resumed.module, full.module)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_batch_size_finder_fit_resumes_exactly_at_every_default_point(way: str, tmp_path: Path) -> None:
+    """``check_resume`` (every fit in this process, as the check runs them) with ``BatchSizeFinder``: its own
+    checkpoint, saved in a resumed fit's ``on_fit_start`` and restored after its trials, holds what the
+    resumed checkpoint holds (the optimizer's momentum, the loader's and the random streams' states at the
+    point), so the fit goes on at the point: exact inside epoch 0, at epoch 1's first batch, at epoch 0's
+    end and after a kill (plain Lightning's resume trains from epoch 0 again, with a fresh optimizer)."""
+    from lightning_step_types.check_resume import check_resume
+
+    callbacks: list[Callable[[], Any]] = [lambda: BatchSizeFinder(max_trials=2, steps_per_trial=1)]
+    if way == "adapter":
+        callbacks.append(StepResultAdapter)
+    report = check_resume(
+        TypedPlanned if way == "typed" else PlainPlanned, trainer={"max_epochs": 2}, callbacks=callbacks, root=tmp_path
+    )
+    assert [(str(point.point), point.verdict) for point in report.points] == [
+        ("inside batch 3 of epoch 0", "exact"),
+        ("inside batch 0 of epoch 1", "exact"),
+        ("inside batch 5 of epoch 0", "exact"),
+        ("at the end of epoch 0", "exact"),
+        ("a kill 2 batches after the checkpoint at step 3", "exact"),
+    ]

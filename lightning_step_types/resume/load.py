@@ -92,14 +92,16 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
         return
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
+    follower.checkpoints_loaded += 1
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
     if resume.saved is not None:  # every part of the library's entry, for a save before anything runs
         resume.loaded_entry = dict(cast("Mapping[str, Any]", ours))
     # a checkpoint loaded again inside the fit (BatchSizeFinder's or LearningRateFinder's own, restored
-    # after their trials ran batches): the fit starts at its point, from its first batch, with loaders
-    # made again so that its loader states load
+    # after their trials ran batches): the fit starts at its point from its first batch; and in a fit
+    # resumed from a checkpoint of its own, with loaders made again (their iterators were the trials'),
+    # so that the point's loader states and random streams go in before its first iterator is made
     follower.first_batch_done = False
-    if combined_train_loader(trainer) is not None:
+    if follower.checkpoints_loaded > 1 and combined_train_loader(trainer) is not None:
         make_train_loaders_again(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
