@@ -72,7 +72,7 @@ SAVED = "holders"
 # epoch-start hooks changed: checkpoint[CHECKPOINT_KEY]["epoch_state"]["ranks"][rank][RANK_SAVED], gathered
 # into the one checkpoint rank 0 writes (``resume/rank_exchange.py``) and restored to the same rank
 RANK_SAVED = "holders"
-_RANK_KEYS = ("callbacks", "attributes", "lost", "done", "classes", "epoch_start")
+_RANK_KEYS = ("callbacks", "attributes", "lost", "done", "epoch_start")
 
 # Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
@@ -359,7 +359,6 @@ class Holders:
             "attributes": {},
             "lost": [],
             "done": [],
-            "classes": {},
             "epoch_start": dict(self.epoch_start),
         }
         if stop is not None:
@@ -382,8 +381,6 @@ class Holders:
                 own["callbacks"][key] = {**cast("Mapping[str, Any]", entry), **change.entry}
             if change.attributes:
                 own["attributes"][key] = change.attributes
-            if change.entry or change.attributes:
-                own["classes"][key] = type(callback).__name__
             own["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
         if start is not None and start in self.row_marks:
             own["done"] = sorted(done)
