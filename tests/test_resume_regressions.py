@@ -9,7 +9,10 @@ the smallest setup that showed it, both ways in where the way in matters.
 3. Nothing of one fit reaches the next in the same process: with ``BatchSizeFinder`` in every Trainer, a
    fit interrupted by a fault its module's configuration plans (a dict set in ``__init__``) and resumed by
    a fresh module that plans none, in the same process, resumes exactly (it raised the planned fault: the
-   checkpoint carried the interrupted module's configuration).
+   finder's own checkpoint, saved before the fit's start, counted every attribute as changed, and the
+   next checkpoint carried the interrupted module's configuration). And exact at every default point of
+   ``check_resume`` (silent differences before: the finder's checkpoint in a resumed fit held a fresh
+   optimizer and no loader state).
 4. The module's own ``on_save_checkpoint`` is named only where what runs again changes what it saved and
    its ``on_load_checkpoint`` puts that back: a module saving what does not change (as darts' and
    pytorch-forecasting's models do) resumes exactly and silently.
