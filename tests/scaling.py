@@ -171,6 +171,28 @@ class Plain(Parts, pl.LightningModule):
         return self.step(batch, batch_idx)
 
 
+class RankRecord(pl.Callback):
+    """A user's callback that records what its own rank saw, in its attributes (no ``state_dict()``): the
+    sample ids of each batch, and each epoch's sum of them; its ``on_train_epoch_start`` only records."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.sums: dict[int, int] = {}
+        self.epochs_started: list[int] = []
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self.epochs_started.append(int(trainer.current_epoch))
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        ids = [int(i) for i in batch[2].tolist()]
+        self.batches.append(ids)
+        epoch = int(trainer.current_epoch)
+        self.sums[epoch] = self.sums.get(epoch, 0) + sum(ids)
+
+    def recorded(self) -> dict[str, Any]:
+        return {"batches": self.batches, "sums": self.sums, "epochs_started": self.epochs_started}
+
+
 class Record(pl.Callback):
     """Each rank's record of its fit, written at its end (the only way a child's result reaches the test)."""
 
@@ -186,6 +208,7 @@ class Record(pl.Callback):
                 "callback": {k: v.detach().clone() for k, v in trainer.callback_metrics.items()},
                 "logged": {k: v.detach().clone() for k, v in trainer.logged_metrics.items()},
                 "warnings": list(self.caught),
+                "rank_record": [c.recorded() for c in trainer.callbacks if isinstance(c, RankRecord)],
             },
             self.root / f"rank{trainer.global_rank}-{self.attempt}.pt",
         )
@@ -257,6 +280,8 @@ def trainer_for(run: dict[str, Any], root: Path, caught: list[str]) -> pl.Traine
         callbacks.append(ModelCheckpoint(dirpath=root / "ckpt", filename="end-{epoch}", save_top_k=-1))
     if run.get("on_exception"):
         callbacks.append(OnExceptionCheckpoint(root / "ckpt"))
+    if run.get("rank_record"):
+        callbacks.append(RankRecord())
     if run.get("pause"):
         callbacks.append(PauseAt(root, run["pause"]["epoch"], run["pause"]["batch"]))
     plugins: list[Any] = []

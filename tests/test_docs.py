@@ -654,7 +654,7 @@ def _resume_holder_warning(case: str) -> str:
     from pytorch_lightning.callbacks import ModelCheckpoint, OnExceptionCheckpoint
 
     class CountsRows(fault.FaultyTyped):
-        """Counts the rows training_step sees, in its own on_save_checkpoint data."""
+        """Counts the rows training_step sees, in its own on_save_checkpoint data, which it loads back."""
 
         rows_seen = 0
 
@@ -666,13 +666,15 @@ def _resume_holder_warning(case: str) -> str:
             super().on_save_checkpoint(checkpoint)
             checkpoint["rows_seen"] = self.rows_seen
 
-    class EpochWeight(pl.Callback):
-        """Sets a weight up for each epoch in on_train_epoch_start."""
+        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+            super().on_load_checkpoint(checkpoint)
+            self.rows_seen = checkpoint["rows_seen"]
 
-        weight = 0.0
+    class WarmUpFreeze(pl.Callback):
+        """Trains the layer's weight alone in epoch 0 (a warm-up), its bias too from epoch 1."""
 
         def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-            self.weight = 1.0 + trainer.current_epoch
+            pl_module.net.bias.requires_grad_(trainer.current_epoch > 0)
 
     class FullDisk(TorchCheckpointIO):
         """The write of ModelCheckpoint's step=6.ckpt fails, as on a full disk."""
@@ -689,7 +691,7 @@ def _resume_holder_warning(case: str) -> str:
         callbacks: list[Any] = [OnExceptionCheckpoint(root / "faulty")]
         options: dict[str, Any] = {"enable_checkpointing": True}
         if case == "epoch start":
-            callbacks.append(EpochWeight())
+            callbacks.append(WarmUpFreeze())
         if case == "batch end":
             callbacks.append(ModelCheckpoint(root / "ckpt", every_n_train_steps=6, save_top_k=-1, filename="{step}"))
             options["plugins"] = [FullDisk()]
@@ -702,7 +704,7 @@ def _resume_holder_warning(case: str) -> str:
             )
         checkpoint = root / "faulty" / "on_exception.ckpt"
         options.pop("plugins", None)
-        resumed_callbacks = [EpochWeight()] if case == "epoch start" else []
+        resumed_callbacks = [WarmUpFreeze()] if case == "epoch start" else []
         return warning_of(
             lambda: resume.fit(
                 root / "resumed", resumed_as, ckpt_path=checkpoint, callbacks=resumed_callbacks, **options

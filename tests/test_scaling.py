@@ -178,7 +178,8 @@ RANKS_WARNING = (
     "  got:      a checkpoint whose processes were not at one point when it was saved: rank 0 at epoch 1"
     " at batch 5, rank 1 elsewhere or at no save (a signal, an exception or a save_checkpoint call that reached"
     " some processes only, or at different moments); the running state of rank 1 starts fresh: 'train_loss'"
-    " (training_step), 'train_max' (training_step)\n"
+    " (training_step), 'train_max' (training_step), MyModel.seen, ModelCheckpoint._last_global_step_saved,"
+    " ModelCheckpoint._last_checkpoint_saved\n"
     "  expected: every process saving at the same point (ModelCheckpoint, or a save every process reaches)\n"
     "  fix:      nothing to do for this run; checkpoints that ModelCheckpoint saves resume exactly"
 )

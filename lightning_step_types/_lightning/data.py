@@ -37,6 +37,7 @@ __all__ = [
     "loader_count_offset",
     "loader_counts",
     "loader_samplers",
+    "make_train_loaders_again",
     "rewindable_loader",
     "rewound_loader_states",
     "saved_inside_epoch",
@@ -190,6 +191,19 @@ def combined_train_loader(trainer: Any) -> Any:
     """The fit's training `CombinedLoader` (`FitLoop._combined_loader`, private), or None before
     `FitLoop.setup_data`; a new object each time Lightning makes the loaders anew."""
     return getattr(trainer.fit_loop, "_combined_loader", None)
+
+
+def make_train_loaders_again(trainer: Any) -> None:
+    """Have `FitLoop.setup_data` make the training loaders again when the fit loop next runs.
+
+    `FitLoop.setup_data` loads a checkpoint's loader states (`_load_combined_loader_states`) only into
+    loaders it makes; with loaders made already, it returns at once. A checkpoint loaded after the
+    loaders were made, as `BatchSizeFinder` and `LearningRateFinder` restore their own from
+    `on_fit_start` (their trials made the loaders), would leave its loader states unloaded: the resumed
+    epoch would start from the loaders' first batch. `FitLoop._combined_loader` (private): None makes
+    `setup_data` request the loaders again (as `BatchSizeFinder`'s own `_reset_dataloaders` does).
+    """
+    trainer.fit_loop._combined_loader = None
 
 
 def train_loaders(trainer: Any) -> list[Any]:

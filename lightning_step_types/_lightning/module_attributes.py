@@ -67,15 +67,17 @@ def tensor_versions(tensors: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
     return tuple(map(_VERSION, tensors))
 
 
-def around_module_restore(trainer: Any, before: Callable[[], None], after: Callable[[], None]) -> None:
+def around_module_restore(trainer: Any, before: Callable[[], None], after: Callable[[Any], None]) -> None:
     """Call ``before()`` as Lightning reads the checkpoint a fit resumes from, before any hook sees it,
-    and ``after()`` once the module's own restore is done, before ``on_fit_start`` and any other hook.
+    and ``after(checkpoint)`` once the module's own restore is done, before ``on_fit_start`` and any
+    other hook, with the checkpoint as the module's hooks saw it.
 
     Relies on `_CheckpointConnector.resume_start` reading the file through the strategy's public
     ``load_checkpoint``, and on `_CheckpointConnector.restore_model` calling the module's
     ``on_load_checkpoint`` and then the strategy's ``load_model_state_dict`` (the module's
-    ``load_state_dict``), with nothing of the module's in between: the strategy's two methods are
-    replaced on the instance for the fit (the module is left alone: it pickles as it is).
+    ``load_state_dict``), with nothing of the module's in between, and on that call passing the
+    checkpoint dict first: the strategy's two methods are replaced on the instance for the fit (the
+    module is left alone: it pickles as it is).
     """
     strategy = trainer.strategy
     read, restore = strategy.load_checkpoint, strategy.load_model_state_dict
@@ -88,7 +90,7 @@ def around_module_restore(trainer: Any, before: Callable[[], None], after: Calla
     def load_model_state_dict(*args: Any, **kwargs: Any) -> Any:
         take_off_instance(strategy, "load_model_state_dict")
         result = restore(*args, **kwargs)
-        after()
+        after(args[0] if args else kwargs.get("checkpoint"))
         return result
 
     put_on_instance(strategy, "load_checkpoint", load_checkpoint)

@@ -6,9 +6,9 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-__all__ = ["lightning_checks_nonfinite", "running", "trainer_is_running", "trainer_of"]
+__all__ = ["lightning_checks_nonfinite", "pending_training_state", "running", "trainer_is_running", "trainer_of"]
 
 
 def lightning_checks_nonfinite(trainer: Any) -> str | None:
@@ -63,3 +63,22 @@ def trainer_is_running(module: Any) -> bool:
     # Enum's documented value attribute) skips the enum's case-folding __eq__.
     status: str = trainer.state.status._value_
     return status == "running"
+
+
+def pending_training_state(trainer: Any) -> dict[str, Any]:
+    """The entries of the checkpoint a fit resumes from whose restore is still to come, or none.
+
+    `Trainer._run` restores the module and the callbacks before ``on_fit_start``, and the training state
+    after it (`_CheckpointConnector.restore_training_state`, from `_CheckpointConnector._loaded_checkpoint`,
+    private, until `resume_end` clears it): the precision plugin's state (under its class's name, or
+    ``native_amp_scaling_state``), the loops, the optimizers' and LR schedulers' states. A checkpoint saved
+    in between (``BatchSizeFinder``'s own, which it restores after its trials) holds the fresh ones there.
+    """
+    connector: Any = getattr(trainer, "_checkpoint_connector", None)
+    loaded: Any = getattr(connector, "_loaded_checkpoint", None)
+    if not isinstance(loaded, dict) or not loaded:
+        return {}
+    entries = cast("dict[str, Any]", loaded)
+    precision = type(getattr(trainer, "precision_plugin", None)).__qualname__
+    names = ("optimizer_states", "lr_schedulers", "loops", precision, "native_amp_scaling_state")
+    return {name: entries[name] for name in names if name in entries}

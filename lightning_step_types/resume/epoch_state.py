@@ -46,7 +46,7 @@ from lightning_step_types.resume.data_randomness import (
 from lightning_step_types.resume.fit_follower import any_resuming, follower_of, start_following, stop_following
 from lightning_step_types.resume.load import load_running_state
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, lightning_version, warn_unavailable
-from lightning_step_types.resume.save import STATE, save_running_state
+from lightning_step_types.resume.save import STATE, save_running_state, saved_as_loaded
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -92,10 +92,12 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     already: Any = checkpoint.get(CHECKPOINT_KEY)
     if isinstance(already, dict) and STATE in already:  # saved already by this dump (a hook that calls super())
         return
+    as_loaded = saved_as_loaded(trainer, module)  # the resumed checkpoint's parts, every one as it was
     passes = save_running_state(trainer, module, checkpoint)
     point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
-    save_data_order(trainer, checkpoint, point)
-    save_randomness(trainer, checkpoint, point, passes)
+    if not as_loaded:
+        save_data_order(trainer, checkpoint, point)
+        save_randomness(trainer, checkpoint, point, passes)
     rank_exchange.settle_save(trainer, point)
 
 

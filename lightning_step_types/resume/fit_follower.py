@@ -183,6 +183,7 @@ class FitFollower:
         self.gradient_marks: list[tuple[int, int] | None] | None = None
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
+        self.checkpoints_loaded: int = 0  # in this fit: its own, then a tuner's of its own (BatchSizeFinder's)
         self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
         self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own, at each point's start

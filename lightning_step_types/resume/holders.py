@@ -1,4 +1,4 @@
-"""Who else holds state at a resume point: the callbacks, the loggers, the module's own checkpoint data.
+"""Who else holds state at a resume point: the callbacks and the loggers.
 
 A resumed run goes on from a point (``resume/points.py``); what ran after that point in the run that
 saved runs again. For the weights, the loops and the logged aggregates the library saves the state
@@ -16,8 +16,13 @@ checkpoint already holds nor loses one.
   that run again start from the state they started from (``EarlyStopping`` counts one epoch once;
   ``ModelCheckpoint`` keeps and evicts the files the uninterrupted run does), and a counter outside
   ``state_dict()`` counts as in the uninterrupted run. A callback with a ``state_dict()`` whose last hook
-  of that validation or epoch's end had returned keeps its state instead, and the resumed run does not
-  call it there again (a ``ModelCheckpoint`` that had saved writes no second copy).
+  of that validation or epoch's end had returned keeps its state as it is at the save instead, and the
+  resumed run does not call it there again (a ``ModelCheckpoint`` that had saved writes no second copy).
+- Each process's callbacks are its own: under DDP each process's part (its entries, attributes, what
+  cannot be put back, the hooks that returned, what its epoch-start hooks changed) goes into its running
+  state, which ``resume/rank_exchange.py`` gathers into the one checkpoint rank 0 writes, and comes back
+  to the same rank (``RANK_SAVED``). A process whose state is missing keeps what its fresh run and
+  Lightning's load give it, named in the warning on missing ranks.
 - A row a hook wrote to a logger (``LearningRateMonitor``'s, a user's ``logger.log_metrics``, the
   validation's own): the rows written since the point's start are saved, and the resumed run does
   not write them again when its hooks write the same rows.
@@ -28,11 +33,14 @@ checkpoint already holds nor loses one.
 - The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
   ``StochasticWeightAveraging``, ``GradientAccumulationScheduler`` (which set up from the epoch and
   the checkpoint, whatever ran before) and the progress bars (a display) run at the resumed fit's
-  start; any other callback's is named in one warning.
+  start; any other callback's call is watched in the run that saves (``resume/epoch_start_watch.py``),
+  and named in one warning where it changed what no checkpoint carries (``BackboneFinetuning``
+  unfreezing the backbone), or where the checkpoint holds no record of it.
 - ``ModelPruning``: its checkpoint holds the pruned weights without their masks; a resume after its
   first pruning is named in one warning.
-- What the module saves in its own ``on_save_checkpoint``: nothing can take it back to the point, so
-  one warning names the hook and what may count twice.
+
+What the module saves in its own ``on_save_checkpoint`` is ``resume/undeclared_state.py``'s: named where
+the module's own loading puts back a value that what runs again had changed.
 """
 
 from __future__ import annotations
@@ -45,20 +53,26 @@ import torch
 from lightning_step_types._lightning.fit_loop import restart_inside_epoch
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
 from lightning_step_types.resume.attributes import Snapshot, changes, skipped_names, snapshot
+from lightning_step_types.resume.epoch_start_watch import EPOCH_START_HOOK, EpochStartWatch, changes_before
 from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
     callback_attributes_problem,
     epoch_start_hooks_problem,
-    module_checkpoint_problem,
     plain_epoch_end_problem,
     pruning_problem,
 )
 from lightning_step_types.resume.plain_data import decoded
 
-__all__ = ["Holders", "SAVED", "fit_limits", "loaded_holders", "resume_holders"]
+__all__ = ["Holders", "RANK_SAVED", "SAVED", "fit_limits", "holders_at_resume", "loaded_holders", "resume_holders"]
 
-SAVED = "holders"  # checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
+# The fit's part (the rows the loggers were given, the stop): checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
+SAVED = "holders"
+# Each process's part, its own callbacks' states and attributes, the hooks that returned, what its
+# epoch-start hooks changed: checkpoint[CHECKPOINT_KEY]["epoch_state"]["ranks"][rank][RANK_SAVED], gathered
+# into the one checkpoint rank 0 writes (``resume/rank_exchange.py``) and restored to the same rank
+RANK_SAVED = "holders"
+_RANK_KEYS = ("callbacks", "attributes", "lost", "done", "epoch_start")
 
 # Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
@@ -235,6 +249,26 @@ class Holders:
             and _overrides(callback, "on_train_batch_end", _lightning_callback_base(callback))
             and (any(callback is held for _, held in self.stateful) or _named(callback, ("Checkpoint",)))
         ]
+        # state_key -> what its on_train_epoch_start changed that no resume carries, in the epoch it last ran
+        # (``resume/epoch_start_watch.py``)
+        self.epoch_start: dict[str, dict[str, Any]] = {}
+        tracked = {id(callback) for _, callback, _ in self.tracked}
+        self.watched: list[Any] = []
+        for callback in trainer.callbacks:
+            if not _epoch_start_skipped(callback) or not isinstance(getattr(callback, "state_key", None), str):
+                continue
+            take_off_instance(callback, EPOCH_START_HOOK)  # an earlier fit's watch, which an exception left
+            watch = EpochStartWatch(
+                self.epoch_start,
+                callback.state_key,
+                callback,
+                skipped_names(callback),
+                id(callback) in tracked,
+                self._rows_given,
+                getattr(callback, EPOCH_START_HOOK),
+            )
+            _wrap(callback, EPOCH_START_HOOK, watch)
+            self.watched.append(callback)
         self.done: set[str] = set()  # the stateful callbacks whose last hook of the validation or epoch's end returned
         self.asleep: list[tuple[Any, tuple[str, ...]]] = []  # a resumed run's callbacks not called again, and the hooks
         for key, callback in self.stateful:
@@ -260,9 +294,15 @@ class Holders:
         callback's attributes change from later is what the fit changed."""
         self.start = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
 
+    def _rows_given(self) -> int:
+        """Rows the loggers were given since the batch's start (none is reset inside an epoch-start hook)."""
+        return len(self.rows)
+
     def stop(self) -> None:
         for logger in self.loggers:
             take_off_instance(logger, "log_metrics")
+        for callback in self.watched:
+            take_off_instance(callback, EPOCH_START_HOOK)
         for _, callback in self.stateful:
             for hook in {hook for hooks in _WINDOW_HOOKS.values() for hook in hooks}:
                 if hasattr(callback, "__dict__"):
@@ -299,49 +339,88 @@ class Holders:
         stop: list[int | None] | None,
         unfinished_batch: int | None,
         entries: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries; ``stop``:
-        the fit's limits (`fit_limits`) where a stop was requested, else None; ``unfinished_batch``: an
-        exception stopped that batch's on_train_batch_end hooks, which do not run again; ``entries``: the
-        checkpoint's ``callbacks`` entries, each callback's ``state_dict()`` as Lightning called it for this save.
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What a checkpoint of a point starting at ``mark`` (None: nothing runs again) carries: the fit's
+        part (for ``SAVED``) and this process's (for ``RANK_SAVED``). ``stop``: the fit's limits
+        (`fit_limits`) where a stop was requested, else None; ``unfinished_batch``: an exception stopped that
+        batch's on_train_batch_end hooks, which do not run again; ``entries``: the checkpoint's ``callbacks``
+        entries, each callback's ``state_dict()`` as Lightning called it for this save, on this process.
 
-        Under ``callbacks`` go the entries as they were at the point (an entry that holds an attribute under
-        its name, with the attribute's value at the point); under ``attributes``, what the resumed run sets
-        on a callback after Lightning's load; under ``lost``, what it cannot put back."""
-        saved: dict[str, Any] = {
+        The fit's part: the rows the loggers were given since the point's start, the stop, where the part
+        that runs again starts. This process's part: under ``callbacks``, the entries as they were at the
+        point (an entry that holds an attribute under its name, with the attribute's value at the point);
+        under ``attributes``, what the resumed run sets on a callback after Lightning's load; under ``lost``,
+        what it cannot put back; under ``done``, the callbacks whose last hook of the window that runs again
+        returned; under ``epoch_start``, what each callback's on_train_epoch_start changed that no resume
+        carries (``resume/epoch_start_watch.py``)."""
+        shared: dict[str, Any] = {"rows": [], "should_stop": stop is not None, "runs_again": mark}
+        own: dict[str, Any] = {
             "callbacks": {},
             "attributes": {},
             "lost": [],
-            "rows": [],
-            "should_stop": stop is not None,
-            "runs_again": mark,
+            "done": [],
+            "epoch_start": dict(self.epoch_start),
         }
         if stop is not None:
-            saved["stop_limits"] = stop
+            shared["stop_limits"] = stop
         start = "batch" if mark == "fetch" else mark  # a fault before a batch's hooks ended: from its start
         done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
         marked = self.marks.get(start, {}) if start is not None and start in self.row_marks else {}
         found = entries or {}
         for key, callback, skip in self.tracked:
-            if key in done or key not in self.start:
+            if key not in self.start:
                 continue
-            point = marked.get(key)
+            # a callback whose hooks of the window are done keeps its state as it is now (the resumed run
+            # does not call them again); any other's is taken back to the point's start
+            point = None if key in done else marked.get(key)
             if point is None:  # no change since the point's start: the attributes now are its
                 point = snapshot(callback, skip, True)
             change = changes(callback, skip, point, self.start[key], found.get(key))
             entry: Any = found.get(key)
             if change.entry and isinstance(entry, Mapping):
-                saved["callbacks"][key] = {**cast("Mapping[str, Any]", entry), **change.entry}
+                own["callbacks"][key] = {**cast("Mapping[str, Any]", entry), **change.entry}
             if change.attributes:
-                saved["attributes"][key] = change.attributes
-            saved["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
+                own["attributes"][key] = change.attributes
+            own["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
         if start is not None and start in self.row_marks:
-            saved["done"] = sorted(done)
-            saved["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
+            own["done"] = sorted(done)
+            shared["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
         if unfinished_batch is not None:
             names = [type(callback).__name__ for callback in self.batch_end_holders]
-            saved["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
-        return saved
+            shared["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
+        return shared, own
+
+
+def holders_at_resume(shared: Any, ranks: list[Any], rank: int) -> Mapping[str, Any] | None:
+    """What this process resumes its holders from: the fit's part with this process's own (``ranks[rank]``'s,
+    None where its state is missing: its callbacks keep what Lightning's load and the fresh run give them).
+    A checkpoint of an earlier release holds every part in the fit's (rank 0's, as every process's)."""
+    if not isinstance(shared, Mapping):
+        return None
+    fit_part = cast("Mapping[str, Any]", shared)
+    states: list[Mapping[str, Any]] = [
+        cast("Mapping[str, Any]", state) for state in ranks if isinstance(state, Mapping)
+    ]
+    if not any(RANK_SAVED in state for state in states):
+        return fit_part  # an earlier release's layout
+    state: Any = ranks[rank] if 0 <= rank < len(ranks) else None
+    own: Any = cast("Mapping[str, Any]", state).get(RANK_SAVED) if isinstance(state, Mapping) else None
+    kept = {name: value for name, value in fit_part.items() if name not in _RANK_KEYS}
+    return {**kept, **cast("Mapping[str, Any]", own)} if isinstance(own, Mapping) else kept
+
+
+def attributes_named(state: Mapping[str, Any], classes: Mapping[str, str]) -> list[str]:
+    """The callbacks' attributes a process's saved part (``state[RANK_SAVED]``) restores, as a warning names
+    them (``MyCallback.seen``); of the callbacks ``classes`` (state_key -> class name) only, the resuming fit's."""
+    own: Any = state.get(RANK_SAVED)
+    if not isinstance(own, Mapping):
+        return []
+    part = cast("Mapping[str, Any]", own)
+    names: list[str] = []
+    for key, attributes in cast("Mapping[str, Any]", part.get("attributes") or {}).items():
+        if key in classes:
+            names += [f"{classes[key]}.{name}" for name in cast("Mapping[str, Any]", attributes)]
+    return names
 
 
 def fit_limits(trainer: Any) -> list[int | None]:
@@ -367,7 +446,8 @@ def resume_holders(
 ) -> list[Problem]:
     """At the resumed fit's start (after the on_train_start hooks): the stop, the rows not to write
     again, the skipped epoch-start hooks; what cannot be put back, as problems for the warning.
-    ``plain``: a checkpoint without the library's state (plain Lightning's)."""
+    ``saved``: this process's view (`holders_at_resume`); ``plain``: a checkpoint without the library's
+    state (plain Lightning's)."""
     problems: list[Problem] = []
     restart = restart_inside_epoch(trainer)
     if plain and restart in ("epoch_end", "after_batches"):  # after_batches: Lightning counts the epoch done
@@ -388,24 +468,61 @@ def resume_holders(
             holders.written = [(int(index), step, dict(values)) for index, step, values in saved.get("rows", [])]
             if saved.get("done") and saved.get("runs_again") in _WINDOW_HOOKS:
                 holders.sleep_through(list(saved["done"]), str(saved["runs_again"]))
-        runs_again = saved.get("runs_again")
-        if runs_again not in (None, "fetch") and _module_saves_its_own(module):
-            problems.append(module_checkpoint_problem(type(module).__qualname__, runs_again))
     if int(trainer.current_epoch) > 0 and any(_named(callback, ("ModelPruning",)) for callback in trainer.callbacks):
         problems.append(pruning_problem(int(trainer.current_epoch)))
     if restart in ("mid_epoch", "epoch_end"):
-        skipped: list[str] = []
-        for callback in trainer.callbacks:
-            base = _lightning_callback_base(callback)
-            if not _overrides(callback, "on_train_epoch_start", base) or _library_callback(callback):
-                continue
-            if _named(callback, _EPOCH_START_AGAIN):
-                callback.on_train_epoch_start(trainer, module)
-            elif not _named(callback, ("LearningRateMonitor",)) or callback.logging_interval != "step":
-                skipped.append(f"{type(callback).__name__}.on_train_epoch_start")
+        skipped = _skipped_epoch_start_hooks(trainer, module, holders, saved)
         if skipped:
             problems.append(epoch_start_hooks_problem(int(trainer.current_epoch), skipped))
     return problems
+
+
+def _epoch_start_skipped(callback: Any) -> bool:
+    """Whether Lightning's restart inside an epoch skips something of this callback's: an
+    ``on_train_epoch_start`` of its class or set on it (``LambdaCallback``), not one the library runs again."""
+    if _library_callback(callback) or _named(callback, _EPOCH_START_AGAIN):
+        return False
+    own: Any = getattr(callback, "__dict__", {})
+    return EPOCH_START_HOOK in own or _overrides(callback, EPOCH_START_HOOK, _lightning_callback_base(callback))
+
+
+def _skipped_epoch_start_hooks(
+    trainer: Any, module: Any, holders: Holders | None, saved: Mapping[str, Any] | None
+) -> list[str]:
+    """At a restart inside the epoch: the hooks of ``_EPOCH_START_AGAIN`` run now; of the others, those whose
+    call in the run that saved changed what no resume carries (with what), and those not watched there."""
+    epoch = int(trainer.current_epoch)
+    watched: Any = saved.get("epoch_start") if saved is not None else None
+    known: Mapping[str, Any] | None = cast("Mapping[str, Any]", watched) if isinstance(watched, Mapping) else None
+    if holders is not None and known is not None:  # a later save carries them on: the hooks do not run again here
+        holders.epoch_start.update(
+            {
+                str(key): dict(cast("Mapping[str, Any]", record))
+                for key, record in known.items()
+                if isinstance(record, Mapping)
+            }
+        )
+    skipped: list[str] = []
+    for callback in trainer.callbacks:
+        if not _library_callback(callback) and _named(callback, _EPOCH_START_AGAIN):
+            if _overrides(callback, EPOCH_START_HOOK, _lightning_callback_base(callback)):
+                callback.on_train_epoch_start(trainer, module)
+            continue
+        if not _epoch_start_skipped(callback):
+            continue
+        hook = f"{type(callback).__name__}.{EPOCH_START_HOOK}"
+        record: Any = known.get(getattr(callback, "state_key", None) or "") if known is not None else None
+        changed = changes_before(
+            dict(cast("Mapping[str, Any]", record)) if isinstance(record, Mapping) else None, epoch
+        )
+        if changed is not None:
+            if changed:
+                skipped.append(f"{hook} (it changed {'; '.join(changed)})")
+            continue
+        if _named(callback, ("LearningRateMonitor",)) and callback.logging_interval == "step":
+            continue  # writes nothing at an epoch's start
+        skipped.append(hook)
+    return skipped
 
 
 def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -> None:
@@ -418,11 +535,3 @@ def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -
         if isinstance(key, str) and key in attributes:
             for name, value in attributes[key].items():
                 setattr(callback, name, decoded(value))
-
-
-def _module_saves_its_own(module: Any) -> bool:
-    """Whether the module's class (not the library's or Lightning's) defines ``on_save_checkpoint``."""
-    for cls in type(module).__mro__:
-        if "on_save_checkpoint" in vars(cls):
-            return cls.__module__.split(".")[0] not in ("lightning_step_types", "pytorch_lightning", "lightning")
-    return False

@@ -22,7 +22,12 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
-from lightning_step_types._lightning.data import continue_loader_iterator, loaded_loader_states
+from lightning_step_types._lightning.data import (
+    combined_train_loader,
+    continue_loader_iterator,
+    loaded_loader_states,
+    make_train_loaders_again,
+)
 from lightning_step_types._lightning.fit_loop import (
     ResumePoint,
     batch_counters,
@@ -45,7 +50,13 @@ from lightning_step_types._lightning.result_collection import (
     write_logged_tensors,
 )
 from lightning_step_types.resume.fit_follower import FitFollower, follower_of
-from lightning_step_types.resume.holders import SAVED, loaded_holders, resume_holders
+from lightning_step_types.resume.holders import (
+    SAVED,
+    attributes_named,
+    holders_at_resume,
+    loaded_holders,
+    resume_holders,
+)
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     Problem,
@@ -81,12 +92,23 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
         return
     ours: Any = checkpoint.get(CHECKPOINT_KEY)
     saved: Any = cast(Any, ours).get(STATE) if isinstance(ours, Mapping) else None
+    follower.checkpoints_loaded += 1
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
+    if resume.saved is not None:  # every part of the library's entry, for a save before anything runs
+        resume.loaded_entry = dict(cast("Mapping[str, Any]", ours))
+    # a checkpoint loaded again inside the fit (BatchSizeFinder's or LearningRateFinder's own, restored
+    # after their trials ran batches): the fit starts at its point from its first batch; and in a fit
+    # resumed from a checkpoint of its own, with loaders made again (their iterators were the trials'),
+    # so that the point's loader states and random streams go in before its first iterator is made
+    follower.first_batch_done = False
+    if follower.checkpoints_loaded > 1 and combined_train_loader(trainer) is not None:
+        make_train_loaders_again(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     loaded_holders(checkpoint, resume.holders)
     follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
+    follower.streams.iterator_done = follower.streams.point_done = False  # this checkpoint's, not put back yet
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -110,6 +132,7 @@ class Resume:
         self.results: Any = None
         self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
         self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (resume/holders.py)
+        self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:
@@ -120,18 +143,24 @@ class Resume:
         self.point = Point(**point)
         self.encoded = ResumePoint(**saved["encoded"])
         self.saved_stopped = bool(saved.get("stopped"))
-        holders: Any = saved.get(SAVED)
-        self.holders = holders if isinstance(holders, Mapping) else None
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
+        # each process's callbacks resume from its own part (none where the world size differs)
+        self.holders = holders_at_resume(saved.get(SAVED), ranks, rank if len(ranks) == world_size else -1)
+        owner = type(module).__qualname__
+        classes = {
+            callback.state_key: type(callback).__name__
+            for callback in getattr(trainer, "callbacks", [])
+            if isinstance(getattr(callback, "state_key", None), str)
+        }
         if len(ranks) != world_size:
-            self.problems.append(world_size_problem(len(ranks), world_size, _everything(ranks)))
+            self.problems.append(world_size_problem(len(ranks), world_size, _everything(ranks, owner, classes)))
         elif ranks[rank] is None:
             where = _where(self.point)
             lost = [index for index, state in enumerate(ranks) if state is None]
             if rank == min(lost):  # one warning for the ranks that start fresh
                 present = [state for state in ranks if state is not None]
-                self.problems.append(ranks_problem(lost, where, _everything(present)))
+                self.problems.append(ranks_problem(lost, where, _everything(present, owner, classes)))
         else:
             state: Mapping[str, Any] = ranks[rank]
             self.state = state
@@ -262,13 +291,21 @@ def _where(point: Point) -> str:
     return f"resuming epoch {point.epoch} at its start"
 
 
-def _everything(ranks: list[Any]) -> list[str]:
-    """Everything the saved states hold, as the warnings name it."""
+def _everything(ranks: list[Any], owner: str, classes: Mapping[str, str]) -> list[str]:
+    """Everything the saved states hold, as the warnings name it: the logged values, the metrics, the
+    attributes of the module (of class ``owner``) and of the resuming fit's callbacks (``classes``:
+    state_key -> class name)."""
     names: dict[str, None] = {}
     for state in ranks:
         logged: Mapping[str, Any] = state.get("logged") or {}
         names.update((str(saved["shown"]), None) for saved in logged.values())
         names.update((f"metric {name!r}", None) for name in state.get("metrics", {}))
+    for state in ranks:
+        attributes: Any = state.get(ATTRIBUTES) or {}
+        values: Mapping[str, Any] = attributes.get("values") or {}
+        names.update((f"{owner}.{name}", None) for name in values)
+    for state in ranks:
+        names.update((name, None) for name in attributes_named(state, classes))
     return list(names)
 
 

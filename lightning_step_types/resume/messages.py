@@ -159,14 +159,19 @@ _RUNS_AGAIN = {
 }
 
 
-def module_checkpoint_problem(module: str, runs_again: str) -> Problem:
+def module_checkpoint_problem(module: str, runs_again: str, loaded: list[tuple[str, list[str]]]) -> Problem:
+    """``loaded``: each attribute the module's own loading put back as it was at the save, with the
+    checkpoint entries that hold that value."""
+    shown = "; ".join(f"{module}.{name}" + (f" (from {', '.join(keys)})" if keys else "") for name, keys in loaded)
+    first = loaded[0][0]
     return (
         f"a checkpoint saved where {_RUNS_AGAIN[runs_again]}, and {module}.on_save_checkpoint saved the module's"
-        " own data as it was then: no point can take that data back, so whatever the module counts or"
-        " collects in what runs again (a counter incremented in training_step, a list it appends to) counts"
-        " that part twice",
-        f"a checkpoint saved between batches, or {module}.on_save_checkpoint data that what runs again does not change",
-        "keep such counts in a torchmetrics Metric (the library puts its state back at the point), or save"
+        f" own data as it was then, after what runs again had changed it: its on_load_checkpoint put it back as"
+        f" it was at the save, not at the point, so what the module counts or collects there counts that part"
+        f" twice: {shown}",
+        f"{module}.on_save_checkpoint data that what runs again does not change, or a checkpoint saved between batches",
+        f"leave {module}.{first} to the library (it saves plain attributes at the point: drop it from"
+        f" {module}.on_save_checkpoint and on_load_checkpoint), keep the count in a torchmetrics Metric, or save"
         " between batches (ModelCheckpoint(every_n_train_steps=...))",
     )
 
@@ -222,14 +227,16 @@ def plain_epoch_end_problem(epoch: int) -> Problem:
 
 
 def epoch_start_hooks_problem(epoch: int, hooks: list[str]) -> Problem:
+    """``hooks``: each hook, with what it changed that no checkpoint holds where the run that saved saw it."""
     return (
         f"a checkpoint saved inside epoch {epoch}: Lightning does not run the on_train_epoch_start hooks again"
-        f" when it restarts inside an epoch, so what these set up for epoch {epoch} is not set up in the"
-        f" resumed run until epoch {epoch + 1}: {', '.join(hooks)}",
-        "callbacks that keep what on_train_epoch_start sets up in their state_dict(), or set it up in"
-        " on_train_batch_start",
-        "return what on_train_epoch_start sets up from the callback's state_dict() and load it in"
-        " load_state_dict(), or set it up lazily at the epoch's first batch",
+        f" when it restarts inside an epoch, and no checkpoint holds what these changed for epoch {epoch} (or for"
+        f" an earlier epoch), so the resumed run goes on without it: {', '.join(hooks)}",
+        "on_train_epoch_start hooks that change only what a checkpoint holds (such as the callback's own plain"
+        " attributes, which the library puts back at the point)",
+        "set it up where a resumed run calls the callback too (in on_train_start, from trainer.current_epoch, or"
+        " at the epoch's first batch in on_train_batch_start), or keep it in the callback's state_dict() and"
+        " apply it in load_state_dict()",
     )
 
 

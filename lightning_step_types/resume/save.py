@@ -34,9 +34,10 @@ from lightning_step_types._lightning.fit_loop import (
 )
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
+from lightning_step_types._lightning.trainer import pending_training_state
 from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
-from lightning_step_types.resume.holders import SAVED, fit_limits
+from lightning_step_types.resume.holders import RANK_SAVED, SAVED, fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
 from lightning_step_types.resume.points import Point, Position, point_of
 from lightning_step_types.resume.random_streams import RANDOM_STREAMS
@@ -44,7 +45,7 @@ from lightning_step_types.resume.rank_exchange import gathered_states
 from lightning_step_types.resume.state import rank_state
 from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
-__all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state"]
+__all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state", "saved_as_loaded"]
 
 STATE = "epoch_state"
 FORMAT = 3
@@ -67,10 +68,14 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     if mismatch is not None:
         warn_unavailable(mismatch)
         return None
-    resume: Any = follower.resume
-    if resume is not None and not follower.first_batch_done and resume.encoded is not None:
-        # nothing has run since the checkpoint this fit resumed from: it resumes from the same point
-        ours[STATE] = resume.saved
+    if saved_as_loaded(trainer, module):
+        # nothing has run since the checkpoint this fit resumed from: it resumes from the same point, with
+        # every part of the library's entry as that checkpoint held it (BatchSizeFinder's save of its own in
+        # on_fit_start, before its trials, which it restores after them)
+        resume: Any = follower.resume
+        ours.update(resume.loaded_entry)
+        # and the training state Lightning restores from it after on_fit_start, not the fresh one
+        checkpoint.update(pending_training_state(trainer))
         return None
     position = _position(follower, trainer)
     point = point_of(position)
@@ -84,15 +89,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch, record.streams)
     runs_again = _runs_again(follower, point, position)
     state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
-    ours[STATE] = {
-        "format": FORMAT,
-        "point": {**asdict(point), "losses": []},
-        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in the rewritten fit loop state
-        "fit_loop": fit_loop,  # what Lightning's fit loop resumes from, in place of the checkpoint's own entry
-        "losses": _losses(point, follower, trainer, module, state),
-        "stopped": interrupted(trainer),
-        "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
-    }
+    held: dict[str, Any] | None = None
     if follower.holders is not None:
         unfinished = (
             point.batch
@@ -104,10 +101,31 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         )
         stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
         entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
-        ours[STATE][SAVED] = follower.holders.saved(
+        held, state[RANK_SAVED] = follower.holders.saved(
             runs_again, stop, unfinished, cast("dict[str, Any]", entries) if isinstance(entries, dict) else None
         )
+    ours[STATE] = {
+        "format": FORMAT,
+        "point": {**asdict(point), "losses": []},
+        "encoded": {**encoded._asdict(), "loader_states": None},  # those are in the rewritten fit loop state
+        "fit_loop": fit_loop,  # what Lightning's fit loop resumes from, in place of the checkpoint's own entry
+        "losses": _losses(point, follower, trainer, module, state),
+        "stopped": interrupted(trainer),
+        "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
+    }
+    if held is not None:
+        ours[STATE][SAVED] = held
     return follower.pass_states_before(fetch)
+
+
+def saved_as_loaded(trainer: Any, module: Any) -> bool:
+    """Whether a save now holds the library's entry of the checkpoint the fit resumed from, as it was:
+    nothing of the resumed fit has run yet."""
+    follower = follower_of(module)
+    if follower is None or follower.trainer() is not trainer or follower.first_batch_done:
+        return False
+    resume: Any = follower.resume
+    return resume is not None and resume.encoded is not None and resume.loaded_entry is not None
 
 
 def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:

@@ -32,9 +32,17 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
   ``StepResultWarning`` at resume, attribute by attribute;
 - what the module's own checkpoint code covers: an attribute its ``on_load_checkpoint`` or
   ``load_state_dict`` set (it changed between Lightning's read of the checkpoint, before those run,
-  and the end of the module's restore, after them) is left as they set it, and not named; what
-  ``on_fit_start`` or ``on_train_start`` set is what the uninterrupted run had set too, and the
-  saved value replaces it.
+  and the end of the module's restore, after them) is left as they set it; what ``on_fit_start`` or
+  ``on_train_start`` set is what the uninterrupted run had set too, and the saved value replaces it.
+  Where what runs again changed such an attribute after the point (the save records which changed
+  between the point's marks and the save's), and the module's loading set it to another value than
+  the point's (the one its ``on_save_checkpoint`` saved at the save), it counts that part twice: one
+  warning names it, with the checkpoint's entries that hold the value. What runs again does not
+  change (a dtype, shapes, hyperparameters, a loss module saved by reference) is not named;
+- configuration: an attribute that did not change during the fit is not saved, so a resumed module
+  keeps its own (``__init__``'s). A save before the fit's start (``BatchSizeFinder``'s and
+  ``LearningRateFinder``'s own, in ``on_fit_start``, which they restore after their trials) saves
+  none: nothing of the fit has run.
 """
 
 from __future__ import annotations
@@ -58,9 +66,10 @@ from lightning_step_types._lightning.module_attributes import (
     tensor_version,
     tensor_versions,
 )
-from lightning_step_types.resume.messages import Problem
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, Problem, module_checkpoint_problem
+from lightning_step_types.resume.plain_data import same
 
-__all__ = ["ATTRIBUTES", "ModuleAttributes", "undeclared_state_problem"]
+__all__ = ["ATTRIBUTES", "Mark", "ModuleAttributes", "mark_of", "same_mark", "undeclared_state_problem"]
 
 ATTRIBUTES = "attributes"  # a process's running state: checkpoint[...]["epoch_state"]["ranks"][rank][ATTRIBUTES]
 
@@ -125,6 +134,17 @@ def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJ
     if value is None or value is ABSENT or isinstance(value, _LEAVES):
         return (_LEAF, value)
     return (_OBJECT, value, _probe(value, depth))
+
+
+def mark_of(value: Any) -> Mark:
+    """A mark of ``value`` to compare with a later one (`same_mark`): what changed in between, an
+    object's attributes (two levels down) and a tensor's in-place changes included."""
+    return _mark(value)
+
+
+def same_mark(a: Mark, b: Mark) -> bool:
+    """Whether two marks (`mark_of`) are of the same value, unchanged."""
+    return _same(a, b)
 
 
 def _probe(value: Any, depth: int) -> Any:
@@ -319,10 +339,15 @@ class ModuleAttributes:
         self.framework: frozenset[str] = framework_names(module)
         self.namespace: dict[str, Any] = cast("dict[str, Any]", vars(module))
         self.size: int = -1  # len(namespace) when the followed names were last read
-        self.start: dict[str, Mark] = {}  # name -> mark at the fit's start
+        # name -> mark at the fit's start; None before it (nothing of the fit has run: a save then, as
+        # BatchSizeFinder's and LearningRateFinder's own in on_fit_start, finds nothing changed)
+        self.start: dict[str, Mark] | None = None
         self.before_load: dict[str, Mark] | None = None  # name -> mark before on_load_checkpoint ran
         self.after_load: dict[str, Mark] | None = None  # and after the module's load_state_dict
         self.loaded_by_module: set[str] = set()  # set by the module's own on_load_checkpoint / load_state_dict
+        # the checkpoint's entries the module's own on_save_checkpoint may have added (not Lightning's, not
+        # the library's), by reference, from the module's restore until the resumed fit's start
+        self.loaded_entries: dict[str, Any] = {}
         # the marks at the last batch's start: each followed name, its mark, and whether it changed in
         # place before (its tensors are then cloned at each mark); with the fast path's tuples (`_index`)
         self.names: list[str] = []
@@ -344,8 +369,11 @@ class ModuleAttributes:
     def _before_load(self) -> None:
         self.before_load = self.marks_now()
 
-    def _after_load(self) -> None:
+    def _after_load(self, checkpoint: Any) -> None:
         self.after_load = self.marks_now()
+        if isinstance(checkpoint, dict):
+            entries = cast("dict[str, Any]", checkpoint)
+            self.loaded_entries = {key: value for key, value in entries.items() if key not in _LIGHTNING_ENTRIES}
 
     def stop(self) -> None:
         trainer = self.trainer()
@@ -479,6 +507,9 @@ class ModuleAttributes:
 
     def saved(self, runs_again: str | None, trainer: Any) -> dict[str, Any]:
         """What a checkpoint of a point where ``runs_again`` runs again (``resume/save.py``) holds."""
+        if self.start is None:  # saved before the fit's start: every attribute is as __init__ and setup left it
+            return {"values": {}, "accelerated": [], "named": [], "since_point": [], "runs_again": runs_again}
+        start_marks = self.start
         now = self.marks_now()
         shared = _held_elsewhere(trainer)
         if runs_again in ("fetch", "batch"):
@@ -491,7 +522,7 @@ class ModuleAttributes:
         accelerated: list[str] = []
         named: list[list[str]] = []
         for name in sorted({*at_point, *now}):
-            start = self.start.get(name, _ABSENT_MARK)
+            start = start_marks.get(name, _ABSENT_MARK)
             mark = at_point.get(name, _ABSENT_MARK)  # not there: made after the point, and made again
             if _same(start, mark):
                 current = now.get(name, _ABSENT_MARK)
@@ -514,7 +545,20 @@ class ModuleAttributes:
                 named.append([name, _type_name(mark[1]), f"changed in place in what runs again, {unknown} its start"])
             except _NotData as not_data:
                 named.append([name, _type_name(mark[1]), f"it holds {not_data}, which no checkpoint holds"])
-        return {"values": values, "accelerated": accelerated, "named": named}
+        # what runs again changed after the point: a value the module's own on_save_checkpoint saved then is
+        # not the point's (the resume compares it with what the module's on_load_checkpoint puts back)
+        since_point = sorted(
+            name
+            for name in {*at_point, *now}
+            if not _same(at_point.get(name, _ABSENT_MARK), now.get(name, _ABSENT_MARK))
+        )
+        return {
+            "values": values,
+            "accelerated": accelerated,
+            "named": named,
+            "since_point": since_point,
+            "runs_again": runs_again,
+        }
 
     def restore(self, saved: Mapping[str, Any] | None, device: Any) -> list[Problem]:
         """Put the saved values back (after the on_train_start hooks); what could not be, as a problem."""
@@ -536,7 +580,82 @@ class ModuleAttributes:
             else:
                 setattr(module, name, restored)
         named = [item for item in saved.get("named", []) if item[0] not in mine]
-        return [undeclared_state_problem(self.owner, named)] if named else []
+        problems = [undeclared_state_problem(self.owner, named)] if named else []
+        twice = self._loaded_at_the_save(saved)
+        if twice:
+            problems.append(module_checkpoint_problem(self.owner, str(saved["runs_again"]), twice))
+        self.loaded_entries = {}
+        return problems
+
+    def _loaded_at_the_save(self, saved: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+        """The attributes that what runs again changed after the point and that the module's own loading
+        (``on_load_checkpoint``, ``load_state_dict``) set to another value than the point's: the value its
+        ``on_save_checkpoint`` saved at the save. Each with the checkpoint's entries holding that value."""
+        runs_again = saved.get("runs_again")
+        if runs_again not in ("batch", "validation", "epoch_end"):
+            return []
+        values: Mapping[str, Any] = saved.get("values") or {}
+        found: list[tuple[str, list[str]]] = []
+        since_point: list[str] = saved.get("since_point") or []
+        for name in since_point:
+            if name not in self.loaded_by_module:
+                continue  # the library puts it back at the point (or names it)
+            live = self.namespace.get(name, ABSENT)
+            if name in values and _same_data(live, values[name]):
+                continue  # the module's loading gave it the point's value
+            found.append((name, _entries_holding(self.loaded_entries, live)))
+        return found
+
+
+# Lightning's own top-level checkpoint entries, and the library's: not the module's own data
+_LIGHTNING_ENTRIES = frozenset(
+    (
+        "epoch",
+        "global_step",
+        "pytorch-lightning_version",
+        "state_dict",
+        "loops",
+        "callbacks",
+        "optimizer_states",
+        "lr_schedulers",
+        "hparams_name",
+        "hyper_parameters",
+        "hparams_type",
+        "datamodule_hparams_name",
+        "datamodule_hyper_parameters",
+        CHECKPOINT_KEY,
+    )
+)
+
+
+def _same_data(live: Any, saved: Any) -> bool:
+    """Whether a live value is the saved one, as data (a tensor compared on the CPU)."""
+    try:
+        return same(_saved_form(live, [False]), saved)
+    except _NotData:
+        return False
+
+
+def _entries_holding(entries: Mapping[str, Any], live: Any) -> list[str]:
+    """The checkpoint entries (``checkpoint['rows_seen']``, one level into a dict) that hold ``live``'s value."""
+    found: list[str] = []
+    for key, value in entries.items():
+        if value is live or _same_data(live, _saved_or_self(value)):
+            found.append(f"checkpoint[{key!r}]")
+        elif type(cast(object, value)) is dict:
+            found += [
+                f"checkpoint[{key!r}][{inner!r}]"
+                for inner, item in cast("dict[Any, Any]", value).items()
+                if item is live or _same_data(live, _saved_or_self(item))
+            ]
+    return found
+
+
+def _saved_or_self(value: Any) -> Any:
+    try:
+        return _saved_form(value, [False])
+    except _NotData:
+        return value
 
 
 def undeclared_state_problem(owner: str, named: list[list[str]]) -> Problem:
