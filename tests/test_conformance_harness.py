@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -208,6 +209,29 @@ def test_compare_counts_what_passes_plainly_and_fails_with_the_adapter(tmp_path:
     assert unexpected == 1
     start = lines.index("1 pass in the baseline and did not pass or fail here (FAIL):")
     assert lines[start + 1] == "- `a.py::t2`: skipped"
+
+
+_DISPOSITION = (
+    "import os, signal; print(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL, os.getsid(0) == os.getpid())"
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_pytest_starts_with_sighups_default_away_from_hangups_under_nohup() -> None:
+    def disposition() -> str:
+        command = [sys.executable, "-c", _DISPOSITION]
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=True, **conformance_run._away_from_hangups()
+        )
+        return done.stdout.strip()
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        assert disposition() == "True True"  # the default, in a session of its own (as setsid starts it)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    if before == signal.SIG_DFL:
+        assert disposition() == "True False"  # as this process is
 
 
 def test_every_allow_list_entry_is_explained_in_the_readme() -> None:
