@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -210,6 +211,29 @@ def test_compare_counts_what_passes_plainly_and_fails_with_the_adapter(tmp_path:
     assert lines[start + 1] == "- `a.py::t2`: skipped"
 
 
+_DISPOSITION = (
+    "import os, signal; print(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL, os.getsid(0) == os.getpid())"
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_pytest_starts_with_sighups_default_away_from_hangups_under_nohup() -> None:
+    def disposition() -> str:
+        command = [sys.executable, "-c", _DISPOSITION]
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=True, **conformance_run._away_from_hangups()
+        )
+        return done.stdout.strip()
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        assert disposition() == "True True"  # the default, in a session of its own (as setsid starts it)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    if before == signal.SIG_DFL:
+        assert disposition() == "True False"  # as this process is
+
+
 def test_every_allow_list_entry_is_explained_in_the_readme() -> None:
     readme = (CONFORMANCE / "README.md").read_text(encoding="utf-8")
     for entry in conformance_run.load_allow_list(CONFORMANCE / "allowlist.txt"):
@@ -260,6 +284,14 @@ def test_counters_and_more():
     assert {"total": {"ready": 8, "started": 7}} == {"total": {"ready": 9, "started": 9}}
 
 
+def test_a_sum():
+    assert 41 + 105 == 105
+
+
+def test_a_sum_otherwise():
+    assert 41 + 106 == 105
+
+
 def checks_the_key():
     try:
         assert {"lightning_step_types": 1} == {}
@@ -279,6 +311,7 @@ default a/test_f.py::test_the_key_and_a_call_more  extra: lightning_step_types  
 default a/test_f.py::test_raises_*  raises: StepResultError "training_step: return value"  # the library's error
 default a/test_f.py::test_counters*  value: "$['total']['ready']" "$['total']['started']" delta=-1  # one lower
 default a/test_f.py::test_caught_then_another_failure  extra: lightning_step_types  # the key
+default a/test_f.py::test_a_sum*  value: $ left=146 right=105  # the restored count
 """
 
 
@@ -312,7 +345,10 @@ def test_a_failure_is_allowed_only_when_the_entrys_condition_holds(failing_run: 
     entries = conformance_run.load_allow_list(allow)
     baseline = set(failing_run["outcomes"])
     lines, unexpected = conformance_run.compare({"default": failing_run}, entries, baseline)
-    assert lines[lines.index("## default: 7 pass in the baseline and fail under the adapter, 4 not allowed") + 2 :] == [
+    assert lines[lines.index("## default: 9 pass in the baseline and fail under the adapter, 5 not allowed") + 2 :] == [
+        "- `a/test_f.py::test_a_sum` (allowed by line 8, `value: $ left=146 right=105`: the restored count)",
+        "- `a/test_f.py::test_a_sum_otherwise` (FAIL, for another reason than allow-list line 8 allows,"
+        " `value: $ left=146 right=105`: $: 147 != 105, not left=146)",
         "- `a/test_f.py::test_caught_then_another_failure` (FAIL, for another reason than allow-list line 7"
         " allows, `extra: lightning_step_types`: it did not fail on an `assert x == y` but with AssertionError:"
         " the sum)",
@@ -331,7 +367,7 @@ def test_a_failure_is_allowed_only_when_the_entrys_condition_holds(failing_run: 
         " `extra: lightning_step_types`: the comparison differs by more: item {'name': 'state_dict'} only on the"
         " left at $[1])",
     ]
-    assert unexpected == 4
+    assert unexpected == 5
 
 
 def test_the_plugin_records_what_each_failure_was(failing_run: dict[str, Any]) -> None:
