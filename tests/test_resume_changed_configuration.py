@@ -23,7 +23,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from lightning_step_types import StepResultWarning
 from lightning_step_types.pytorch_lightning import StepResultAdapter
 
-FIRST_LIMIT = 3  # batches per epoch in the interrupted run (of the loader's 4)
+FIRST_BATCHES = 3  # batches per epoch in the interrupted run (of the loader's 4)
 
 
 class BatchCounter(PlainRegressor):
@@ -42,14 +42,14 @@ class BatchCounter(PlainRegressor):
 
 
 def first_epoch_checkpoint(root: Path) -> Path:
-    """Two epochs of ``FIRST_LIMIT`` batches, a checkpoint at each epoch's end; the first epoch's."""
+    """Two epochs of ``FIRST_BATCHES`` batches, a checkpoint at each epoch's end; the first epoch's."""
     module = BatchCounter()
     checkpoints = ModelCheckpoint(dirpath=root / "checkpoints", save_top_k=-1)
-    trainer = make_trainer(root, max_epochs=2, limit_train_batches=FIRST_LIMIT, enable_checkpointing=True,
+    trainer = make_trainer(root, max_epochs=2, limit_train_batches=FIRST_BATCHES, enable_checkpointing=True,
                            callbacks=[checkpoints, StepResultAdapter()])  # fmt: skip
     trainer.fit(module, train_dataloaders=make_loader())
-    assert module.num_batches_seen == 2 * FIRST_LIMIT
-    return root / "checkpoints" / f"epoch=0-step={FIRST_LIMIT}.ckpt"
+    assert module.num_batches_seen == 2 * FIRST_BATCHES
+    return root / "checkpoints" / f"epoch=0-step={FIRST_BATCHES}.ckpt"
 
 
 def relaunch(root: Path, checkpoint: Path, module: BatchCounter, exact_resume: bool = True, **trainer: Any) -> int:
@@ -69,8 +69,8 @@ def relaunch(root: Path, checkpoint: Path, module: BatchCounter, exact_resume: b
 @pytest.mark.parametrize(
     ("limit", "exact_resume", "expected"),
     [
-        (FIRST_LIMIT, True, 2 * FIRST_LIMIT),  # the same configuration: the uninterrupted run's count
-        (4, True, FIRST_LIMIT + 4),  # more batches per epoch: counts on from the checkpoint's value
+        (FIRST_BATCHES, True, 2 * FIRST_BATCHES),  # the same configuration: the uninterrupted run's count
+        (4, True, FIRST_BATCHES + 4),  # more batches per epoch: counts on from the checkpoint's value
         (4, False, 4),  # plain Lightning's resume: the relaunched fit's batches alone
     ],
 )
@@ -80,7 +80,7 @@ def test_a_counter_the_fit_changed_counts_on_from_the_checkpoint(
     checkpoint = first_epoch_checkpoint(tmp_path)
     module = BatchCounter()
     global_step = relaunch(tmp_path, checkpoint, module, exact_resume, limit_train_batches=limit)
-    assert global_step == FIRST_LIMIT + limit
+    assert global_step == FIRST_BATCHES + limit
     assert module.num_batches_seen == expected
 
 
@@ -88,7 +88,7 @@ def test_a_counter_started_elsewhere_in_init_is_the_checkpoints(tmp_path: Path) 
     checkpoint = first_epoch_checkpoint(tmp_path)
     module = BatchCounter(start=100)
     relaunch(tmp_path, checkpoint, module, limit_train_batches=4)
-    assert module.num_batches_seen == FIRST_LIMIT + 4
+    assert module.num_batches_seen == FIRST_BATCHES + 4
 
 
 def test_a_setting_given_anew_in_init_stays(tmp_path: Path) -> None:
@@ -96,12 +96,12 @@ def test_a_setting_given_anew_in_init_stays(tmp_path: Path) -> None:
     module = BatchCounter(lr=0.05)
     relaunch(tmp_path, checkpoint, module, limit_train_batches=4)
     assert module.lr == 0.05
-    assert module.num_batches_seen == FIRST_LIMIT + 4
+    assert module.num_batches_seen == FIRST_BATCHES + 4
 
 
 def test_the_relaunched_fits_own_count_from_what_on_load_checkpoint_sets(tmp_path: Path) -> None:
     checkpoint = first_epoch_checkpoint(tmp_path)
     module = BatchCounter()
     global_step = relaunch(tmp_path, checkpoint, module, limit_train_batches=4)
-    assert module.resumed_at == FIRST_LIMIT
+    assert module.resumed_at == FIRST_BATCHES
     assert global_step - module.resumed_at == 4

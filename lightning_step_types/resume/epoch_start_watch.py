@@ -123,8 +123,13 @@ class EpochStartWatch:
         rows: Callable[[], int],
         original: Any,
     ) -> None:
-        self.found, self.key, self.callback, self.skip = found, key, callback, skip
-        self.carried, self.rows, self.original = carried, rows, original
+        self.found: dict[str, dict[str, Any]] = found
+        self.key: str = key
+        self.callback: Any = callback
+        self.skip: frozenset[str] = skip
+        self.carried: bool = carried
+        self.rows: Callable[[], int] = rows
+        self.original: Any = original
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         trainer: Any = args[0] if args else kwargs.get("trainer")
