@@ -103,8 +103,8 @@ def _shown(item: Checked) -> str:
 
 def test_every_generated_setup_is_exact_or_warned_with_its_cause_named(checked: list[Checked]) -> None:
     failed = [item for item in checked if item.verdict.failed]
-    new = [item for item in failed if known_family(item.verdict) is None]
-    by_family = collections.Counter(known_family(item.verdict) for item in failed if item not in new)
+    new = [item for item in failed if known_family(item.verdict, item.setup) is None]
+    by_family = collections.Counter(known_family(item.verdict, item.setup) for item in failed if item not in new)
     print(f"{len(checked)} setups, {len(failed)} failed, of known families: {dict(by_family)}")
     assert not new, f"{len(new)} setups fail outside the known families:\n\n" + "\n\n".join(map(_shown, new))
 
@@ -226,6 +226,6 @@ def test_generated_ddp_setups_on_two_gloo_processes() -> None:
     """The slower tier: two CPU processes under DDP on gloo, each rank a fresh process with torchrun's
     environment, a fault on one rank; every rank's module and callbacks compared with its own."""
     checked = run_setups(SEED, range(DDP_COUNT), lanes=1, processes=2)
-    new = [item for item in checked if item.verdict.failed and known_family(item.verdict) is None]
+    new = [item for item in checked if item.verdict.failed and known_family(item.verdict, item.setup) is None]
     assert not new, "\n\n".join(map(_shown, new))
     assert all(item.verdict.outcome != "skipped" for item in checked)

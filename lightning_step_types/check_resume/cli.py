@@ -53,7 +53,8 @@ class ConfigBuild:
         return {"path": self.path, "package": self.package}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["package"])
+        self.path, self.package = state["path"], state["package"]
+        self._cli = None
 
     @property
     def cli(self) -> Any:

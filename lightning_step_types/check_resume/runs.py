@@ -258,8 +258,9 @@ def callback_attributes(callback: Any) -> dict[str, Any] | None:
         name in kinds for name in _UNCOMPARED_CALLBACKS
     ):
         return None
-    clock = frozenset().union(*(_CLOCK_ATTRIBUTES.get(kind, frozenset()) for kind in kinds))
-    cls = type(callback)
+    none: frozenset[str] = frozenset()
+    clock = none.union(*(_CLOCK_ATTRIBUTES.get(kind, none) for kind in kinds))
+    cls: type = callback.__class__
     own = cast("dict[str, Any]", getattr(callback, "__dict__", {}))
     return {
         name: _copied(value)

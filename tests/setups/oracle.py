@@ -199,9 +199,10 @@ UPSTREAM = (
 def primary(categories: set[str]) -> str:
     """The most upstream of ``categories``: what a family of differences is named by (rank 0's first)."""
 
-    def order(name: str) -> tuple[int, str]:
-        base = re.sub(r"^rank [0-9]+'s ", "", name)
-        return UPSTREAM.index(base), name
+    def order(name: str) -> tuple[int, int]:
+        ranked = re.match(r"^rank ([0-9]+)'s (.*)$", name)
+        base, rank = (ranked.group(2), int(ranked.group(1))) if ranked else (name, 0)
+        return UPSTREAM.index(base), rank
 
     return min(categories, key=order)
 

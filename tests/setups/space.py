@@ -223,7 +223,7 @@ SAMPLERS = (
 
 
 def _data(c: Choices, module: ModuleSpec, processes: int) -> DataSpec:
-    rows = c.between(14, 32)
+    rows = c.between(14, 32) if processes == 1 else c.between(28, 40)  # under DDP each rank trains on half
     batch_size = c.between(3, 6)
     if module.batchnorm and rows % batch_size == 1:
         rows += 1  # BatchNorm1d in training needs two rows in every batch
@@ -379,6 +379,8 @@ def _checkpoint(c: Choices, data: DataSpec, trainer: TrainerSpec, how: str, proc
     if (how == "kill" and trainer.max_epochs == 1 and every in ("none", "epochs")) or processes > 1:
         every = "steps"  # a kill needs a periodic save before it: one inside the fit's only epoch
     every_n = c.between(1, 4) if every == "steps" else 1
+    batches = batches_per_epoch(data, trainer.limit_train_batches, processes) or 4
+    every_n = min(every_n, max(1, batches * trainer.max_epochs // 2))  # a save halfway through the fit, at the latest
     save_last = c.weighted(((False, 40), (True, 50), ("link", 10)))
     top_k = c.pick((-1, 1, 2)) if every != "none" else 1
     monitor = None
