@@ -167,7 +167,10 @@ def _kept_files(fit: Fit) -> dict[str, Path]:
 
 
 def _checkpoint_contents(path: Path, fit: Fit) -> Any:
-    """A checkpoint file's contents, its fit's folder written ``<root>``, the check's own callbacks left out."""
+    """A checkpoint file's contents, its fit's folder written ``<root>``, the check's own callbacks left out;
+    a link (``ModelCheckpoint(save_last="link")``) by where it points."""
+    if path.is_symlink():
+        return {"link to": str(path.readlink()).replace(str(fit.root), "<root>")}
     contents: Any = torch.load(path, map_location="cpu", weights_only=False)
     user = {key.split(": ", 1)[1] for key in fit.callbacks}
     timers = {key.split(": ", 1)[1] for key in fit.callbacks if timer_like(key)}
@@ -218,6 +221,15 @@ def _callback_states(fit: Fit) -> dict[str, Any]:
     }
 
 
+def _callback_attributes(fit: Fit) -> dict[str, Any]:
+    """Each callback's plain attributes, by ``<index>: <state_key>.<name>``, its fit's folder written ``<root>``."""
+    return {
+        f"{key}.{name}": _normalized(value, fit.root)
+        for key, attributes in fit.callback_attributes.items()
+        for name, value in attributes.items()
+    }
+
+
 def _attributes_at_resume(reference: Fit, resumed: Fit) -> list[Difference]:
     """The module's plain attributes as the resumed fit's first batch starts, against the uninterrupted
     fit's at that batch: an attribute no checkpoint holds shows here even where the fit's end resets it."""
@@ -236,13 +248,14 @@ def differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
     """What the chain's last fit (and the rows of all of them) ends with that the uninterrupted fit does not."""
     last = chain[-1]
     # the module's attributes as the resumed fit starts, then the fit's end: what a resume restores
-    # (the counters, the module's attributes, the callbacks' states) before what follows from it
+    # (the counters, the module's attributes, the callbacks' states and attributes) before what follows from it
     found = _attributes_at_resume(reference, last)
     found += [
         Difference(d.item.strip(), d.uninterrupted, d.resumed) for d in _named(reference.counters, last.counters, "")
     ]
     found += _named(reference.attributes, last.attributes, "module attribute")
     found += _named(_callback_states(reference), _callback_states(last), "callback state")
+    found += _named(_callback_attributes(reference), _callback_attributes(last), "callback attribute")
     found += _named(reference.state, last.state, "state_dict")
     found += _named(_numbered(reference.optimizers), _numbered(last.optimizers), "optimizer")
     found += _named(_numbered(reference.schedulers), _numbered(last.schedulers), "scheduler")
