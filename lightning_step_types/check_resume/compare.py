@@ -195,8 +195,14 @@ def _without_progress(value: Any) -> Any:
 PROGRESS = ("loops", "fit_loop")
 
 
-def _file_differences(reference: Fit, resumed: Fit) -> list[Difference]:
+def _file_differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
+    """The files the chain's last fit keeps against the uninterrupted fit's, and each one's contents. A file a
+    fit of the chain resumed from is left out where the uninterrupted fit did not keep it: ModelCheckpoint
+    never removes the checkpoint its fit resumed from (``_should_remove_checkpoint``), by design."""
+    resumed = chain[-1]
     expected, got = _kept_files(reference), _kept_files(resumed)
+    sources = {fit.resumed_from.resolve() for fit in chain if fit.resumed_from is not None}
+    got = {name: path for name, path in got.items() if name in expected or path.resolve() not in sources}
     found: list[Difference] = []
     if sorted(expected) != sorted(got):
         found.append(Difference("checkpoint files kept", _shown(sorted(expected)), _shown(sorted(got))))
@@ -262,5 +268,5 @@ def differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
     found += _named(reference.callback_metrics, last.callback_metrics, "callback_metrics")
     found += _named(reference.logged_metrics, last.logged_metrics, "logged_metrics")
     found += _row_differences(reference.rows, chain)
-    found += _file_differences(reference, last)
+    found += _file_differences(reference, chain)
     return found

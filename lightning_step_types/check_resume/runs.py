@@ -109,6 +109,7 @@ class Fit:
     # each checkpoint saved: (epoch, batches started in it, global step, where: "batch", "validation", "epoch_end")
     saves: list[tuple[int, int, int, str]] = field(default_factory=lambda: [])
     rank: int = 0
+    resumed_from: Path | None = None  # the checkpoint this fit resumed from (``ckpt_path="last"`` resolved)
     cpu_seconds: float = 0.0  # in a fresh process: the CPU time its process (and its loaders' workers) used
 
 
@@ -430,6 +431,7 @@ def _record(
         trained=list(interrupter.trained),
         saves=list(interrupter.saves),
         rank=int(trainer.global_rank),
+        resumed_from=Path(trainer.ckpt_path) if trainer.ckpt_path else None,
     )
 
 

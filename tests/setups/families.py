@@ -68,6 +68,13 @@ KNOWN: tuple[Family, ...] = (
         _silent(".*") + r".*\(the resumed fit trained nothing\)",
     ),
     Family(
+        "a later checkpoint's record of the random streams or a sampler's generator, after a resume",
+        _silent("checkpoint files"),
+        lambda setup, verdict: all(
+            "['random_streams']" in difference or "['generators']" in difference for difference in verdict.differences
+        ),
+    ),
+    Family(
         "ModelCheckpoint's own save: _last_checkpoint_saved and _last_global_step_saved not put back",
         _silent("(checkpoint files|callback attributes|callback states)"),
         _model_checkpoint_only,

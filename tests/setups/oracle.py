@@ -86,6 +86,8 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("unavailable", "cannot be restored exactly", _ALL),
     ("gloo restarts", "torchrun restarts", _ALL),
     ("undeclared module state", "module attributes that changed during the fit", _ALL),
+    ("rounded weights", "come back rounded to float32", _ALL),
+    ("unended epoch", "Lightning runs none of that in a fit with nothing to train", _ALL),
     ("running statistics", "keep running statistics", "running statistics"),
     ("batch-end hooks", "before its on_train_batch_end hooks ended", "values"),
     ("module checkpoint data", "saved the module's own data", "module"),
