@@ -69,14 +69,19 @@ class PlainCounting(_Counting, PlainPlanned):
 
 @pytest.mark.parametrize("way", WAYS)
 def test_a_relaunch_of_a_finished_job_ends_as_the_job_ended(way: str, tmp_path: Path) -> None:
+    """Relaunched from epoch=1-step=24.ckpt with max_epochs=2: the module's counters, a user callback's, what
+    LearningRateMonitor's on_train_start set, ModelCheckpoint's last save and callback_metrics are the job's."""
+
     def counting() -> Any:
         return TypedCounting() if way == "typed" else PlainCounting()
 
-    callbacks = lambda: [  # noqa: E731
-        ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1),
-        CountsBatches(),
-        LearningRateMonitor(logging_interval="step"),
-    ]
+    def callbacks() -> list[Callback]:
+        return [
+            ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1),
+            CountsBatches(),
+            LearningRateMonitor(logging_interval="step"),
+        ]
+
     full = fit(way, tmp_path / "full", counting(), callbacks(), logger=True)
     assert _seen(full.module) == {"rows_seen": 48, "batches": 24}
     relaunched = fit(
@@ -108,7 +113,10 @@ def test_a_relaunch_of_a_finished_job_ends_as_the_job_ended(way: str, tmp_path: 
 def test_a_relaunch_at_max_steps_inside_an_epoch_names_the_epochs_end(way: str, tmp_path: Path) -> None:
     """max_steps=9 ends the fit in epoch 0 (12 batches); the checkpoint saved at step 9 holds the point after
     batch 8; the job then ended the epoch (current_epoch 1). The relaunch runs nothing: named."""
-    callbacks = lambda: [ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=9, save_top_k=-1)]  # noqa: E731
+
+    def callbacks() -> list[Callback]:
+        return [ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=9, save_top_k=-1)]
+
     full = fit(way, tmp_path / "full", planned(way), callbacks(), max_steps=9)
     assert (full.trainer.global_step, full.trainer.current_epoch) == (9, 1)
     relaunched = fit(
