@@ -101,6 +101,14 @@ def test_the_command_line_on_a_lightning_cli_config_exits_0_where_every_point_is
     assert lines[2:] == ["exact       inside batch 1 of epoch 0", "exact       inside batch 3 of epoch 1"]
 
 
+def test_the_command_line_in_fresh_processes_parses_the_config_in_each() -> None:
+    completed = run_command("pytorch_lightning_check_resume.yaml", "--batch", "0:1", "--fresh-processes")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "check_resume, exact resume: 1 interruption points, 1 exact, 0 warned, 0 differ"
+    assert lines[2:] == ["exact       inside batch 1 of epoch 0"]
+
+
 def test_the_command_line_exits_1_where_a_point_differs_silently() -> None:
     # a plain DataLoader: Lightning restarts the epoch's iterator on resume (docs/resume.md, "Without a
     # stateful loader"), and the library adds no warning of its own
@@ -447,7 +455,11 @@ def test_the_checkpoint_files_kept_are_compared_by_name_and_content(tmp_path: Pa
     )
     (checked,) = report.points
     folder = "<root>/rows/version_0/checkpoints"
-    files = [(d.item, d.resumed, d.uninterrupted) for d in checked.differences if "ckpt" in d.item + d.resumed]
+    files = [
+        (d.item, d.resumed, d.uninterrupted)
+        for d in checked.differences
+        if d.item == "checkpoint files kept" or d.item.startswith(folder)
+    ]
     assert files == [
         ("checkpoint files kept", f"['{folder}/epoch=1.ckpt']", f"['{folder}/epoch=0.ckpt', '{folder}/epoch=1.ckpt']"),
         (f"{folder}/epoch=1.ckpt['global_step']", "11", "12"),
@@ -475,4 +487,110 @@ def test_a_point_the_fit_never_reaches_and_arguments_the_check_sets_itself(tmp_p
     assert str(raised.value) == (
         "check_resume: trainer={'callbacks': ...}: the check sets 'callbacks' itself; expected callbacks as"
         " factories in `callbacks=[...]`, and no logger or default_root_dir; fix: leave 'callbacks' out of trainer="
+    )
+
+
+# --- fresh processes: nothing of one fit reaches the next through memory ---------------------------
+
+TRAINED_BY_THIS_PROCESS: list[int] = []  # a module-level global: what every fit of this process trained on
+
+
+class RemembersThisProcess(TypedLightningModule):
+    """Notes in ``__init__`` how many batches earlier fits of its process trained (a module-level global),
+    then appends its own: state that only memory carries from one fit to the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(3, 1)
+        self.batches_before = len(TRAINED_BY_THIS_PROCESS)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        TRAINED_BY_THIS_PROCESS.append(batch_idx)
+        x, y = batch
+        return TrainStepResult(loss=F.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def six_batches() -> StatefulDataLoader[Any]:
+    return StatefulDataLoader(make_dataset(0, 6), batch_size=2)
+
+
+def test_fresh_processes_keep_what_memory_carries_from_fit_to_fit_out_of_the_resume(tmp_path: Path) -> None:
+    """In this process, the resumed fit's module sees the 6 + 4 batches the two fits before it trained; in
+    fresh processes each fit starts from the module's import, as a relaunched job does."""
+    points = [Interruption.in_batch(0, 3)]
+    kwargs: dict[str, Any] = {"train_dataloaders": six_batches, "trainer": {"max_epochs": 1}, "points": points}
+    TRAINED_BY_THIS_PROCESS.clear()
+    here = check_resume(RemembersThisProcess, **kwargs, root=tmp_path / "here")
+    (checked,) = here.points
+    assert checked.verdict == "differs"
+    assert [(d.item, d.resumed, d.uninterrupted) for d in checked.differences] == [
+        ("at the resume (epoch 0, batch 3) module attribute batches_before", "10", "0"),
+        ("module attribute batches_before", "10", "0"),
+    ]
+    TRAINED_BY_THIS_PROCESS.clear()
+    fresh = check_resume(RemembersThisProcess, **kwargs, root=tmp_path / "fresh", fresh_processes=True)
+    assert [(point.verdict, point.differences) for point in fresh.points] == [("exact", ())]
+    assert TRAINED_BY_THIS_PROCESS == [] and fresh.fits == 3
+
+
+class WritesAtTheEnd(Callback):
+    """Writes a file from ``on_exception`` (a fit an exception ends) and ``on_fit_end`` (one that ends)."""
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        (Path(trainer.default_root_dir) / f"exception-{trainer.global_step}").touch()
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        (Path(trainer.default_root_dir) / f"end-{trainer.global_step}").touch()
+
+
+def test_a_kill_in_a_fresh_process_is_sigkill_no_hook_runs_after_it(tmp_path: Path) -> None:
+    """Killed 2 batches after the periodic checkpoint at step 2: in this process the kill is an exception,
+    so the check's OnExceptionCheckpoint saves and on_exception hooks run; in a fresh process nothing runs
+    after it."""
+    kwargs: dict[str, Any] = {
+        "train_dataloaders": six_batches,
+        "trainer": {"max_epochs": 1, "enable_checkpointing": False},
+        "callbacks": [WritesAtTheEnd],
+        "points": [Interruption.kill_after_checkpoint(2)],
+    }
+    here = check_resume(CountsRows, **kwargs, root=tmp_path / "here")
+    fresh = check_resume(CountsRows, **kwargs, root=tmp_path / "fresh", fresh_processes=True)
+    assert [point.verdict for point in here.points + fresh.points] == ["exact", "exact"]
+    # the fits' folder: the periodic checkpoints, what ran after the kill, and the resumed fit's end
+    here_files = sorted(path.name for path in (tmp_path / "here" / "point-0").rglob("*") if path.is_file())
+    fresh_files = sorted(path.name for path in (tmp_path / "fresh" / "point-0").rglob("*") if path.is_file())
+    assert here_files == ["end-6", "exception-4", "on_exception.ckpt", "step=2.ckpt", "step=4.ckpt"]
+    assert fresh_files == ["end-6", "step=2.ckpt", "step=4.ckpt"]
+
+
+def test_fresh_processes_name_a_factory_no_fresh_process_can_import(tmp_path: Path) -> None:
+    with pytest.raises(TypeError) as raised:
+        check_resume(CountsRows, train_dataloaders=lambda: six_batches(), fresh_processes=True, root=tmp_path)
+    message = str(raised.value)
+    assert message.startswith(
+        "check_resume(fresh_processes=True): train_dataloaders=test_fresh_processes_name_a_factory_no_fresh_process"
+        f"_can_import.<locals>.<lambda> (defined at {Path(__file__)}:"
+    )
+    assert message.endswith(
+        ") is a lambda, which a fresh process cannot import; expected a module-level function or class, or"
+        " functools.partial of one; fix: define it at module level (`def make_train_dataloaders(): return"
+        " DataLoader(...)`) and pass `train_dataloaders=make_train_dataloaders`"
+    )
+    code = (
+        "from lightning_step_types.check_resume import check_resume\n"
+        "def make():\n    raise AssertionError('never called')\n"
+        "check_resume(make, fresh_processes=True)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=repo_env(), capture_output=True, text=True,
+        timeout=hang_limit(idle_s=30),
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert completed.stderr.strip().splitlines()[-1] == (
+        "TypeError: check_resume(fresh_processes=True): module=make is defined in an interactive session (a"
+        " notebook, `python -c`), which a fresh process cannot import; expected a function or class of an"
+        " importable module; fix: move it into a .py file next to the notebook and import it from there"
     )

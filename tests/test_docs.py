@@ -712,6 +712,23 @@ def _resume_holder_warning(case: str) -> str:
         )
 
 
+def _relaunch_warning(case: str) -> str:
+    """A resume that cannot be exact for what Lightning does before or instead of the fit: a float64 checkpoint
+    loaded into a module built in float32 (``float64``), a relaunch with nothing left to train from a checkpoint
+    saved inside the epoch ``max_steps`` ended (``max_steps``) (tests/test_resume.py's models)."""
+    import tempfile
+
+    import test_resume as resume
+
+    options: dict[str, Any] = {"max_epochs": 1, "precision": "64-true"} if case == "float64" else {"max_steps": 5}
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        resume.fit(root / "saved", resume.TypedResume, every=5, **options)
+        resumed_as = type("MyModel", (resume.TypedResume,), {})
+        checkpoint = root / "saved" / "ckpt" / "step=5.ckpt"
+        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, **options))
+
+
 def _resume_callback_warning(case: str) -> str:
     """A resume with a callback the library cannot take back to the point: an attribute that is not plain
     data (``attribute``), or ``ModelPruning`` resumed after its first pruning (``pruning``)."""
@@ -1114,6 +1131,8 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume with a callback attribute that is not plain data": lambda: _resume_callback_warning("attribute"),
     "resume with ModelPruning after its first pruning": lambda: _resume_callback_warning("pruning"),
     "resume with workers drawing at random": lambda: _resume_workers_warning(),
+    "resume a float64 checkpoint into a module built in float32": lambda: _relaunch_warning("float64"),
+    "relaunch at max_steps from inside the epoch it ended": lambda: _relaunch_warning("max_steps"),
     # declared metrics
     "metric key typo": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.metadata["pred"], b[1]))})),
     "metric attribute for a key": lambda: error_of(lambda: fit_metrics({"mse": mse(lambda r, b: (r.preds, b[1]))})),

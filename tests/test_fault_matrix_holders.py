@@ -467,14 +467,14 @@ def design() -> list[HolderCell]:
 # backbone: requires_grad and a parameter group), or where the checkpoint cannot tell (plain Lightning's).
 # EpochSetupCallback's sets a plain attribute only, which comes back at the point: exact.
 _EPOCH_START_NAMED = {"epoch_setup_callback": "EpochSetupCallback", "backbone": "BackboneFinetuning"}
-# the callbacks whose on_train_batch_end changes what a checkpoint holds (named when an exception stops it)
+# the callbacks whose on_train_batch_end can change what a resume starts from, named when an exception in an
+# earlier callback's hook (the fault's BatchHooks comes before them) stops theirs: a state_dict() of their own.
+# A ModelCheckpoint is named only where its hook would save at that step: the fault's batch 6 ends step 7, which
+# neither the one saving at validations or epochs' ends nor the one saving every 4 steps saves at (exact).
 _BATCH_END_HOLDERS = {
-    "checkpoint_steps",
     "user_callback",
     "epoch_setup_callback",
     "timer",
-    "checkpoint",
-    "early_stopping_checkpoint",
 }
 
 
@@ -505,7 +505,7 @@ _WARNING_TEXT = {
     "plain": ("a checkpoint without the running epoch state", "a checkpoint of plain Lightning saved inside"),
     "module_checkpoint": (".on_save_checkpoint saved the module's own data",),
     "epoch_start": ("Lightning does not run the on_train_epoch_start hooks again",),
-    "batch_end_callbacks": ("on_train_batch_end hooks, after its optimizer step",),
+    "batch_end_callbacks": ("on_train_batch_end hooks, before these callbacks' hooks returned",),
 }
 
 

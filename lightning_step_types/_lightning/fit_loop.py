@@ -36,6 +36,7 @@ __all__ = [
     "next_zero_grad_index",
     "optimizer_step_due",
     "plateau_epoch_schedulers",
+    "restart_as_loaded",
     "restart_inside_epoch",
     "resume_from_fit_loop",
     "scheduler_updates",
@@ -52,7 +53,9 @@ __all__ = [
 ]
 
 
-# `FitLoop.run` calls `self.on_run_start()` once (the on_train_start hooks), then per epoch
+# `FitLoop.run` returns before anything else where there is nothing to train (`skip`: the fit is done, as
+# a relaunch from a finished job's checkpoint finds it); else it calls `self.on_run_start()` once (the
+# on_train_start hooks), then per epoch
 # `on_advance_start()` (on_train_epoch_start), `advance()` (`_TrainingEpochLoop.run`) and
 # `on_advance_end()` (on_train_epoch_end, the epoch's logging). `_TrainingEpochLoop.run` calls
 # `self.advance(data_fetcher)` (fetch, transfer hooks, on_train_batch_start, the step, its hooks,
@@ -75,6 +78,7 @@ def nested_dict(value: object) -> dict[str, Any]:
 
 # The loop methods a `FitFollower` wraps: (loop, as `_loops_of` names it; method; follower's method).
 _FOLLOWED = (
+    ("fit", "run", "run_fit"),
     ("fit", "on_run_start", "run_fit_start"),
     ("fit", "on_advance_end", "run_epoch_end"),
     ("epoch", "advance", "run_batch"),
@@ -475,6 +479,25 @@ def resume_from_fit_loop(checkpoint: dict[str, Any], fit_loop: Mapping[str, Any]
     loops = checkpoint.get("loops")
     if isinstance(loops, dict):
         cast("dict[str, Any]", loops)["fit_loop"] = copy.deepcopy(dict(fit_loop))
+
+
+def restart_as_loaded(trainer: Any) -> None:
+    """The fit loop restarts from the progress last loaded into it, as after any checkpoint's load.
+
+    `_Loop.load_state_dict` sets `restarting` (a property over `_restarting`, passed down to the child
+    loops) and `_loaded_from_state_dict`; `LearningRateFinder`'s `_lr_find` (`tuner/lr_finder.py`, 2.1 to
+    2.6) restores its own checkpoint and then sets `fit_loop.restarting` and `epoch_loop.restarting` to
+    False, so that a fit resumed from inside an epoch would start that epoch's batches from the first
+    (`_TrainingEpochLoop.reset` keeps the batch progress only when restarting), and its `setup_data` then
+    made the loaders without loading the checkpoint's loader states (`_load_combined_loader_states` loads
+    `_combined_loader_states_to_load` only when restarting): with `_combined_loader` None, `setup_data`
+    makes them again and loads them. Nothing where the loops still restart, or were never loaded.
+    """
+    fit_loop = trainer.fit_loop
+    if getattr(fit_loop, "_loaded_from_state_dict", False) and not fit_loop.restarting:
+        fit_loop.restarting = True
+        if getattr(fit_loop, "_combined_loader_states_to_load", None):
+            fit_loop._combined_loader = None
 
 
 def restart_inside_epoch(trainer: Any) -> str | None:

@@ -6,9 +6,17 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, cast
 
-__all__ = ["lightning_checks_nonfinite", "pending_training_state", "running", "trainer_is_running", "trainer_of"]
+__all__ = [
+    "batch_end_hooks_not_returned",
+    "lightning_checks_nonfinite",
+    "pending_training_state",
+    "running",
+    "trainer_is_running",
+    "trainer_of",
+]
 
 
 def lightning_checks_nonfinite(trainer: Any) -> str | None:
@@ -82,3 +90,32 @@ def pending_training_state(trainer: Any) -> dict[str, Any]:
     precision = type(getattr(trainer, "precision_plugin", None)).__qualname__
     names = ("optimizer_states", "lr_schedulers", "loops", precision, "native_amp_scaling_state")
     return {name: entries[name] for name in names if name in entries}
+
+
+def batch_end_hooks_not_returned(trainer: Any) -> list[Any] | None:
+    """The callbacks whose ``on_train_batch_end`` had not returned for the batch in flight when the exception
+    being handled (``sys.exc_info()``: a save in ``on_exception``) was raised; None where it cannot be told.
+
+    Read from the exception's traceback: `trainer/call.py`'s `_call_callback_hooks(trainer, hook_name, ...)`
+    calls each of its local ``callbacks`` in order, with the one being called in its local ``callback``
+    (pytorch-lightning 2.0 to 2.6); that one and those after it had not returned. Where the exception came
+    from `_call_lightning_module_hook(trainer, "on_train_batch_end", ...)`, the module's hook, which
+    `_TrainingEpochLoop.advance` calls after every callback's: none.
+    """
+    error = sys.exc_info()[1]
+    traceback = error.__traceback__ if error is not None else None
+    while traceback is not None:
+        frame = traceback.tb_frame
+        code = frame.f_code
+        if code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
+            local = frame.f_locals
+            if local.get("hook_name") == "on_train_batch_end" and local.get("trainer") is trainer:
+                if code.co_name == "_call_lightning_module_hook":
+                    return []
+                if code.co_name == "_call_callback_hooks":
+                    listed: list[Any] = local.get("callbacks") or []  # a list: `trainer.callbacks`, or filtered
+                    called = [id(item) for item in listed]
+                    if id(local.get("callback")) in called:
+                        return listed[called.index(id(local.get("callback"))) :]
+        traceback = traceback.tb_next
+    return None

@@ -13,7 +13,7 @@ from lightning_step_types.check_resume.check import check_setup
 from lightning_step_types.check_resume.points import Interruption
 from lightning_step_types.check_resume.runs import Built, Setup, is_mapping
 
-__all__ = ["main", "setup_from_config"]
+__all__ = ["ConfigBuild", "main", "setup_from_config"]
 
 _SET_BY_THE_CHECK = ("logger", "default_root_dir", "callbacks")
 
@@ -40,30 +40,51 @@ def _package_of(config: dict[str, Any]) -> str:
     raise SystemExit(f"check_resume: {path} is not a LightningModule of pytorch_lightning or lightning.pytorch")
 
 
-def setup_from_config(path: Path, exact_resume: bool = True, seed: int | None = None) -> Setup:
-    """A setup built from a LightningCLI config: each fit instantiates the config's model, data and
-    callbacks anew; its other ``trainer`` entries are the Trainer's arguments."""
-    yaml: Any = importlib.import_module("yaml")  # PyYAML comes with jsonargparse, which LightningCLI needs
-    config: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    package = _package_of(config)
-    cli_class: Any = importlib.import_module(f"{package}.cli").LightningCLI
-    cli = cli_class(
-        args=["--config", str(path)],
-        run=False,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        save_config_callback=None,
-        auto_configure_optimizers=True,
-    )
-    parsed = cli.config
+class ConfigBuild:
+    """A fit's objects from a LightningCLI config: each call instantiates its model, data and callbacks anew.
 
-    def build() -> Built:
-        made: Any = cli.parser.instantiate_classes(parsed)
+    Picklable: a fresh process parses the config again from its path."""
+
+    def __init__(self, path: Path, package: str) -> None:
+        self.path, self.package = path, package
+        self._cli: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "package": self.package}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path, self.package = state["path"], state["package"]
+        self._cli = None
+
+    @property
+    def cli(self) -> Any:
+        if self._cli is None:
+            cli_class: Any = importlib.import_module(f"{self.package}.cli").LightningCLI
+            self._cli = cli_class(
+                args=["--config", str(self.path)],
+                run=False,
+                subclass_mode_model=True,
+                subclass_mode_data=True,
+                save_config_callback=None,
+                auto_configure_optimizers=True,
+            )
+        return self._cli
+
+    def __call__(self) -> Built:
+        made: Any = self.cli.parser.instantiate_classes(self.cli.config)
         trainer: Any = made.get("trainer") or {}
         return Built(
             module=made.get("model"), datamodule=made.get("data"), callbacks=list(trainer.get("callbacks") or [])
         )
 
+
+def setup_from_config(path: Path, exact_resume: bool = True, seed: int | None = None) -> Setup:
+    """A setup built from a LightningCLI config: each fit instantiates the config's model, data and
+    callbacks anew; its other ``trainer`` entries are the Trainer's arguments."""
+    yaml: Any = importlib.import_module("yaml")  # PyYAML comes with jsonargparse, which LightningCLI needs
+    config: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    build = ConfigBuild(path.resolve(), _package_of(config))
+    parsed = build.cli.config
     trainer_args = {
         name: value
         for name, value in dict(parsed.get("trainer") or {}).items()
@@ -86,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="the seed (default: the config's seed_everything, or 0)")
     parser.add_argument("--root", type=Path, default=None, help="where the fits write (default: a temporary folder)")
     parser.add_argument(
+        "--fresh-processes", action="store_true", help="every fit in a process of its own, as a relaunched job runs"
+    )
+    parser.add_argument(
         "--batch",
         action="append",
         default=[],
@@ -96,6 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(Path.cwd()))  # the config names the user's modules as `python train.py` would find them
     setup = setup_from_config(args.config, exact_resume=not args.plain, seed=args.seed)
     points = [Interruption.in_batch(*map(int, text.split(":"))) for text in args.batch] or None
-    report = check_setup(setup, points, args.root)
+    report = check_setup(setup, points, args.root, args.fresh_processes)
     print(report)
     return 0 if report.ok else 1

@@ -167,7 +167,10 @@ def _kept_files(fit: Fit) -> dict[str, Path]:
 
 
 def _checkpoint_contents(path: Path, fit: Fit) -> Any:
-    """A checkpoint file's contents, its fit's folder written ``<root>``, the check's own callbacks left out."""
+    """A checkpoint file's contents, its fit's folder written ``<root>``, the check's own callbacks left out;
+    a link (``ModelCheckpoint(save_last="link")``) by where it points."""
+    if path.is_symlink():
+        return {"link to": str(path.readlink()).replace(str(fit.root), "<root>")}
     contents: Any = torch.load(path, map_location="cpu", weights_only=False)
     user = {key.split(": ", 1)[1] for key in fit.callbacks}
     timers = {key.split(": ", 1)[1] for key in fit.callbacks if timer_like(key)}
@@ -192,8 +195,14 @@ def _without_progress(value: Any) -> Any:
 PROGRESS = ("loops", "fit_loop")
 
 
-def _file_differences(reference: Fit, resumed: Fit) -> list[Difference]:
+def _file_differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
+    """The files the chain's last fit keeps against the uninterrupted fit's, and each one's contents. A file a
+    fit of the chain resumed from is left out where the uninterrupted fit did not keep it: ModelCheckpoint
+    never removes the checkpoint its fit resumed from (``_should_remove_checkpoint``), by design."""
+    resumed = chain[-1]
     expected, got = _kept_files(reference), _kept_files(resumed)
+    sources = {fit.resumed_from.resolve() for fit in chain if fit.resumed_from is not None}
+    got = {name: path for name, path in got.items() if name in expected or path.resolve() not in sources}
     found: list[Difference] = []
     if sorted(expected) != sorted(got):
         found.append(Difference("checkpoint files kept", _shown(sorted(expected)), _shown(sorted(got))))
@@ -218,6 +227,15 @@ def _callback_states(fit: Fit) -> dict[str, Any]:
     }
 
 
+def _callback_attributes(fit: Fit) -> dict[str, Any]:
+    """Each callback's plain attributes, by ``<index>: <state_key>.<name>``, its fit's folder written ``<root>``."""
+    return {
+        f"{key}.{name}": _normalized(value, fit.root)
+        for key, attributes in fit.callback_attributes.items()
+        for name, value in attributes.items()
+    }
+
+
 def _attributes_at_resume(reference: Fit, resumed: Fit) -> list[Difference]:
     """The module's plain attributes as the resumed fit's first batch starts, against the uninterrupted
     fit's at that batch: an attribute no checkpoint holds shows here even where the fit's end resets it."""
@@ -236,18 +254,19 @@ def differences(reference: Fit, chain: list[Fit]) -> list[Difference]:
     """What the chain's last fit (and the rows of all of them) ends with that the uninterrupted fit does not."""
     last = chain[-1]
     # the module's attributes as the resumed fit starts, then the fit's end: what a resume restores
-    # (the counters, the module's attributes, the callbacks' states) before what follows from it
+    # (the counters, the module's attributes, the callbacks' states and attributes) before what follows from it
     found = _attributes_at_resume(reference, last)
     found += [
         Difference(d.item.strip(), d.uninterrupted, d.resumed) for d in _named(reference.counters, last.counters, "")
     ]
     found += _named(reference.attributes, last.attributes, "module attribute")
     found += _named(_callback_states(reference), _callback_states(last), "callback state")
+    found += _named(_callback_attributes(reference), _callback_attributes(last), "callback attribute")
     found += _named(reference.state, last.state, "state_dict")
     found += _named(_numbered(reference.optimizers), _numbered(last.optimizers), "optimizer")
     found += _named(_numbered(reference.schedulers), _numbered(last.schedulers), "scheduler")
     found += _named(reference.callback_metrics, last.callback_metrics, "callback_metrics")
     found += _named(reference.logged_metrics, last.logged_metrics, "logged_metrics")
     found += _row_differences(reference.rows, chain)
-    found += _file_differences(reference, last)
+    found += _file_differences(reference, chain)
     return found

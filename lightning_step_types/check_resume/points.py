@@ -100,6 +100,9 @@ class Interrupter:
         self.batches_after_save: int | None = None  # kill_after_checkpoint: training batches since the save
         self.validated: bool = False  # whether a validation ran in the fit (the sanity check aside)
         self.in_epoch_end: bool = False  # from on_train_epoch_end on: the rows logged are the epoch's end rows
+        self.trained: list[tuple[int, int]] = []  # (epoch, batch) of each training batch started
+        self.saves: list[tuple[int, int, int, str]] = []  # (epoch, batches started, global step, where) per save
+        self.kill: Callable[[], None] | None = None  # how a kill ends the fit (none: an exception)
 
     @property
     def state_key(self) -> str:
@@ -113,11 +116,14 @@ class Interrupter:
 
     def _fire(self) -> None:
         self.fired = True
+        if self.kill is not None and self._point().kind == "kill_after_checkpoint":
+            self.kill()
         raise Interrupted(f"check_resume: interrupted {self.point}")
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        where = (int(trainer.current_epoch), self._batch_in_flight(trainer))
+        self.trained.append(where)
         if self.snapshot is not None and (self.every or not self.attributes_at):
-            where = (int(trainer.current_epoch), self._batch_in_flight(trainer))
             self.attributes_at[where] = self.snapshot(pl_module)
         if self._due("kill_after_checkpoint", trainer) and self.batches_after_save is not None:
             if self.batches_after_save >= 2:
@@ -151,6 +157,11 @@ class Interrupter:
         self.in_epoch_end = True
         if self._due("epoch_end", trainer):
             self._fire()
+
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: Any) -> None:
+        where = "validation" if trainer.validating else "epoch_end" if self.in_epoch_end else "batch"
+        started = int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
+        self.saves.append((int(trainer.current_epoch), started, int(trainer.global_step), where))
 
     def _point(self) -> Interruption:
         assert self.point is not None

@@ -2,8 +2,8 @@
 
 Each fit seeds every random generator (``seed_everything(seed, workers=True)``) before it builds the
 module, data and callbacks, and runs under ``Trainer(deterministic=True)`` unless the Trainer's
-arguments say otherwise. Its loggers are replaced by one that records every row the Trainer hands
-them (what ``CSVLogger`` writes), tagged with where in the fit it was logged.
+arguments say otherwise. A logger that records every row the Trainer hands its loggers (what
+``CSVLogger`` writes), tagged with where in the fit it was logged, comes first among them.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard, cast
+from typing import Any, NoReturn, TypeGuard, cast
 
 import torch
 
 from lightning_step_types._lightning.fit_loop import logger_step
-from lightning_step_types.check_resume.points import Interrupter, Interruption
+from lightning_step_types.check_resume.points import Interrupted, Interrupter, Interruption
 from lightning_step_types.errors import StepResultWarning
 
 try:  # both Lightning packages seed the same generators and set the same environment variables
@@ -30,7 +30,18 @@ try:  # both Lightning packages seed the same generators and set the same enviro
 except ModuleNotFoundError:  # only the `lightning` package
     from lightning.fabric.utilities.seed import seed_everything
 
-__all__ = ["Built", "Fit", "Row", "Setup", "is_mapping", "is_sequence", "lightning_of", "run_fit"]
+__all__ = [
+    "Built",
+    "Fit",
+    "Killed",
+    "Row",
+    "Setup",
+    "is_mapping",
+    "is_sequence",
+    "kill_this_fit",
+    "lightning_of",
+    "run_fit",
+]
 
 PLAIN = (type(None), bool, int, float, complex, str, bytes)
 
@@ -44,6 +55,7 @@ class Built:
     train_dataloaders: Any = None
     val_dataloaders: Any = None
     callbacks: list[Any] = field(default_factory=lambda: [])
+    loggers: list[Any] = field(default_factory=lambda: [])  # beside the check's own, which comes first
 
 
 @dataclass
@@ -91,6 +103,18 @@ class Fit:
     resume_from: Path | None
     batches: int = 0
     validated: bool = False
+    # the plain attributes of each callback, by the key ``callbacks`` uses (see `callback_attributes`)
+    callback_attributes: dict[str, dict[str, Any]] = field(default_factory=lambda: {})
+    trained: list[tuple[int, int]] = field(default_factory=lambda: [])  # (epoch, batch) of each batch started
+    # each checkpoint saved: (epoch, batches started in it, global step, where: "batch", "validation", "epoch_end")
+    saves: list[tuple[int, int, int, str]] = field(default_factory=lambda: [])
+    rank: int = 0
+    resumed_from: Path | None = None  # the checkpoint this fit resumed from (``ckpt_path="last"`` resolved)
+    cpu_seconds: float = 0.0  # in a fresh process: the CPU time its process (and its loaders' workers) used
+
+
+class Killed(Interrupted):
+    """A fit that died the way ``kill -9`` ends one: no hook ran after the kill, nothing saved at it."""
 
 
 def lightning_of(module: Any) -> types.ModuleType:
@@ -213,10 +237,61 @@ def plain_attributes(module: Any, package: types.ModuleType) -> dict[str, Any]:
 
 _LIGHTNING_ATTRIBUTES: dict[str, set[str]] = {}
 
+# Lightning's callbacks whose state is the time, the machine, a display or a search before the fit,
+# which no resumed fit can or should equal; and the attributes of others that hold a clock's reading
+_UNCOMPARED_CALLBACKS = (
+    "Timer",
+    "DeviceStatsMonitor",
+    "ProgressBar",
+    "ModelSummary",
+    "BatchSizeFinder",
+    "LearningRateFinder",
+    "ThroughputMonitor",
+)
+_CLOCK_ATTRIBUTES = {"ModelCheckpoint": frozenset({"_last_time_checked"})}
 
-def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: Path | None) -> Fit:
-    """One fit of ``setup`` in ``root``: interrupted at ``point`` (none: the uninterrupted fit),
-    resumed from ``resume_from`` (none: from the start)."""
+
+def callback_attributes(callback: Any) -> dict[str, Any] | None:
+    """A callback's plain attributes (those its class does not define as methods), its own and
+    Lightning's private ones too; None for the library's callbacks and those whose state is the clock's."""
+    kinds = [cls.__name__ for cls in type(callback).__mro__]
+    if type(callback).__module__.startswith("lightning_step_types") or any(
+        name in kinds for name in _UNCOMPARED_CALLBACKS
+    ):
+        return None
+    none: frozenset[str] = frozenset()
+    clock = none.union(*(_CLOCK_ATTRIBUTES.get(kind, none) for kind in kinds))
+    cls: type = callback.__class__
+    own = cast("dict[str, Any]", getattr(callback, "__dict__", {}))
+    return {
+        name: _copied(value)
+        for name, value in own.items()
+        if name not in clock and not callable(getattr(cls, name, None)) and _is_plain(value)
+    }
+
+
+_KILL: list[Callable[[], None]] = []  # the running fit's kill, where it runs in a process of its own
+
+
+def kill_this_fit() -> NoReturn:
+    """Ends the running fit as ``kill -9`` would: in a fresh process, the process dies (SIGKILL) once the
+    check has its record; in the calling process, an exception that no hook saves on (``Killed``)."""
+    if _KILL:
+        _KILL[-1]()
+    raise Killed("check_resume: killed")
+
+
+def run_fit(
+    setup: Setup,
+    root: Path,
+    point: Interruption | None,
+    resume_from: Path | str | None,
+    kill: Callable[[Callable[[], Fit]], NoReturn] | None = None,
+) -> Fit:
+    """One fit of ``setup`` in ``root``: interrupted at ``point`` (none: the uninterrupted fit, or one
+    whose setup interrupts itself), resumed from ``resume_from`` (a path, or ``"last"`` as
+    ``trainer.fit(ckpt_path="last")`` takes it; none: from the start). ``kill``: how a kill ends the
+    fit, given its record (none: ``kill_this_fit`` raises ``Killed``)."""
     root.mkdir(parents=True, exist_ok=True)
     seed_everything(setup.seed, workers=True, verbose=False)
     built = setup.build()
@@ -234,7 +309,9 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         return plain_attributes(module, package)
 
     interrupter = _class(package, "interrupter")(point, snapshot, every=point is None and resume_from is None)
-    checks: list[Any] = [interrupter, callbacks_module.OnExceptionCheckpoint(dirpath=str(root / "interrupted"))]
+    checks: list[Any] = [interrupter]
+    if point is not None:  # the check's own interruptions: an exception this saves on
+        checks.append(callbacks_module.OnExceptionCheckpoint(dirpath=str(root / "interrupted")))
     if point is not None and point.kind == "kill_after_checkpoint":
         checks.append(
             callbacks_module.ModelCheckpoint(
@@ -254,9 +331,11 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         "enable_model_summary": False,
         **setup.trainer,
         "default_root_dir": str(root),
-        "logger": recorder,
+        "logger": [recorder, *built.loggers],
         "callbacks": checks + user_callbacks,  # the interrupter's hooks run before the user's
-        "enable_checkpointing": True,
+        # the check's own checkpoints need it; without them, Lightning adds its ModelCheckpoint only where
+        # the user's arguments ask for one
+        "enable_checkpointing": len(checks) > 1 or setup.trainer.get("enable_checkpointing", True),
     }
     started = time.perf_counter()
     error: BaseException | None = None
@@ -268,6 +347,15 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         warnings.simplefilter("always")
         trainer = package.Trainer(**kwargs)
         recorder.trainer, recorder.interrupter = trainer, interrupter
+
+        def record(error: BaseException | None) -> Fit:
+            seconds = time.perf_counter() - started
+            parts = (trainer, built.module, package, user_callbacks, recorder, interrupter, caught)
+            return _record(*parts, error, root, point, seconds)
+
+        if kill is not None:
+            _KILL.append(lambda: kill(lambda: record(Killed(f"check_resume: killed {point or 'by the setup'}"))))
+            interrupter.kill = kill_this_fit
         try:
             trainer.fit(
                 built.module,
@@ -276,19 +364,39 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
                 datamodule=built.datamodule,
                 ckpt_path=str(resume_from) if resume_from is not None else None,
             )
-        except Exception as raised:  # the interruption, or a failure the report names
+        except (Exception, SystemExit) as raised:  # the interruption (SIGTERM's is a SystemExit), or a failure
             error = raised
         finally:
+            if kill is not None:
+                _KILL.pop()
             for logger, level in zip(quiet, levels):
                 logger.setLevel(level)
-    seconds = time.perf_counter() - started
+    return record(error)
+
+
+def _record(
+    trainer: Any,
+    module: Any,
+    package: types.ModuleType,
+    user_callbacks: list[Any],
+    recorder: Any,
+    interrupter: Interrupter,
+    caught: list[warnings.WarningMessage],
+    error: BaseException | None,
+    root: Path,
+    point: Interruption | None,
+    seconds: float,
+) -> Fit:
+    """What the fit holds now: at its end, or where it is killed."""
+    callbacks_module = package.callbacks
     messages = [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
     lightning_messages = [
         str(w.message)
         for w in caught
         if "resuming from a checkpoint" in str(w.message) and str(w.message) not in messages
     ]
-    module = built.module
+    keys = [f"{index}: {callback.state_key}" for index, callback in enumerate(user_callbacks)]
+    attributes = {key: callback_attributes(callback) for key, callback in zip(keys, user_callbacks)}
     return Fit(
         root=root,
         state={name: _copied(value) for name, value in module.state_dict().items()},
@@ -304,10 +412,7 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         },
         callback_metrics=_copied(dict(trainer.callback_metrics)),
         logged_metrics=_copied(dict(trainer.logged_metrics)),
-        callbacks={
-            f"{index}: {callback.state_key}": _copied(callback.state_dict())
-            for index, callback in enumerate(user_callbacks)
-        },
+        callbacks={key: _copied(callback.state_dict()) for key, callback in zip(keys, user_callbacks)},
         checkpoint_dirs=[
             Path(callback.dirpath)
             for callback in user_callbacks
@@ -322,6 +427,11 @@ def run_fit(setup: Setup, root: Path, point: Interruption | None, resume_from: P
         resume_from=_resume_point(root, point, interrupter.fired),
         batches=int(trainer.num_training_batches) if trainer.num_training_batches != float("inf") else 0,
         validated=interrupter.validated,
+        callback_attributes={key: value for key, value in attributes.items() if value is not None},
+        trained=list(interrupter.trained),
+        saves=list(interrupter.saves),
+        rank=int(trainer.global_rank),
+        resumed_from=Path(trainer.ckpt_path) if trainer.ckpt_path else None,
     )
 
 

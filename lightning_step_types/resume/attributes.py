@@ -33,7 +33,7 @@ import torch
 from lightning_step_types._lightning.module_state import tensor_version
 from lightning_step_types.resume.plain_data import NotPlain, encoded, is_plain, same
 
-__all__ = ["Changes", "Snapshot", "changes", "skipped_names", "snapshot"]
+__all__ = ["Changes", "Snapshot", "changes", "holds_containers", "set_up_between", "skipped_names", "snapshot"]
 
 _AS_IS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -201,3 +201,31 @@ def changes(obj: Any, skip: frozenset[str], point: Snapshot, start: Snapshot, en
         except NotPlain:
             found.lost.append((name, type(value).__name__))
     return found
+
+
+def set_up_between(obj: Any, skip: frozenset[str], before: Snapshot, after: Snapshot) -> dict[str, Any]:
+    """``obj``'s attributes that changed between the readings ``before`` and ``after`` (the on_train_start
+    hooks) and have not changed since: each with its value, as plain data (what is not, or cannot be read
+    back, is left out)."""
+    found: dict[str, Any] = {}
+    now = cast("dict[str, Any]", vars(obj))
+    for name, read in after.items():
+        if name in skip or name not in now:
+            continue
+        try:
+            value = _value(read)
+            earlier = _value(before[name]) if name in before else _MISSING
+        except _Lost:
+            continue
+        if (earlier is not _MISSING and same(value, earlier)) or not same(now[name], value):
+            continue
+        try:
+            found[name] = encoded(value)
+        except NotPlain:
+            continue
+    return found
+
+
+def holds_containers(reading: Snapshot) -> bool:
+    """Whether a reading holds a list, a dict or a tensor: where a callback keeps what its hooks collect."""
+    return any(isinstance(read, (_List, _Tensor, dict)) for read in reading.values())

@@ -54,6 +54,7 @@ from lightning_step_types._lightning.fit_loop import (
     logger_metric_dicts,
     logger_step,
     next_zero_grad_index,
+    restart_as_loaded,
     unfollow_fetches,
     unfollow_fit_loop,
 )
@@ -91,6 +92,8 @@ class ResumeHooks(Protocol):
     """What a resumed fit's ``Resume`` does at the three moments the follower calls it."""
 
     def fit_started(self, follower: FitFollower) -> None: ...
+
+    def nothing_to_train(self, follower: FitFollower) -> None: ...
 
     def pending_logged(self) -> dict[str, Any]: ...
 
@@ -183,6 +186,7 @@ class FitFollower:
         self.gradient_marks: list[tuple[int, int] | None] | None = None
         self.resume: ResumeHooks | None = None  # a resumed fit's plan, until its first epoch ends
         self.first_batch_done: bool = False
+        self.loop_started: bool = False  # the fit loop's run got past its start (there was something to train)
         self.checkpoints_loaded: int = 0  # in this fit: its own, then a tuner's of its own (BatchSizeFinder's)
         self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
@@ -190,11 +194,31 @@ class FitFollower:
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
+    def run_fit(self, original: Callable[[], None]) -> None:
+        """The fit loop's whole run. Where it returns before its start (nothing left to train: a relaunch
+        from a finished job's checkpoint), a resumed fit's state still goes back: the uninterrupted run
+        ended with it."""
+        self.loop_started = False
+        trainer = self.trainer()
+        if self.checkpoints_loaded > 1 and self.resume is not None and trainer is not None:
+            # a tuner's own checkpoint loaded again in a fit resumed from a checkpoint (LearningRateFinder's):
+            # the fit restarts at the point it holds, whatever the tuner did to the loops' flags after
+            restart_as_loaded(trainer)
+        original()
+        if not self.loop_started and self.resume is not None:
+            self.attributes.fit_start()
+            self.metrics = resumed_metrics(self.module())
+            resume, self.resume = self.resume, None
+            resume.nothing_to_train(self)
+
     def run_fit_start(self, original: Callable[[], None]) -> None:
+        self.loop_started = True
         trainer = self.trainer()
         if trainer is not None:
             self.holders = Holders(trainer)
         self.attributes.fit_start()
+        if self.holders is not None:
+            self.holders.before_train_start()
         original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         if self.holders is not None:
             self.holders.begin()
@@ -210,7 +234,7 @@ class FitFollower:
             self.resume.fit_started(self)
 
     def run_batch(self, original: Callable[[Any], None], data_fetcher: Any) -> None:
-        trainer = self.trainer()
+        trainer: Any = self.trainer()  # alive: its loop calls this
         if self.resume is not None and not self.first_batch_done:
             self.first_batch_done = True
             if not self.resume.first_batch(self):  # the point is a batch's end: it runs before any batch
@@ -219,10 +243,14 @@ class FitFollower:
         # --- the batch-start record: written here rather than in a method of its own, since every call
         # per batch counts; one read of Lightning's counters, and nothing that has nothing to record
         epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
-        if epoch != self.epoch and self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
-            self.loaded_loaders = self.loaded_cycled = None
-            if combined_train_loader(trainer) is not self.loaders:  # reload_dataloaders_every_n_epochs made new ones
-                self.find_loaders(trainer)
+        if epoch != self.epoch:
+            # the epoch's window (GradientAccumulationScheduler sets it in on_train_epoch_start, or at a resumed
+            # fit's start)
+            self.window = int(trainer.accumulate_grad_batches)
+            if self.epoch >= 0:  # past the epoch a resumed fit's loaders started in
+                self.loaded_loaders = self.loaded_cycled = None
+                if combined_train_loader(trainer) is not self.loaders:  # reload_dataloaders_every_n_epochs
+                    self.find_loaders(trainer)
         if epoch != self.offset_epoch and self.rewinding is not None:  # the epoch's iterator exists, no fetch under way
             self.fetch_offset = loader_count_offset(self.rewinding, fetch_position(trainer)[0])
             self.offset_epoch = epoch

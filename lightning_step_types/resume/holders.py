@@ -38,6 +38,15 @@ checkpoint already holds nor loses one.
   unfreezing the backbone), or where the checkpoint holds no record of it.
 - ``ModelPruning``: its checkpoint holds the pruned weights without their masks; a resume after its
   first pruning is named in one warning.
+- A ``ModelCheckpoint``'s own save: what it sets once its file is written (which step and file it saved
+  last) is what a resume from that file starts with, so it is taken as the point's value (not at a save
+  on an exception, which the uninterrupted run never made). An entry its ``load_state_dict`` does not read
+  (``current_score``) is set on the callback after Lightning's load.
+- An exception in a batch's ``on_train_batch_end`` hooks: the callbacks whose hook had not returned (read
+  from the exception's traceback) and that can change what a resume starts from there are named in one
+  warning; the resumed run goes on after the batch.
+- A resumed fit with nothing left to train runs no ``on_train_start`` hook: what those hooks set in the run
+  that saved comes back with the rest.
 
 What the module saves in its own ``on_save_checkpoint`` is ``resume/undeclared_state.py``'s: named where
 the module's own loading puts back a value that what runs again had changed.
@@ -45,14 +54,30 @@ the module's own loading puts back a value that what runs again had changed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.fit_loop import restart_inside_epoch
+from lightning_step_types._lightning.checkpoint_callback import (
+    after_own_save,
+    follow_own_saves,
+    keys_not_loaded,
+    saves_at_batch_end,
+    unfollow_own_saves,
+)
+from lightning_step_types._lightning.fit_loop import interrupted, restart_inside_epoch
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
-from lightning_step_types.resume.attributes import Snapshot, changes, skipped_names, snapshot
+from lightning_step_types._lightning.trainer import batch_end_hooks_not_returned
+from lightning_step_types.resume.attributes import (
+    Snapshot,
+    changes,
+    holds_containers,
+    set_up_between,
+    skipped_names,
+    snapshot,
+)
 from lightning_step_types.resume.epoch_start_watch import EPOCH_START_HOOK, EpochStartWatch, changes_before
 from lightning_step_types.resume.messages import (
     Problem,
@@ -72,7 +97,7 @@ SAVED = "holders"
 # epoch-start hooks changed: checkpoint[CHECKPOINT_KEY]["epoch_state"]["ranks"][rank][RANK_SAVED], gathered
 # into the one checkpoint rank 0 writes (``resume/rank_exchange.py``) and restored to the same rank
 RANK_SAVED = "holders"
-_RANK_KEYS = ("callbacks", "attributes", "lost", "done", "epoch_start")
+_RANK_KEYS = ("callbacks", "attributes", "set_up", "lost", "done", "epoch_start")
 
 # Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
@@ -215,6 +240,7 @@ class Holders:
     """The callbacks' attributes and the loggers' rows of one fit, at the starts of the points it can resume from."""
 
     def __init__(self, trainer: Any) -> None:
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
         self.stateful: list[tuple[str, Any]] = [
             (callback.state_key, callback)
             for callback in trainer.callbacks
@@ -241,13 +267,18 @@ class Holders:
             for key, callback, skip in self.tracked
             if any(_overrides(callback, hook, _lightning_callback_base(callback)) for hook in _BATCH_HOOKS)
         ]
-        # the callbacks whose on_train_batch_end changes what a checkpoint holds (their state, or files)
+        # the callbacks whose on_train_batch_end may change what a checkpoint holds or what the resumed run
+        # starts from (their state, their attributes, files)
         self.batch_end_holders: list[Any] = [
             callback
             for callback in trainer.callbacks
             if not _library_callback(callback)
             and _overrides(callback, "on_train_batch_end", _lightning_callback_base(callback))
-            and (any(callback is held for _, held in self.stateful) or _named(callback, ("Checkpoint",)))
+            and (
+                any(callback is held for _, held in self.stateful)
+                or any(callback is held for _, held, _ in self.tracked)
+                or _named(callback, ("Checkpoint",))
+            )
         ]
         # state_key -> what its on_train_epoch_start changed that no resume carries, in the epoch it last ran
         # (``resume/epoch_start_watch.py``)
@@ -269,12 +300,21 @@ class Holders:
             )
             _wrap(callback, EPOCH_START_HOOK, watch)
             self.watched.append(callback)
+        # state_key -> what a ModelCheckpoint sets once the file it is saving now is written (its own save, in
+        # the fit's history: not one at an exception), which a resume from that file starts with
+        self.saving: dict[str, dict[str, Any]] = {}
+        self.own_savers: list[Any] = [
+            callback
+            for _, callback, _ in self.tracked
+            if follow_own_saves(callback, self._own_save_starts, self._own_save_ends)
+        ]
         self.done: set[str] = set()  # the stateful callbacks whose last hook of the validation or epoch's end returned
         self.asleep: list[tuple[Any, tuple[str, ...]]] = []  # a resumed run's callbacks not called again, and the hooks
         for key, callback in self.stateful:
             for hook in ("on_validation_end", "on_train_epoch_end"):
                 take_off_instance(callback, hook)  # an earlier fit's wrapper, which an exception left
                 _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
+        self.before: dict[str, Snapshot] = {}  # state_key -> the attributes before the on_train_start hooks
         self.start: dict[str, Snapshot] = {}  # state_key -> the attributes after the on_train_start hooks
         self.marks: dict[str, dict[str, Snapshot]] = {}  # batch | validation | epoch_end -> state_key -> attributes
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
@@ -289,10 +329,22 @@ class Holders:
                 continue
             self.loggers.append(logger)
 
+    def before_train_start(self) -> None:
+        """Before the on_train_start hooks: what they set up is saved apart, for a resumed fit that does not
+        run them (one with nothing left to train, which Lightning ends before its start)."""
+        self.before = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
+
     def begin(self) -> None:
         """At the fit's start, after the on_train_start hooks (which a resumed run runs again): what a
         callback's attributes change from later is what the fit changed."""
         self.start = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
+
+    def _own_save_starts(self, callback: Any, trainer: Any, filepath: str) -> None:
+        if not interrupted(trainer):
+            self.saving[callback.state_key] = after_own_save(callback, trainer, filepath)
+
+    def _own_save_ends(self, callback: Any) -> None:
+        self.saving.pop(callback.state_key, None)
 
     def _rows_given(self) -> int:
         """Rows the loggers were given since the batch's start (none is reset inside an epoch-start hook)."""
@@ -307,6 +359,8 @@ class Holders:
             for hook in {hook for hooks in _WINDOW_HOOKS.values() for hook in hooks}:
                 if hasattr(callback, "__dict__"):
                     take_off_instance(callback, hook)
+        for callback in self.own_savers:
+            unfollow_own_saves(callback)
 
     def sleep_through(self, keys: list[str], window: str) -> None:
         """The resumed run calls none of the window's hooks for these callbacks, until its last one."""
@@ -357,6 +411,7 @@ class Holders:
         own: dict[str, Any] = {
             "callbacks": {},
             "attributes": {},
+            "set_up": {},
             "lost": [],
             "done": [],
             "epoch_start": dict(self.epoch_start),
@@ -367,6 +422,9 @@ class Holders:
         done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
         marked = self.marks.get(start, {}) if start is not None and start in self.row_marks else {}
         found = entries or {}
+        # the tracked callbacks that keep state in their attributes: changed during the fit, or a list, a dict or
+        # a tensor (where a callback collects, from its first batch on)
+        changed: set[str] = set()
         for key, callback, skip in self.tracked:
             if key not in self.start:
                 continue
@@ -374,21 +432,53 @@ class Holders:
             # does not call them again); any other's is taken back to the point's start
             point = None if key in done else marked.get(key)
             if point is None:  # no change since the point's start: the attributes now are its
-                point = snapshot(callback, skip, True)
-            change = changes(callback, skip, point, self.start[key], found.get(key))
+                # (a ModelCheckpoint saving this file: with what it sets once the file is written)
+                point = {**snapshot(callback, skip, True), **self.saving.get(key, {})}
             entry: Any = found.get(key)
+            if isinstance(entry, Mapping):  # an entry's key its callback's loading leaves unread holds nothing
+                unread = keys_not_loaded(callback)
+                loaded = {name: value for name, value in cast("Mapping[str, Any]", entry).items() if name not in unread}
+            else:
+                loaded = None
+            change = changes(callback, skip, point, self.start[key], loaded)
+            if change.attributes or change.lost or holds_containers(self.start[key]):
+                changed.add(key)
             if change.entry and isinstance(entry, Mapping):
                 own["callbacks"][key] = {**cast("Mapping[str, Any]", entry), **change.entry}
             if change.attributes:
                 own["attributes"][key] = change.attributes
+            set_up = set_up_between(callback, skip, self.before[key], self.start[key]) if key in self.before else {}
+            if set_up:  # what the on_train_start hooks set, unchanged since
+                own["set_up"][key] = set_up
             own["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
         if start is not None and start in self.row_marks:
             own["done"] = sorted(done)
             shared["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
         if unfinished_batch is not None:
-            names = [type(callback).__name__ for callback in self.batch_end_holders]
+            names = [type(callback).__name__ for callback in self._stopped_batch_end_holders(changed)]
             shared["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
         return shared, own
+
+    def _stopped_batch_end_holders(self, changed: set[str]) -> list[Any]:
+        """Of the callbacks whose on_train_batch_end may change what a resume starts from, those the exception
+        in hand stopped before their hook returned for the batch in flight (the callbacks are called in order,
+        the module's hook last; where that cannot be told, all of them), and that could change something there:
+        a ModelCheckpoint due to save at that step (or by time), any other Checkpoint, a callback with a
+        state_dict(), one that keeps state in its attributes (``changed``)."""
+        trainer = self.trainer()
+        stopped = batch_end_hooks_not_returned(trainer) if trainer is not None else None
+        stateful = {id(callback) for _, callback in self.stateful}
+        return [
+            callback
+            for callback in self.batch_end_holders
+            if (stopped is None or any(callback is item for item in stopped))
+            and (trainer is None or saves_at_batch_end(callback, trainer))
+            and (
+                id(callback) in stateful
+                or _named(callback, ("Checkpoint",))
+                or getattr(callback, "state_key", None) in changed
+            )
+        ]
 
 
 def holders_at_resume(shared: Any, ranks: list[Any], rank: int) -> Mapping[str, Any] | None:
@@ -442,12 +532,18 @@ def loaded_holders(checkpoint: Any, saved: Mapping[str, Any] | None) -> None:
 
 
 def resume_holders(
-    trainer: Any, module: Any, holders: Holders | None, saved: Mapping[str, Any] | None, plain: bool
+    trainer: Any,
+    module: Any,
+    holders: Holders | None,
+    saved: Mapping[str, Any] | None,
+    plain: bool,
+    nothing_runs: bool = False,
 ) -> list[Problem]:
     """At the resumed fit's start (after the on_train_start hooks): the stop, the rows not to write
     again, the skipped epoch-start hooks; what cannot be put back, as problems for the warning.
     ``saved``: this process's view (`holders_at_resume`); ``plain``: a checkpoint without the library's
-    state (plain Lightning's)."""
+    state (plain Lightning's); ``nothing_runs``: a resumed fit with nothing left to train, which runs no
+    on_train_start hook (what they set in the run that saved comes back too)."""
     problems: list[Problem] = []
     restart = restart_inside_epoch(trainer)
     if plain and restart in ("epoch_end", "after_batches"):  # after_batches: Lightning counts the epoch done
@@ -460,6 +556,8 @@ def resume_holders(
         # earlier release has none: it holds); with others, the fit goes on as plain Lightning's does
         if saved.get("should_stop") and saved.get("stop_limits", fit_limits(trainer)) == fit_limits(trainer):
             trainer.should_stop = True
+        if nothing_runs:  # a fit with nothing left to train runs no on_train_start hook: what they set comes back
+            _set_attributes(trainer, saved.get("set_up") or {})
         _set_attributes(trainer, saved.get("attributes") or {})
         lost: list[list[str]] = list(saved.get("lost") or [])
         if lost:

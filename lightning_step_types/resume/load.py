@@ -14,6 +14,10 @@ Lightning's). Then it acts at three moments the ``FitFollower`` calls it at:
   (its validation, the logger's step) first, or the epoch's end; one warning names what differs;
 - the first epoch's end: each value not logged again since the resume (logged only in some
   batches, or in on_train_epoch_start) goes in before Lightning computes the epoch's values.
+
+A resumed fit with nothing left to train (a relaunch from a finished job's checkpoint) reaches none of
+these: Lightning's fit loop returns before its start. The state goes back there all the same (the
+attributes, the metrics, the logger's views), as the uninterrupted run ended with it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 from typing import Any, cast
+
+import torch
 
 from lightning_step_types._lightning.data import (
     combined_train_loader,
@@ -67,7 +73,9 @@ from lightning_step_types.resume.messages import (
     manual_rest_problem,
     plain_checkpoint_problem,
     ranks_problem,
+    rounded_weights_problem,
     running_stats_problem,
+    unended_epoch_problem,
     warn,
     world_size_problem,
 )
@@ -96,6 +104,9 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     resume = follower.resume = Resume(trainer, module, cast(Any, saved) if isinstance(saved, Mapping) else None)
     if resume.saved is not None:  # every part of the library's entry, for a save before anything runs
         resume.loaded_entry = dict(cast("Mapping[str, Any]", ours))
+    rounded = _rounded_weights(trainer, module, checkpoint)
+    if rounded:
+        resume.problems.append(rounded_weights_problem(type(module).__qualname__, rounded))
     # a checkpoint loaded again inside the fit (BatchSizeFinder's or LearningRateFinder's own, restored
     # after their trials ran batches): the fit starts at its point from its first batch; and in a fit
     # resumed from a checkpoint of its own, with loaders made again (their iterators were the trials'),
@@ -125,6 +136,7 @@ class Resume:
         self.encoded: ResumePoint | None = None
         self.state: Mapping[str, Any] | None = None  # this process's running state
         self.problems: list[Problem] = []  # warned at the first batch, in one warning each
+        self.losses: list[Problem] = []  # what a run from the point cannot reproduce, warned there too
         self.pending: dict[str, Any] = {}  # collection key -> saved value, until Lightning creates its entry
         self.armed: bool = False
         self.not_restored: list[str] = []  # named in one warning at the first epoch's end
@@ -165,18 +177,50 @@ class Resume:
             state: Mapping[str, Any] = ranks[rank]
             self.state = state
             self.pending = dict(state.get("logged") or {})
-        self.problems += [_loss_problem(loss) for loss in saved["losses"]]
+        self.losses = [_loss_problem(loss) for loss in saved["losses"]]
 
     # --- the follower's three moments ----------------------------------------------------------------
 
     def fit_started(self, follower: FitFollower) -> None:
-        trainer, module, state = follower.trainer(), follower.module(), self.state
+        trainer, state = follower.trainer(), self.state
         encoded = self.encoded
         if trainer is not None and encoded is not None and encoded.loader_states is not None:
             continue_loader_iterator(trainer, encoded.cycled, encoded.batches_done)
+        self._put_back(follower, False)
+        if trainer is None or state is None:
+            return
+        if self.pending:
+            self.armed, self.results = True, follower.results
+            call_before_updates(follower.results, self._before_update)
+            before_batch_logging(trainer, lambda: self._create_pending(trainer, follower))
+
+    def nothing_to_train(self, follower: FitFollower) -> None:
+        """A resumed fit with nothing left to train (a relaunch from a finished job's checkpoint, with the
+        same limits): Lightning's fit loop returns before its start, and no batch runs. What the checkpoint
+        holds goes back all the same, as the uninterrupted run ended with it; what a resumed run could not
+        reproduce of what runs again is not named (nothing runs again)."""
+        trainer = follower.trainer()
+        if trainer is None:
+            return
+        where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
+        point = self.point
+        if point is not None and point.kind != "epoch":  # saved inside an epoch that the run that saved then ended
+            self.problems.append(unended_epoch_problem(point.epoch))
+        for problem in self.problems:
+            warn(self.module(), where, problem)
+        self._put_back(follower, True)
+        if self.not_restored:
+            warn(self.module(), where, changed_module_problem(self.not_restored))
+
+    def _put_back(self, follower: FitFollower, nothing_runs: bool) -> None:
+        """The running state at the point, after the on_train_start hooks (where they run: ``nothing_runs``,
+        a fit with nothing left to train, runs none): the callbacks', the module's attributes, the metrics, the
+        logger's views, the gradients, the plateau schedulers' update of the epoch that ended."""
+        trainer, module, state = follower.trainer(), follower.module(), self.state
         if trainer is not None:  # warned now: a restart at an epoch's end reaches no first batch
             where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
-            for problem in resume_holders(trainer, module, follower.holders, self.holders, self.saved is None):
+            holders = resume_holders(trainer, module, follower.holders, self.holders, self.saved is None, nothing_runs)
+            for problem in holders:
                 warn(module, where, problem)
             attributes = state.get(ATTRIBUTES) if state is not None else None
             for problem in follower.attributes.restore(attributes, trainer.strategy.root_device):
@@ -184,13 +228,9 @@ class Resume:
         if trainer is None or state is None:
             return
         self.not_restored += restore_metrics(follower.metrics, state["metrics"])
-        restore_views(trainer, state["views"])
+        restore_views(trainer, state["views"], replace=nothing_runs)
         if "gradients" in state:
             self.not_restored += restore_gradients(module, state["gradients"])
-        if self.pending:
-            self.armed, self.results = True, follower.results
-            call_before_updates(follower.results, self._before_update)
-            before_batch_logging(trainer, lambda: self._create_pending(trainer, follower))
         point = self.point
         if point is not None and point.update_plateau and plateau_epoch_schedulers(trainer):
             update_plateau_schedulers_of_epoch(trainer, point.epoch - 1)
@@ -205,7 +245,7 @@ class Resume:
         self.where = _where(point) if point is not None else f"resuming epoch {epoch} at batch {counters.completed}"
         if self.saved is None and not self.problems and counters.completed > 0:
             self.problems.append(plain_checkpoint_problem(epoch, counters.completed))
-        for problem in self.problems:
+        for problem in self.problems + self.losses:
             warn(module, self.where, problem)
         if point is None:  # Lightning's own checkpoint: its own resume
             return True
@@ -279,6 +319,26 @@ class Resume:
                 self.not_restored.append(f"{saved['shown']}, now logged differently")
         if not self.pending:
             stop_calling_before_updates(self.results)
+
+
+def _rounded_weights(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> list[str]:
+    """The parameters a float64 checkpoint loads into float32 under ``precision="64-true"``, with values float32
+    cannot hold: Lightning restores the module's state before its precision plugin converts the module
+    (``module.double()``), so a module built in float32 gets them rounded (plain Lightning does the same)."""
+    if not str(getattr(trainer, "precision", "")).startswith("64"):
+        return []
+    weights: Any = checkpoint.get("state_dict")
+    if not isinstance(weights, Mapping):
+        return []
+    saved = cast("Mapping[str, Any]", weights)
+    found: list[str] = []
+    for name, parameter in module.named_parameters():
+        weight: Any = saved.get(name)
+        if parameter.dtype == torch.float64 or not isinstance(weight, torch.Tensor) or weight.dtype != torch.float64:
+            continue
+        if not torch.equal(weight.to(parameter.dtype).to(torch.float64), weight):  # values float32 cannot hold
+            found.append(name)
+    return found
 
 
 def _where(point: Point) -> str:

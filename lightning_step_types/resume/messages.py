@@ -24,6 +24,7 @@ __all__ = [
     "format_problem_of",
     "global_order_problem",
     "shared_generator_problem",
+    "unended_epoch_problem",
     "gloo_restarts_problem",
     "gradients_problem",
     "manual_rest_problem",
@@ -31,6 +32,7 @@ __all__ = [
     "plain_checkpoint_problem",
     "plain_epoch_end_problem",
     "ranks_problem",
+    "rounded_weights_problem",
     "running_stats_problem",
     "sampler_order_problem",
     "warn",
@@ -178,13 +180,38 @@ def module_checkpoint_problem(module: str, runs_again: str, loaded: list[tuple[s
 
 def batch_end_callbacks_problem(batch: int, callbacks: list[str]) -> Problem:
     return (
-        f"a checkpoint saved after an exception in batch {batch}'s on_train_batch_end hooks, after its optimizer"
-        f" step: the resumed run goes on after batch {batch} and does not run those hooks again, so what these"
-        f" callbacks do there for batch {batch} may be missing (a ModelCheckpoint save that failed is not"
-        f" written): {', '.join(callbacks)}",
-        "a checkpoint saved before a batch's optimizer step, or after its on_train_batch_end hooks",
-        "nothing to do for the weights, which are exact; a ModelCheckpoint whose write failed writes its next"
-        " checkpoint when it is due (or call trainer.save_checkpoint(path) once the resumed run starts)",
+        f"a checkpoint saved after an exception in batch {batch}'s on_train_batch_end hooks, before these"
+        f" callbacks' hooks returned: the resumed run goes on after batch {batch} and does not run those hooks"
+        f" again, so what these callbacks do there for batch {batch} may be missing (a ModelCheckpoint save that"
+        f" failed is not written): {', '.join(callbacks)}",
+        "a checkpoint saved before a batch's on_train_batch_end hooks, or after every callback's returned",
+        "nothing to do for the batch's training, which the checkpoint holds; a ModelCheckpoint whose write"
+        " failed writes its next checkpoint when it is due (or call trainer.save_checkpoint(path) once the"
+        " resumed run starts)",
+    )
+
+
+def unended_epoch_problem(epoch: int) -> Problem:
+    return (
+        f"a relaunch with nothing left to train (max_steps reached) from a checkpoint saved inside epoch {epoch}:"
+        f" after that save the run that saved ended epoch {epoch} (its on_train_epoch_end hooks, the epoch's"
+        f" logged values, current_epoch {epoch + 1}), and Lightning runs none of that in a fit with nothing to"
+        " train",
+        "a finished job's checkpoint saved after its last epoch ended",
+        "relaunch from a checkpoint the job saved after trainer.fit returned (trainer.save_checkpoint(path)),"
+        " or give the relaunch a larger max_steps: it trains on from the point exactly",
+    )
+
+
+def rounded_weights_problem(owner: str, names: list[str]) -> Problem:
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (
+        f"a float64 checkpoint (precision='64-true') loaded into a {owner} built in float32: Lightning loads the"
+        " weights before it converts the module to float64, so they come back rounded to float32, and every"
+        f" value from then on differs in its last digits: {shown}",
+        "a module built in float64 before the checkpoint loads",
+        f"build it under the Trainer's dtype (with trainer.init_module(): model = {owner}(...)), or call"
+        " model.double() before trainer.fit",
     )
 
 

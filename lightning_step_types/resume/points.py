@@ -70,7 +70,7 @@ class Point:
     update_schedulers: bool = False  # batch_end: Lightning's LR scheduler update after the batch's step is due
     update_plateau: bool = False  # epoch: the plateau schedulers' update of the previous epoch's end is due
     after_epoch_end: bool = False  # epoch: saved in the previous epoch's on_train_epoch_end hooks
-    keep_gradients: bool = False  # the parameters' .grad belong to the point (an accumulation window)
+    keep_gradients: bool = False  # the parameters' .grad belong to the point (Lightning's window or the user's)
     from_validation: bool = False  # saved inside the validation it runs again: its views as at its start
     losses: tuple[Loss, ...] = field(default=())
 
@@ -78,17 +78,20 @@ class Point:
 def point_of(position: Position) -> Point:
     """The point a checkpoint saved at ``position`` resumes from."""
     p = position
+    # manual optimization between batches: the gradients the user's own window leaves in .grad (an epoch of an
+    # odd number of batches, stepped every two) are the next batch's to add to (Lightning zeroes none)
+    held = p.manual and p.holds_gradients
     if p.phase == "outside":  # before an epoch, or in its on_train_epoch_start: the epoch from its start
-        return Point("epoch", p.epoch)
+        return Point("epoch", p.epoch, keep_gradients=held)
     if p.phase == "epoch_end":
         if p.interrupted and not p.epoch_done:  # the epoch-end hooks did not finish: they run again
-            return Point("epoch_end", p.epoch)
+            return Point("epoch_end", p.epoch, keep_gradients=held)
         if p.steps_cut_epoch:  # max_steps ended the fit inside the epoch: a fit with more steps goes on in it
-            return Point("batch", p.epoch, p.batches_completed)
+            return Point("batch", p.epoch, p.batches_completed, keep_gradients=held)
         if p.epoch_done:
-            return Point("epoch", p.epoch + 1)
+            return Point("epoch", p.epoch + 1, keep_gradients=held)
         # a save from the hooks (ModelCheckpoint's, last): what follows them is Lightning's own bookkeeping
-        return Point("epoch", p.epoch + 1, update_plateau=True, after_epoch_end=True)
+        return Point("epoch", p.epoch + 1, update_plateau=True, after_epoch_end=True, keep_gradients=held)
     if p.phase == "batch":
         return _inside_batch(p)
     end = Point("batch_end", p.epoch, p.batch, keep_gradients=_window_open(p))

@@ -134,12 +134,18 @@ def _same_states(metric: Any, saved: Mapping[str, Any]) -> bool:
     )
 
 
-def restore_views(trainer: Any, saved: Mapping[str, Mapping[str, Any]]) -> None:
-    """Put the logger connector's views back, on the device the run's values are on."""
+def restore_views(trainer: Any, saved: Mapping[str, Mapping[str, Any]], replace: bool = False) -> None:
+    """Put the logger connector's views back, on the device the run's values are on: beside what the resumed
+    fit logged already (its on_fit_start and on_train_start hooks), or in place of it (``replace``: a fit with
+    nothing left to train ends with the saved values, whatever a tuner's trials logged before)."""
     device = trainer.strategy.root_device
     for name, view in logger_metric_dicts(trainer).items():
         for key, value in saved.get(name, {}).items():
-            view.setdefault(key, value.to(device) if isinstance(value, torch.Tensor) else value)
+            value = value.to(device) if isinstance(value, torch.Tensor) else value
+            if replace:
+                view[key] = value
+            else:
+                view.setdefault(key, value)
 
 
 def restore_gradients(module: Any, saved: Mapping[str, torch.Tensor]) -> list[str]:

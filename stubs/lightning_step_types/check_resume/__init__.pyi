@@ -81,5 +81,6 @@ def check_resume(
     exact_resume: bool = True,
     seed: int = 0,
     root: str | Path | None = None,
+    fresh_processes: bool = False,
 ) -> ResumeReport:
     """Run your fit uninterrupted and, at each point, interrupted and resumed; report what differs."""

@@ -1,0 +1,85 @@
+"""ModelCheckpoint's own saves: what it sets once its file is written, and what its loading leaves out.
+
+Part of the one place where the library reads names Lightning (or torch, torchmetrics) keeps
+private; each function says which it reads and what it relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+
+__all__ = ["after_own_save", "follow_own_saves", "keys_not_loaded", "saves_at_batch_end", "unfollow_own_saves"]
+
+# `ModelCheckpoint._save_checkpoint(trainer, filepath)` (pytorch-lightning 2.1 to 2.6) writes the file
+# with `trainer.save_checkpoint(filepath, ...)` and then sets `_last_global_step_saved` to the global step
+# and `_last_checkpoint_saved` to the path: after the save, so the checkpoint it writes cannot hold them.
+# A resume from that file starts after the hook that saved it, where both are already set; neither is in
+# `state_dict()`. The method is looked up on the instance, so an instance attribute runs first.
+_SAVE = "_save_checkpoint"
+_SET_AFTER_THE_WRITE = ("_last_global_step_saved", "_last_checkpoint_saved")
+
+# Keys of a Lightning callback's `state_dict()` that its `load_state_dict` does not read (2.1 to 2.6):
+# `ModelCheckpoint.current_score` is saved, and a resumed ModelCheckpoint starts it at None.
+_NOT_LOADED = {"ModelCheckpoint": frozenset({"current_score"})}
+
+
+def _is_model_checkpoint(callback: Any) -> bool:
+    return any(
+        cls.__name__ == "ModelCheckpoint" and cls.__module__.endswith("callbacks.model_checkpoint")
+        for cls in type(callback).__mro__
+    )
+
+
+def follow_own_saves(callback: Any, saving: Callable[[Any, Any, str], None], saved: Callable[[Any], None]) -> bool:
+    """Around each of a ``ModelCheckpoint``'s own saves: ``saving(callback, trainer, filepath)`` before the
+    write, ``saved(callback)`` after it. False (nothing wrapped) for any other callback."""
+    kind: type = callback.__class__
+    if not _is_model_checkpoint(callback) or not callable(getattr(kind, _SAVE, None)):
+        return False
+    original: Callable[..., Any] = getattr(callback, _SAVE)
+
+    def save(trainer: Any, filepath: str, *args: Any, **kwargs: Any) -> Any:
+        saving(callback, trainer, filepath)
+        try:
+            return original(trainer, filepath, *args, **kwargs)
+        finally:
+            saved(callback)
+
+    put_on_instance(callback, _SAVE, save)
+    return True
+
+
+def unfollow_own_saves(callback: Any) -> None:
+    take_off_instance(callback, _SAVE)
+
+
+def after_own_save(callback: Any, trainer: Any, filepath: str) -> dict[str, Any]:
+    """The attributes ``ModelCheckpoint._save_checkpoint`` sets once the file at ``filepath`` is written."""
+    values = {"_last_global_step_saved": int(trainer.global_step), "_last_checkpoint_saved": filepath}
+    present: dict[str, Any] = cast("dict[str, Any]", vars(callback))
+    return {name: values[name] for name in _SET_AFTER_THE_WRITE if name in present}
+
+
+def saves_at_batch_end(callback: Any, trainer: Any) -> bool:
+    """Whether ``callback``'s ``on_train_batch_end`` may save (or change anything) at the batch in flight: any
+    callback but a ``ModelCheckpoint``; a ``ModelCheckpoint`` that saves by time (`_train_time_interval`), or
+    every `_every_n_train_steps` steps where the global step now is one of them (its own test, 2.1 to 2.6:
+    with neither it returns at once)."""
+    if not _is_model_checkpoint(callback):
+        return True
+    if getattr(callback, "_train_time_interval", None) is not None:
+        return True
+    every = int(getattr(callback, "_every_n_train_steps", 0) or 0)
+    return every >= 1 and int(trainer.global_step) % every == 0
+
+
+def keys_not_loaded(callback: Any) -> frozenset[str]:
+    """The keys of ``callback``'s ``state_dict()`` that its ``load_state_dict`` leaves unread."""
+    found: frozenset[str] = frozenset()
+    for cls in type(callback).__mro__:
+        if cls.__module__.startswith(("pytorch_lightning.", "lightning.pytorch.")):
+            found |= _NOT_LOADED.get(cls.__name__, frozenset())
+    return found

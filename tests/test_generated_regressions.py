@@ -1,0 +1,269 @@
+"""Every setup the generator found failing, shrunk to its simplest form: one test each.
+
+Each test runs its setup through the oracle (``tests/setups/oracle.py``: uninterrupted against
+interrupted-and-resumed, each fit in a fresh process) and asserts the resume is exact, or warned
+with what differs named. A setup ``Setup(...)`` shows only what differs from the simplest setup:
+a ``TypedLightningModule`` (Linear-ReLU-Linear, SGD with momentum), 14 rows in batches of 3 from a
+plain ``DataLoader`` in order, one validation loader, 2 epochs, ``ModelCheckpoint`` at each epoch's
+end keeping one file, and an exception in ``training_step`` at the first place after a save
+(``at``: how far through the fit's visits to that place, in percent).
+
+A test whose fix is open is marked as an expected failure naming its family
+(``tests/setups/families.py``); it fails only with its family's failure (``KnownFailure``), so a
+different failure of the same setup still fails the test. When the fix lands the test passes, and
+the strict mark fails the run until it is removed (and the family with it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from setups.families import known_family
+from setups.oracle import Verdict, check
+from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, ModuleSpec, Setup, TrainerSpec
+
+
+class KnownFailure(AssertionError):
+    """The setup failed the way its family does."""
+
+
+def resumes_exactly_or_named(setup: Setup, tmp_path: Path, family: str | None = None) -> Verdict:
+    verdict = check(setup, tmp_path)
+    detail = f"{verdict.outcome}: {verdict.family}\nplan: {verdict.plan}\n{verdict.detail}"
+    if verdict.failed and family is not None and known_family(verdict, setup) == family:
+        raise KnownFailure(detail)
+    assert not verdict.failed, detail
+    return verdict
+
+
+def known(family: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, raises=KnownFailure, reason=family)
+
+
+STREAM_RECORDS = "a later checkpoint's record of the random streams or a sampler's generator, after a resume"
+PLAIN_LOADER = "a plain DataLoader inside an epoch (Lightning warns that it cannot resume it)"
+HELD_GENERATOR = "a generator the Dataset holds, in a plain DataLoader"
+RELOAD = "a reload with a draw in train_dataloader(), a loader with a generator"
+ORDER_ALARM = "the sampler-order warning where the order is the uninterrupted run's"
+ROW_LOST = "a fault in the module's on_train_batch_end after ModelCheckpoint's save there: the batch's row is lost"
+RECORDS = (("state_dict", False), ("per_rank", False), ("epoch_start", "records"), ("logs", False), ("deque", False))
+PLAIN_USER = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", False))
+EARLY_STOPPING = CallbackSpec("early_stopping", (("monitor", "val_loss_0"), ("patience", 0), ("mode", "min")))
+
+
+def test_the_simplest_setup_resumed_from_modelcheckpoints_own_file(tmp_path: Path) -> None:
+    """Resumed from epoch=0-step=5.ckpt (ModelCheckpoint's own save): the resumed ModelCheckpoint starts with what
+    that save set once the file was written (its last-saved step and path), and keeps and evicts as uninterrupted
+    (Lightning keeps the file a fit resumed from: the comparison leaves that one out)."""
+    resumes_exactly_or_named(Setup(), tmp_path)
+
+
+def test_modelcheckpoints_last_saved_after_a_resume_at_an_epochs_start(tmp_path: Path) -> None:
+    """ModelCheckpoint's _last_checkpoint_saved and _last_global_step_saved come back after a resume at an epoch's
+    start (they started empty)."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="step"),
+        data=DataSpec(via="datamodule"),
+        trainer=TrainerSpec(max_epochs=3, check_val_every_n_epoch=2),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+@known(STREAM_RECORDS)
+def test_batch_size_finder_a_fault_in_its_trial_comes_back_from_the_checkpoint(tmp_path: Path) -> None:
+    """BatchSizeFinder; the fault lands in its trial: the resumed fit, in a fresh process, raised it again (the
+    module's configuration came back from the checkpoint); now it resumes, and a later checkpoint's record of the
+    random streams at the epoch iterator's making differs."""
+    setup = Setup(
+        data=DataSpec(via="datamodule"),
+        trainer=TrainerSpec(precision="bf16-true", max_epochs=1, max_steps=2),
+        callbacks=(CallbackSpec("batch_size_finder"),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="on_before_optimizer_step"),
+    )
+    resumes_exactly_or_named(setup, tmp_path, STREAM_RECORDS)
+
+
+@known(PLAIN_LOADER)
+def test_batch_size_finder_a_kill_comes_back_from_the_checkpoint(tmp_path: Path) -> None:
+    """BatchSizeFinder, a kill after a periodic save: the resumed fit, in a fresh process, was killed again; now it
+    resumes, and its plain DataLoader restarts the epoch (Lightning's warning)."""
+    setup = Setup(
+        data=DataSpec(via="datamodule"),
+        trainer=TrainerSpec(max_epochs=3, val_check_interval=0.5),
+        callbacks=(CallbackSpec("batch_size_finder"),),
+        interruption=InterruptionSpec(how="kill", at=31),
+    )
+    resumes_exactly_or_named(setup, tmp_path, PLAIN_LOADER)
+
+
+def test_modelcheckpoint_after_a_kill_after_its_periodic_save(tmp_path: Path) -> None:
+    """Killed after ModelCheckpoint(every_n_train_steps=3): its current_score (in its state_dict(), which its
+    load_state_dict() does not read) and _last_checkpoint_saved come back (they started empty)."""
+    setup = Setup(
+        data=DataSpec(loader="stateful", val_loaders=0),
+        trainer=TrainerSpec(max_epochs=1, limit_train_batches=4),
+        checkpoint=CheckpointSpec(every="steps", every_n=3, top_k=-1, monitor="train_loss_step"),
+        interruption=InterruptionSpec(how="kill"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_a_callbacks_epoch_start_hook_that_only_records(tmp_path: Path) -> None:
+    """A user callback's on_train_epoch_start appends the epoch to a list: exact, not warned (it was a false alarm)."""
+    setup = Setup(
+        module=ModuleSpec(optimization="manual"),
+        callbacks=(EARLY_STOPPING, CallbackSpec("user", RECORDS), CallbackSpec("user", PLAIN_USER)),
+        checkpoint=CheckpointSpec(every="epochs", top_k=-1, on_exception=True),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+@known(ORDER_ALARM)
+def test_a_shuffled_dataloader_resumed_at_an_epochs_first_batch(tmp_path: Path) -> None:
+    """DataLoader(shuffle=True), an exception in epoch 0's first batch: warned about the order, and nothing differs."""
+    setup = Setup(
+        data=DataSpec(sampler="shuffle"),
+        trainer=TrainerSpec(max_epochs=1),
+        checkpoint=CheckpointSpec(on_exception=True),
+    )
+    resumes_exactly_or_named(setup, tmp_path, ORDER_ALARM)
+
+
+def test_a_count_the_module_saves_itself_a_save_in_the_first_step(tmp_path: Path) -> None:
+    """on_save_checkpoint saves a counter; a save of the user's in training_step: exact, not warned (it was a
+    false alarm)."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="step", saves_own=True),
+        trainer=TrainerSpec(precision="64-true", max_steps=2),
+        interruption=InterruptionSpec(how="save"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_learning_rate_finder_a_resume_at_the_first_batch(tmp_path: Path) -> None:
+    """LearningRateFinder, an exception in the first batch, resumed from ckpt_path="last": exact, not warned."""
+    setup = Setup(
+        data=DataSpec(via="datamodule"),
+        trainer=TrainerSpec(val_check_interval=1),
+        callbacks=(EARLY_STOPPING, CallbackSpec("lr_finder"), CallbackSpec("user", PLAIN_USER)),
+        checkpoint=CheckpointSpec(save_last=True),
+        interruption=InterruptionSpec(resume="last"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+@known(ROW_LOST)
+def test_a_fault_in_the_modules_batch_end_after_modelcheckpoints_save(tmp_path: Path) -> None:
+    """ModelCheckpoint saves in epoch 0's last batch's end, then the module's on_train_batch_end fails: its row is lost."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="plateau"),
+        data=DataSpec(via="datamodule"),
+        trainer=TrainerSpec(limit_train_batches=3),
+        checkpoint=CheckpointSpec(every="steps", top_k=-1),
+        interruption=InterruptionSpec(where="on_train_batch_end", at=41),
+    )
+    resumes_exactly_or_named(setup, tmp_path, ROW_LOST)
+
+
+def test_gradient_accumulation_scheduler_a_fault_inside_its_window(tmp_path: Path) -> None:
+    """GradientAccumulationScheduler({0: 1, 1: 2}), an exception in epoch 1's second batch: the window the scheduler
+    set for the epoch keeps batch 0's gradients in the checkpoint (the weights differed)."""
+    setup = Setup(
+        data=DataSpec(loader="stateful"),
+        trainer=TrainerSpec(val_check_interval=1),
+        callbacks=(
+            CallbackSpec("accumulation_scheduler"),
+            CallbackSpec("user", RECORDS),
+            CallbackSpec("user", PLAIN_USER),
+        ),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=60),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_a_relaunch_of_the_finished_job_keeps_the_modules_attributes(tmp_path: Path) -> None:
+    """Relaunched from the final checkpoint: the module's per-epoch dict comes back (it came back empty)."""
+    setup = Setup(
+        module=ModuleSpec(attributes=("dict",), accumulate=2),
+        data=DataSpec(workers=1),
+        interruption=InterruptionSpec(how="relaunch"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_manual_accumulation_across_an_epochs_end(tmp_path: Path) -> None:
+    """Manual optimization stepping every 2 batches over an odd epoch: .grad holds the last batch's gradient at the
+    save, and the checkpoint holds it for the next epoch's first step (it was lost)."""
+    setup = Setup(
+        module=ModuleSpec(optimization="manual", accumulate=2),
+        data=DataSpec(train_loaders=2, val_loaders=0),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+@known(HELD_GENERATOR)
+def test_a_generator_the_dataset_holds_in_a_plain_dataloader(tmp_path: Path) -> None:
+    """Augmentation drawn from the Dataset's own torch.Generator: its state is not put back at the epoch's start."""
+    setup = Setup(module=ModuleSpec(scheduler="step"), data=DataSpec(augment="held"))
+    resumes_exactly_or_named(setup, tmp_path, HELD_GENERATOR)
+
+
+@known(RELOAD)
+def test_a_reload_with_a_draw_in_train_dataloader_and_a_loader_generator(tmp_path: Path) -> None:
+    """reload_dataloaders_every_n_epochs=1, DataLoader(shuffle=True, generator=g): resumed at epoch 1's start."""
+    setup = Setup(data=DataSpec(sampler="loader_generator", via="datamodule", reload=True))
+    resumes_exactly_or_named(setup, tmp_path, RELOAD)
+
+
+def test_a_fault_in_the_modules_batch_end_after_every_callbacks(tmp_path: Path) -> None:
+    """accumulate_grad_batches=2, the module's on_train_batch_end fails in batch 0 (inside the window): every
+    callback's hook had returned (Lightning calls the module's last), so nothing is missing: exact, not warned
+    (it was warned that ModelCheckpoint's hook did not run, and that the weights were exact)."""
+    setup = Setup(
+        module=ModuleSpec(accumulate=2),
+        data=DataSpec(loader="stateful"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="on_train_batch_end"),
+    )
+    assert resumes_exactly_or_named(setup, tmp_path).outcome == "exact"
+
+
+def test_a_fault_in_a_callbacks_batch_end_names_the_callbacks_it_stopped(tmp_path: Path) -> None:
+    """A user callback's on_train_batch_end fails before it records batch 0: its record lacks that batch, and the
+    warning names it (ModelCheckpoint, after it and not due to save at a batch's end, is not named)."""
+    setup = Setup(
+        module=ModuleSpec(accumulate=2),
+        data=DataSpec(loader="stateful"),
+        callbacks=(CallbackSpec("user", PLAIN_USER),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="callback_batch_end"),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert (verdict.family, verdict.differences[:2]) == (
+        "warned: batch-end callbacks",
+        [
+            "callback attribute 1: UserCallback{'index': 0}.per_epoch['0']: 4 after the resume, 5 uninterrupted",
+            "callback attribute 1: UserCallback{'index': 0}.seen length: 9 after the resume, 10 uninterrupted",
+        ],
+    )
+    assert (
+        verdict.warnings[0]
+        .splitlines()[1]
+        .endswith("may be missing (a ModelCheckpoint save that failed is not written): UserCallback")
+    )
+
+
+def test_a_float64_fit_resumed_into_a_module_built_in_float32_is_named(tmp_path: Path) -> None:
+    """precision="64-true" with the module built in float32: Lightning loads the checkpoint's float64 weights
+    before it converts the module, so they come back rounded (plain Lightning's too): warned, naming it."""
+    setup = Setup(
+        trainer=TrainerSpec(precision="64-true"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=50),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.family == "warned: rounded weights", verdict.detail
+    assert "TypedModule built in float32" in verdict.warnings[0]

@@ -1,0 +1,213 @@
+"""Families of failures the generator of setups found in the resume machinery, each in a focused form
+beside its shrunk setup (tests/test_generated_regressions.py), both ways in:
+
+1. A relaunch of a finished job (``ckpt_path`` = the checkpoint of the last epoch's end, the same
+   ``max_epochs``): Lightning's fit loop returns before its start, so no ``on_train_start`` and no batch.
+   The module's attributes, the callbacks' (those their ``on_train_start`` set too) and the logger's views
+   come back all the same (they came back empty); one saved inside the epoch ``max_steps`` ended is named.
+2. ``LearningRateFinder`` in a resumed fit: it restores its own checkpoint and sets the loops'
+   ``restarting`` flags to False, so the fit started the epoch's batches from the first (global step 30 for
+   24); exact at every default point of ``check_resume``.
+3. ``ModelCheckpoint``'s ``state_dict()`` holds ``current_score``, which its ``load_state_dict()`` does not
+   read: the library puts it back itself. The table of such keys is checked against Lightning's own code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from pytorch_lightning.callbacks import Callback, LearningRateFinder, LearningRateMonitor, ModelCheckpoint
+from test_resume_regressions import WAYS, PlainPlanned, TypedPlanned, fit, planned
+
+from lightning_step_types import StepResultAdapter
+from lightning_step_types._lightning.checkpoint_callback import keys_not_loaded
+
+# --- 1. a relaunch with nothing left to train --------------------------------------------------------------
+
+
+class CountsBatches(Callback):
+    """A user callback counting the batches it saw (no state_dict: its attribute comes back through the library)."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.batches += 1
+
+
+def _seen(module: Any) -> dict[str, Any]:
+    return {"rows_seen": module.rows_seen, "batches": module.batches}
+
+
+class _Counting:
+    """Counts the rows and batches training_step sees, in plain attributes no checkpoint of Lightning's holds."""
+
+    def count(self) -> None:
+        self.rows_seen, self.batches = 0, 0
+
+    def loss(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.rows_seen += len(batch[0])
+        self.batches += 1
+        return super().loss(batch, batch_idx)  # type: ignore[misc]
+
+
+class TypedCounting(_Counting, TypedPlanned):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count()
+
+
+class PlainCounting(_Counting, PlainPlanned):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count()
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_relaunch_of_a_finished_job_ends_as_the_job_ended(way: str, tmp_path: Path) -> None:
+    """Relaunched from epoch=1-step=24.ckpt with max_epochs=2: the module's counters, a user callback's, what
+    LearningRateMonitor's on_train_start set, ModelCheckpoint's last save and callback_metrics are the job's."""
+
+    def counting() -> Any:
+        return TypedCounting() if way == "typed" else PlainCounting()
+
+    def callbacks() -> list[Callback]:
+        return [
+            ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1),
+            CountsBatches(),
+            LearningRateMonitor(logging_interval="step"),
+        ]
+
+    full = fit(way, tmp_path / "full", counting(), callbacks(), logger=True)
+    assert _seen(full.module) == {"rows_seen": 48, "batches": 24}
+    relaunched = fit(
+        way,
+        tmp_path / "full",
+        counting(),
+        callbacks(),
+        logger=True,
+        ckpt_path=tmp_path / "ckpt" / "epoch=1-step=24.ckpt",
+    )
+    assert (relaunched.error, relaunched.warned, relaunched.trainer.global_step) == (None, [], 24)
+    assert _seen(relaunched.module) == _seen(full.module)  # both 0 before: nothing ran to put them back
+    counting_callback, monitor, checkpoint = (
+        next(c for c in relaunched.trainer.callbacks if isinstance(c, kind))
+        for kind in (CountsBatches, LearningRateMonitor, ModelCheckpoint)
+    )
+    full_checkpoint = next(c for c in full.trainer.callbacks if isinstance(c, ModelCheckpoint))
+    assert counting_callback.batches == 24  # 0 before
+    full_monitor = next(c for c in full.trainer.callbacks if isinstance(c, LearningRateMonitor))
+    assert monitor.last_momentum_values == full_monitor.last_momentum_values == {"lr-SGD-momentum": None}  # {} before
+    assert (checkpoint._last_global_step_saved, checkpoint._last_checkpoint_saved) == (
+        24,
+        full_checkpoint._last_checkpoint_saved,
+    )  # (0, "") before
+    assert torch.equal(relaunched.trainer.callback_metrics["train_loss"], full.trainer.callback_metrics["train_loss"])
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_relaunch_at_max_steps_inside_an_epoch_names_the_epochs_end(way: str, tmp_path: Path) -> None:
+    """max_steps=9 ends the fit in epoch 0 (12 batches); the checkpoint saved at step 9 holds the point after
+    batch 8; the job then ended the epoch (current_epoch 1). The relaunch runs nothing: named."""
+
+    def callbacks() -> list[Callback]:
+        return [ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=9, save_top_k=-1)]
+
+    full = fit(way, tmp_path / "full", planned(way), callbacks(), max_steps=9)
+    assert (full.trainer.global_step, full.trainer.current_epoch) == (9, 1)
+    relaunched = fit(
+        way,
+        tmp_path / "again",
+        planned(way),
+        callbacks(),
+        max_steps=9,
+        ckpt_path=tmp_path / "ckpt" / "epoch=0-step=9.ckpt",
+    )
+    assert (relaunched.trainer.global_step, relaunched.trainer.current_epoch) == (9, 0)
+    owner = "TypedPlanned" if way == "typed" else "PlainPlanned"
+    assert relaunched.warned == [
+        f"{owner}: resuming epoch 0 at the end of batch 8\n"
+        "  got:      a relaunch with nothing left to train (max_steps reached) from a checkpoint saved inside epoch 0:"
+        " after that save the run that saved ended epoch 0 (its on_train_epoch_end hooks, the epoch's logged values,"
+        " current_epoch 1), and Lightning runs none of that in a fit with nothing to train\n"
+        "  expected: a finished job's checkpoint saved after its last epoch ended\n"
+        "  fix:      relaunch from a checkpoint the job saved after trainer.fit returned (trainer.save_checkpoint(path)),"
+        " or give the relaunch a larger max_steps: it trains on from the point exactly"
+    ]
+
+
+# --- 2. LearningRateFinder in a resumed fit --------------------------------------------------------------
+
+
+class _LearningRate:
+    """``lr``, which LearningRateFinder sets to its suggestion, read by configure_optimizers."""
+
+    lr = 0.01
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)  # type: ignore[attr-defined]
+
+
+class TypedLearningRate(_LearningRate, TypedPlanned):
+    pass
+
+
+class PlainLearningRate(_LearningRate, PlainPlanned):
+    pass
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_learning_rate_finder_fit_resumes_exactly_at_every_default_point(way: str, tmp_path: Path) -> None:
+    """``check_resume`` with ``LearningRateFinder`` in every Trainer: its own checkpoint, restored after its
+    trials, leaves the loops restarting from the point it holds and the loaders' states loaded (1 of 5 exact
+    before: inside an epoch, the fit trained the epoch's batches from the first again)."""
+    from lightning_step_types.check_resume import check_resume
+
+    callbacks: list[Callable[[], Any]] = [lambda: LearningRateFinder(num_training_steps=5)]
+    if way == "adapter":
+        callbacks.append(StepResultAdapter)
+    report = check_resume(
+        TypedLearningRate if way == "typed" else PlainLearningRate,
+        trainer={"max_epochs": 2},
+        callbacks=callbacks,
+        root=tmp_path,
+    )
+    assert [(str(point.point), point.verdict) for point in report.points] == [
+        ("inside batch 6 of epoch 0", "exact"),
+        ("inside batch 0 of epoch 1", "exact"),
+        ("inside batch 11 of epoch 0", "exact"),
+        ("at the end of epoch 0", "exact"),
+        ("a kill 2 batches after the checkpoint at step 6", "exact"),
+    ]
+
+
+# --- 3. the state_dict() keys a Lightning callback's load_state_dict() does not read -----------------------
+
+
+def test_modelcheckpoints_unread_keys_are_the_ones_its_load_leaves_out(tmp_path: Path) -> None:
+    """Every key of ModelCheckpoint's state_dict() whose attribute its load_state_dict() leaves as it was, other
+    than its configuration (monitor, dirpath): the library's table of them, read from Lightning's behaviour."""
+    saving = ModelCheckpoint(dirpath=tmp_path, monitor="loss")
+    for name in saving.state_dict():
+        if name not in ("monitor", "dirpath"):
+            setattr(
+                saving,
+                name,
+                torch.tensor(7.0)
+                if name.endswith(("score", "value"))
+                else {"x": 1}
+                if name == "best_k_models"
+                else "x",
+            )
+    loading = ModelCheckpoint(dirpath=tmp_path, monitor="loss")
+    loading.load_state_dict(saving.state_dict())
+    unread = {
+        name
+        for name, value in saving.state_dict().items()
+        if name not in ("monitor", "dirpath") and repr(getattr(loading, name)) != repr(value)
+    }
+    assert unread == set(keys_not_loaded(loading)) == {"current_score"}
