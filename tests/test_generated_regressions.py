@@ -64,6 +64,8 @@ PLAIN_ITERABLE = "an IterableDataset in a plain DataLoader inside an epoch"
 DOUBLE = "64-true: float64 weights pass through float32 at a resume"
 DEQUE = "a callback's collections.deque: lost at a resume, and not named"
 BATCH_END = "an exception in on_train_batch_end after the optimizer step: the warning names less than differs"
+NUMPY_GENERATOR = "a numpy Generator the module holds: not put back, and not named"
+SWA = "StochasticWeightAveraging's _init_n_averaged and _scheduler_state after a resume"
 RANKS = "under DDP, a rank's callback attributes after a restart from last.ckpt"
 RECORDS = (("state_dict", False), ("per_rank", False), ("epoch_start", "records"), ("logs", False), ("deque", False))
 PLAIN_USER = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", False))
@@ -368,3 +370,50 @@ def test_an_exception_in_a_callbacks_batch_end_after_the_step(tmp_path: Path) ->
         interruption=InterruptionSpec(where="callback_batch_end", at=30),
     )
     resumes_exactly_or_named(setup, tmp_path, BATCH_END)
+
+
+@known(ORDER_ALARM)
+def test_a_random_sampler_without_a_generator_in_a_stateful_dataloader(tmp_path: Path) -> None:
+    """RandomSampler(dataset) in a StatefulDataLoader, an exception in batch 3: exact, and warned about the order."""
+    setup = Setup(
+        data=DataSpec(loader="stateful", sampler="random_global"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, ORDER_ALARM)
+
+
+@known(NUMPY_GENERATOR)
+def test_a_numpy_generator_the_module_holds(tmp_path: Path) -> None:
+    """training_step draws noise from a np.random.Generator set in __init__: another draw after the resume, unnamed."""
+    setup = Setup(
+        module=ModuleSpec(held_generator="numpy"),
+        data=DataSpec(loader="stateful"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, NUMPY_GENERATOR)
+
+
+@known(SWA)
+def test_stochastic_weight_averaging_inside_its_first_epoch(tmp_path: Path) -> None:
+    """StochasticWeightAveraging(swa_epoch_start=1), an exception in epoch 1: its _init_n_averaged is 2, not 0."""
+    setup = Setup(
+        data=DataSpec(loader="stateful"),
+        callbacks=(CallbackSpec("swa", (("swa_epoch_start", 1),)),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=80),
+    )
+    resumes_exactly_or_named(setup, tmp_path, SWA)
+
+
+@known(FINDER)
+def test_learning_rate_finder_sigterm_comes_back_from_the_checkpoint(tmp_path: Path) -> None:
+    """LearningRateFinder, SIGTERM in batch 4: the resumed fit, in a fresh process, sends itself SIGTERM again."""
+    setup = Setup(
+        data=DataSpec(loader="stateful", via="datamodule"),
+        callbacks=(CallbackSpec("lr_finder"),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(how="sigterm", at=60),
+    )
+    resumes_exactly_or_named(setup, tmp_path, FINDER)

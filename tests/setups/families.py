@@ -57,7 +57,7 @@ _DRAWS = r"(weights|running statistics|optimizer|scheduler|counters|rows|metrics
 KNOWN: tuple[Family, ...] = (
     Family(
         "a finder's trial: the interrupted fit's configuration reaches its resume",
-        r"crash in the resumed fit( \(same process\))?: (PlannedFault|Killed): .*",
+        r"crash in the resumed fit( \(same process\))?: (PlannedFault|Killed|SIGTERMException|ChildFailed): .*",
         _finder,
     ),
     Family(
@@ -81,9 +81,11 @@ KNOWN: tuple[Family, ...] = (
     Family(
         "a kill, resumed from the best file top-k kept (not the newest): ModelCheckpoint skips a save, rows shift",
         _silent("(callback states|callback attributes|rows|checkpoint files)"),
-        lambda setup, verdict: setup.interruption.how == "kill"
-        and setup.checkpoint.monitor is not None
-        and setup.checkpoint.save_last is False,
+        lambda setup, verdict: (
+            setup.interruption.how == "kill"
+            and setup.checkpoint.monitor is not None
+            and setup.checkpoint.save_last is False
+        ),
     ),
     Family(
         "the epoch-start warning where the hook only records or sets up plain attributes",
@@ -172,6 +174,16 @@ KNOWN: tuple[Family, ...] = (
         "loader workers that draw at random, resumed at an epoch's start: not named",
         _silent(_DRAWS),
         lambda setup, verdict: setup.data.workers > 0 and setup.data.augment == "torch",
+    ),
+    Family(
+        "a numpy Generator the module holds: not put back, and not named",
+        _silent(_DRAWS),
+        lambda setup, verdict: setup.module.held_generator == "numpy",
+    ),
+    Family(
+        "StochasticWeightAveraging's _init_n_averaged and _scheduler_state after a resume",
+        _silent("(callback attributes|callback states|checkpoint files|weights)"),
+        lambda setup, verdict: any("StochasticWeightAveraging" in difference for difference in verdict.differences),
     ),
     Family(
         "64-true: float64 weights pass through float32 at a resume",
