@@ -594,3 +594,30 @@ def test_fresh_processes_name_a_factory_no_fresh_process_can_import(tmp_path: Pa
         " notebook, `python -c`), which a fresh process cannot import; expected a function or class of an"
         " importable module; fix: move it into a .py file next to the notebook and import it from there"
     )
+
+
+class CountsBatches(Callback):
+    """Counts the training batches it saw in a plain attribute, outside its (absent) ``state_dict()``."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.batches += 1
+
+
+def test_a_callbacks_plain_attributes_are_compared(tmp_path: Path) -> None:
+    """Plain Lightning's resume (exact_resume=False) starts a callback's attribute afresh: the report names it
+    with both values; the library's puts it back (exact)."""
+    kwargs: dict[str, Any] = {
+        "train_dataloaders": six_batches,
+        "trainer": {"max_epochs": 1, "enable_checkpointing": False},
+        "callbacks": [CountsBatches],
+        "points": [Interruption.in_batch(0, 3)],
+    }
+    plain = check_resume(CountsRows, **kwargs, exact_resume=False, root=tmp_path / "plain")
+    (checked,) = plain.points
+    named = [(d.item, d.resumed, d.uninterrupted) for d in checked.differences if d.item.startswith("callback")]
+    assert named == [("callback attribute 0: CountsBatches.batches", "2", "6")]
+    exact = check_resume(CountsRows, **kwargs, root=tmp_path / "exact")
+    assert [point.verdict for point in exact.points] == ["exact"]

@@ -47,6 +47,21 @@ HELD_GENERATOR = "a generator the Dataset holds, in a plain DataLoader"
 RELOAD = "a reload with a draw in train_dataloader(), a loader with a generator"
 ORDER_ALARM = "the sampler-order warning where the order is the uninterrupted run's"
 ROW_LOST = "a fault in the module's on_train_batch_end after ModelCheckpoint's save there: the batch's row is lost"
+FINDER = "a finder's trial: the interrupted fit's configuration reaches its resume"
+ACCUMULATION_SCHEDULER = "GradientAccumulationScheduler: its window across the point"
+RUNNING_STATS_ALARM = "the running-statistics warning where nothing differs"
+EPOCH_HOOK_DRAW = (
+    "a draw in the module's on_train_epoch_start, resumed at that epoch's start: not from the restored stream"
+)
+MANUAL_EPOCH_START = "manual optimization, a fault in on_train_epoch_start: dropout's draws differ"
+EPOCH_START_AGAIN = "a fault at an epoch's start: the callbacks' on_train_epoch_start that ran before it run again"
+PLAIN_ITERABLE = "an IterableDataset in a plain DataLoader inside an epoch"
+DOUBLE = "64-true: float64 weights pass through float32 at a resume"
+DEQUE = "a callback's collections.deque: lost at a resume, and not named"
+BATCH_END = "an exception in on_train_batch_end after the optimizer step: the warning names less than differs"
+NUMPY_GENERATOR = "a numpy Generator the module holds: not put back, and not named"
+SWA = "StochasticWeightAveraging's _init_n_averaged and _scheduler_state after a resume"
+RANKS = "under DDP, a rank's callback attributes after a restart from last.ckpt"
 RECORDS = (("state_dict", False), ("per_rank", False), ("epoch_start", "records"), ("logs", False), ("deque", False))
 PLAIN_USER = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", False))
 EARLY_STOPPING = CallbackSpec("early_stopping", (("monitor", "val_loss_0"), ("patience", 0), ("mode", "min")))
@@ -83,6 +98,18 @@ def test_batch_size_finder_a_fault_in_its_trial_comes_back_from_the_checkpoint(t
         interruption=InterruptionSpec(where="on_before_optimizer_step"),
     )
     resumes_exactly_or_named(setup, tmp_path, STREAM_RECORDS)
+
+
+@known(FINDER)
+def test_batch_size_finder_a_retry_in_the_same_process_raises_the_interrupted_fits_fault(tmp_path: Path) -> None:
+    """BatchSizeFinder, an exception in epoch 1 with OnExceptionCheckpoint, the resume in the same process."""
+    setup = Setup(
+        data=DataSpec(via="datamodule"),
+        callbacks=(CallbackSpec("batch_size_finder"),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=75, process="same"),
+    )
+    resumes_exactly_or_named(setup, tmp_path, FINDER)
 
 
 @known(PLAIN_LOADER)
@@ -154,6 +181,30 @@ def test_learning_rate_finder_a_resume_at_the_first_batch(tmp_path: Path) -> Non
     resumes_exactly_or_named(setup, tmp_path)
 
 
+@known(RUNNING_STATS_ALARM)
+def test_batch_norm_a_save_in_training_step_before_its_forward(tmp_path: Path) -> None:
+    """BatchNorm1d, a save of the user's at training_step's start (before the forward): warned, nothing differs."""
+    setup = Setup(
+        module=ModuleSpec(batchnorm=True), data=DataSpec(val_loaders=0), interruption=InterruptionSpec(how="save")
+    )
+    resumes_exactly_or_named(setup, tmp_path, RUNNING_STATS_ALARM)
+
+
+@pytest.mark.slow
+@known(RANKS)
+def test_ddp_a_callbacks_per_rank_records_after_one_ranks_fault(tmp_path: Path) -> None:
+    """2-process DDP, a user callback recording its rank's batches, an exception on rank 1, restart from last.ckpt."""
+    per_rank = (("state_dict", False), ("per_rank", True), ("epoch_start", "none"), ("logs", False), ("deque", False))
+    setup = Setup(
+        data=DataSpec(rows=28, loader="stateful"),
+        callbacks=(CallbackSpec("user", per_rank),),
+        checkpoint=CheckpointSpec(every="steps", save_last=True, top_k=-1),
+        interruption=InterruptionSpec(resume="last", rank=1),
+        processes=2,
+    )
+    resumes_exactly_or_named(setup, tmp_path, RANKS)
+
+
 @known(ROW_LOST)
 def test_a_fault_in_the_modules_batch_end_after_modelcheckpoints_save(tmp_path: Path) -> None:
     """ModelCheckpoint saves in epoch 0's last batch's end, then the module's on_train_batch_end fails: its row is lost."""
@@ -207,7 +258,7 @@ def test_manual_accumulation_across_an_epochs_end(tmp_path: Path) -> None:
 @known(HELD_GENERATOR)
 def test_a_generator_the_dataset_holds_in_a_plain_dataloader(tmp_path: Path) -> None:
     """Augmentation drawn from the Dataset's own torch.Generator: its state is not put back at the epoch's start."""
-    setup = Setup(module=ModuleSpec(scheduler="step"), data=DataSpec(augment="held"))
+    setup = Setup(data=DataSpec(augment="held"))
     resumes_exactly_or_named(setup, tmp_path, HELD_GENERATOR)
 
 
@@ -267,3 +318,149 @@ def test_a_float64_fit_resumed_into_a_module_built_in_float32_is_named(tmp_path:
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.family == "warned: rounded weights", verdict.detail
     assert "TypedModule built in float32" in verdict.warnings[0]
+
+
+@known(EPOCH_HOOK_DRAW)
+def test_the_modules_epoch_start_draw_after_a_resume_at_that_epochs_start(tmp_path: Path) -> None:
+    """on_train_epoch_start draws the epoch's input scale from torch's global stream: another draw after the resume."""
+    resumes_exactly_or_named(Setup(module=ModuleSpec(epoch_hook=True)), tmp_path, EPOCH_HOOK_DRAW)
+
+
+@known(MANUAL_EPOCH_START)
+def test_manual_optimization_with_dropout_a_fault_in_the_first_epochs_start(tmp_path: Path) -> None:
+    """Manual optimization, dropout, an exception in epoch 0's on_train_epoch_start: the weights differ."""
+    setup = Setup(
+        module=ModuleSpec(dropout=True, optimization="manual"),
+        checkpoint=CheckpointSpec(every="steps", top_k=-1, on_exception=True),
+        interruption=InterruptionSpec(where="on_train_epoch_start"),
+    )
+    resumes_exactly_or_named(setup, tmp_path, MANUAL_EPOCH_START)
+
+
+@known(EPOCH_START_AGAIN)
+def test_a_callbacks_epoch_start_record_runs_again_after_a_fault_in_the_modules(tmp_path: Path) -> None:
+    """A user callback records each epoch it starts; the module's on_train_epoch_start fails after it: recorded twice."""
+    setup = Setup(
+        data=DataSpec(val_loaders=0),
+        trainer=TrainerSpec(max_epochs=1),
+        callbacks=(CallbackSpec("user", RECORDS),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="on_train_epoch_start"),
+    )
+    resumes_exactly_or_named(setup, tmp_path, EPOCH_START_AGAIN)
+
+
+@known(FINDER)
+def test_learning_rate_finder_a_retry_in_the_same_process(tmp_path: Path) -> None:
+    """LearningRateFinder, an exception in a validation's end, the resume in the same process: raised again."""
+    setup = Setup(
+        module=ModuleSpec(accumulate=2),
+        data=DataSpec(via="datamodule"),
+        callbacks=(CallbackSpec("lr_finder"),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="on_validation_epoch_end", at=34, process="same"),
+    )
+    resumes_exactly_or_named(setup, tmp_path, FINDER)
+
+
+@known(PLAIN_LOADER)
+def test_a_plain_dataloader_inside_an_epoch(tmp_path: Path) -> None:
+    """A plain DataLoader, an exception in epoch 0's batch 3: Lightning restarts its iterator (and warns)."""
+    setup = Setup(checkpoint=CheckpointSpec(on_exception=True), interruption=InterruptionSpec(at=30))
+    resumes_exactly_or_named(setup, tmp_path, PLAIN_LOADER)
+
+
+@known(PLAIN_ITERABLE)
+def test_an_iterable_dataset_in_a_plain_dataloader_inside_an_epoch(tmp_path: Path) -> None:
+    """An IterableDataset in a plain DataLoader, an exception in batch 3: 13 steps where the fit takes 10, no warning."""
+    setup = Setup(
+        data=DataSpec(dataset="iterable"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, PLAIN_ITERABLE)
+
+
+@known(DOUBLE)
+def test_64_true_inside_an_epoch(tmp_path: Path) -> None:
+    """precision="64-true", a StatefulDataLoader: the weights differ in their 9th digit after the resume."""
+    setup = Setup(
+        data=DataSpec(loader="stateful"),
+        trainer=TrainerSpec(precision="64-true"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, DOUBLE)
+
+
+@known(DEQUE)
+def test_a_callbacks_deque_inside_an_epoch(tmp_path: Path) -> None:
+    """A user callback keeps its last batches in a collections.deque and logs their sum: lost, and nothing warns."""
+    with_deque = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", True))
+    setup = Setup(
+        data=DataSpec(loader="stateful"),
+        callbacks=(CallbackSpec("user", with_deque),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, DEQUE)
+
+
+@known(BATCH_END)
+def test_an_exception_in_a_callbacks_batch_end_after_the_step(tmp_path: Path) -> None:
+    """A user callback's on_train_batch_end fails after the optimizer step: its count misses the batch, unnamed."""
+    setup = Setup(
+        module=ModuleSpec(way="adapter"),
+        data=DataSpec(loader="stateful"),
+        callbacks=(CallbackSpec("user", PLAIN_USER),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="callback_batch_end", at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, BATCH_END)
+
+
+@known(ORDER_ALARM)
+def test_a_random_sampler_without_a_generator_in_a_stateful_dataloader(tmp_path: Path) -> None:
+    """RandomSampler(dataset) in a StatefulDataLoader, an exception in batch 3: exact, and warned about the order."""
+    setup = Setup(
+        data=DataSpec(loader="stateful", sampler="random_global"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, ORDER_ALARM)
+
+
+@known(NUMPY_GENERATOR)
+def test_a_numpy_generator_the_module_holds(tmp_path: Path) -> None:
+    """training_step draws noise from a np.random.Generator set in __init__: another draw after the resume, unnamed."""
+    setup = Setup(
+        module=ModuleSpec(held_generator="numpy"),
+        data=DataSpec(loader="stateful"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=30),
+    )
+    resumes_exactly_or_named(setup, tmp_path, NUMPY_GENERATOR)
+
+
+@known(SWA)
+def test_stochastic_weight_averaging_inside_its_first_epoch(tmp_path: Path) -> None:
+    """StochasticWeightAveraging(swa_epoch_start=1), an exception in epoch 1: its _init_n_averaged is 2, not 0."""
+    setup = Setup(
+        data=DataSpec(loader="stateful"),
+        callbacks=(CallbackSpec("swa", (("swa_epoch_start", 1),)),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(at=80),
+    )
+    resumes_exactly_or_named(setup, tmp_path, SWA)
+
+
+@known(FINDER)
+def test_learning_rate_finder_sigterm_comes_back_from_the_checkpoint(tmp_path: Path) -> None:
+    """LearningRateFinder, SIGTERM in batch 4: the resumed fit, in a fresh process, sends itself SIGTERM again."""
+    setup = Setup(
+        data=DataSpec(loader="stateful", via="datamodule"),
+        callbacks=(CallbackSpec("lr_finder"),),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(how="sigterm", at=60),
+    )
+    resumes_exactly_or_named(setup, tmp_path, FINDER)

@@ -24,7 +24,7 @@ from setups.oracle import covered, warning_kind
 from setups.report import features
 from setups.run import Checked, drawn, run_setups
 from setups.shrink import shrink
-from setups.space import DataSpec, ModuleSpec, Setup, draw_setup, shown
+from setups.space import CALLBACK_HOOKS, MODULE_HOOKS, DataSpec, ModuleSpec, Setup, draw_setup, shown
 
 from lightning_step_types.check_resume.compare import Difference
 
@@ -160,20 +160,7 @@ OPTIONS: dict[str, set[Any]] = {
     "checkpoint.top_k": {-1, 1, 2},
     "checkpoint.on_exception": {False, True},
     "interruption.how": {"exception", "kill", "sigterm", "save", "relaunch"},
-    "interruption.where": {
-        "training_step",
-        "on_after_backward",
-        "on_before_optimizer_step",
-        "on_train_batch_end",
-        "on_train_epoch_start",
-        "on_train_epoch_end",
-        "validation_step",
-        "on_validation_epoch_end",
-        "callback_batch_end",
-        "callback_validation_end",
-        "callback_epoch_end",
-        "logger",
-    },
+    "interruption.where": {*MODULE_HOOKS, *CALLBACK_HOOKS, "logger"},
     "interruption.resume": {"path", "last"},
     "interruption.process": {"fresh", "same"},
     **{

@@ -4,7 +4,7 @@ The check runs your fit once uninterrupted and, for each interruption point, onc
 and once resumed from the checkpoint that left, and compares the resumed chain with the
 uninterrupted fit bit for bit: parameters and buffers, the module's plain attributes, optimizer and
 LR scheduler states, ``global_step`` and the loop counters, ``callback_metrics`` and
-``logged_metrics``, every callback's ``state_dict()``, every row handed to the loggers (what
+``logged_metrics``, every callback's ``state_dict()`` and plain attributes, every row handed to the loggers (what
 ``CSVLogger`` writes), and the checkpoint files your ``ModelCheckpoint`` callbacks keep.
 """
 

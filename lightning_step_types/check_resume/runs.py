@@ -238,7 +238,9 @@ def plain_attributes(module: Any, package: types.ModuleType) -> dict[str, Any]:
 _LIGHTNING_ATTRIBUTES: dict[str, set[str]] = {}
 
 # Lightning's callbacks whose state is the time, the machine, a display or a search before the fit,
-# which no resumed fit can or should equal; and the attributes of others that hold a clock's reading
+# which no resumed fit can or should equal; and the attributes of others that hold a clock's reading.
+# The check's own list, not the library's (resume/holders.py): a checker that shared what it checks
+# would be blind where that is wrong.
 _UNCOMPARED_CALLBACKS = (
     "Timer",
     "DeviceStatsMonitor",

@@ -41,6 +41,12 @@ def _model_checkpoint_only(setup: Setup, verdict: Verdict) -> bool:
     )
 
 
+def _inside_an_epoch(verdict: Verdict) -> bool:
+    """The interrupted fit stopped after a batch of its epoch (not before its first batch's step)."""
+    plan = verdict.plan
+    return plan is not None and plan["batch"] >= 0 and (plan["batch"] > 0 or plan["hook"] != "training_step")
+
+
 def _silent(what: str) -> str:
     """``silent: <what>``, or ``unnamed: <what> (warned: ...)``: a warning that named something else."""
     return rf"(silent: {what}|unnamed: {what} \(warned: [^)]*\))"
@@ -51,7 +57,7 @@ _DRAWS = r"(weights|running statistics|optimizer|scheduler|counters|rows|metrics
 KNOWN: tuple[Family, ...] = (
     Family(
         "a finder's trial: the interrupted fit's configuration reaches its resume",
-        r"crash in the resumed fit( \(same process\))?: (PlannedFault|Killed): .*",
+        r"crash in the resumed fit( \(same process\))?: (PlannedFault|Killed|SIGTERMException|ChildFailed): .*",
         _finder,
     ),
     Family(
@@ -80,6 +86,15 @@ KNOWN: tuple[Family, ...] = (
         _model_checkpoint_only,
     ),
     Family(
+        "a kill, resumed from the best file top-k kept (not the newest): ModelCheckpoint skips a save, rows shift",
+        _silent("(callback states|callback attributes|rows|checkpoint files)"),
+        lambda setup, verdict: (
+            setup.interruption.how == "kill"
+            and setup.checkpoint.monitor is not None
+            and setup.checkpoint.save_last is False
+        ),
+    ),
+    Family(
         "the epoch-start warning where the hook only records or sets up plain attributes",
         r"false alarm: (.*, )?epoch-start hooks(, .*)?",
     ),
@@ -105,7 +120,7 @@ KNOWN: tuple[Family, ...] = (
     ),
     Family(
         "a fault at an epoch's start: the callbacks' on_train_epoch_start that ran before it run again",
-        _silent("(callback attributes|callback states|rows|metrics)"),
+        _silent("(module attributes|callback attributes|callback states|rows|metrics)"),
         lambda setup, verdict: verdict.plan is not None and verdict.plan["batch"] == -1,
     ),
     Family(
@@ -136,7 +151,7 @@ KNOWN: tuple[Family, ...] = (
     Family(
         "a generator the Dataset holds, in a plain DataLoader",
         _silent(_DRAWS),
-        lambda setup, verdict: setup.data.augment == "held" and setup.data.loader == "plain",
+        lambda setup, verdict: setup.data.augment == "held",
     ),
     Family(
         "a reload with a draw in train_dataloader(), a loader with a generator",
@@ -144,9 +159,38 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: setup.data.reload,
     ),
     Family(
-        "an exception in on_train_batch_end after the optimizer step: the warning says the weights are exact",
+        "an exception in on_train_batch_end after the optimizer step: the warning names less than differs",
         r"unnamed: .* \(warned: (.*, )?batch-end callbacks(, .*)?\)",
         lambda setup, verdict: setup.interruption.where in ("on_train_batch_end", "callback_batch_end"),
+    ),
+    Family(
+        "a draw in the module's on_train_epoch_start, resumed at that epoch's start: not from the restored stream",
+        _silent(_DRAWS),
+        lambda setup, verdict: setup.module.epoch_hook,
+    ),
+    Family(
+        "manual optimization, a fault in on_train_epoch_start: dropout's draws differ",
+        _silent(_DRAWS),
+        lambda setup, verdict: (
+            setup.module.optimization == "manual"
+            and verdict.plan is not None
+            and verdict.plan["hook"] == "on_train_epoch_start"
+        ),
+    ),
+    Family(
+        "loader workers that draw at random, resumed at an epoch's start: not named",
+        _silent(_DRAWS),
+        lambda setup, verdict: setup.data.workers > 0 and setup.data.augment == "torch",
+    ),
+    Family(
+        "a numpy Generator the module holds: not put back, and not named",
+        _silent(_DRAWS),
+        lambda setup, verdict: setup.module.held_generator == "numpy",
+    ),
+    Family(
+        "StochasticWeightAveraging's _init_n_averaged and _scheduler_state after a resume",
+        _silent("(callback attributes|callback states|checkpoint files|weights)"),
+        lambda setup, verdict: any("StochasticWeightAveraging" in difference for difference in verdict.differences),
     ),
     Family(
         "64-true: float64 weights pass through float32 at a resume",
@@ -157,6 +201,11 @@ KNOWN: tuple[Family, ...] = (
         "GradientAccumulationScheduler: its window across the point",
         _silent(_DRAWS),
         lambda setup, verdict: any(spec.kind == "accumulation_scheduler" for spec in setup.callbacks),
+    ),
+    Family(
+        "a plain DataLoader inside an epoch, where Lightning gives no warning",
+        _silent(_DRAWS),
+        lambda setup, verdict: setup.data.loader == "plain" and _inside_an_epoch(verdict),
     ),
     Family(
         "under DDP, a rank's callback attributes after a restart from last.ckpt",

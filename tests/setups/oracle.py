@@ -9,9 +9,12 @@ has no place in this fit, or left no checkpoint to resume from), or a failure:
 - ``unnamed``: warned, but an item differs that no warning names;
 - ``crash``: a fit failed where plain Lightning's (the same chain with ``exact_resume=False``) does not;
 - ``invalid``: the uninterrupted fit fails in plain Lightning too: the space drew a setup Lightning
-  cannot run, a defect of the generator.
+  cannot run, a defect of the generator;
+- ``harness error``: the check itself failed (``run.py`` reports it), a defect of the oracle.
 
 A crash plain Lightning has too is ``lightning`` (not the library's, not counted as a failure).
+Under DDP a fit is its ranks' records: each rank's module, callbacks and rows are compared with the
+same rank's in the uninterrupted fit (``rank 1: ...``), the files once.
 
 What "names" means, warning by warning (``COVERAGE``): a warning about the data order, the gradients,
 a plain checkpoint, the ranks, or module attributes no checkpoint holds names a cause every value
