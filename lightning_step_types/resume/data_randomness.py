@@ -54,6 +54,7 @@ from lightning_step_types._lightning.data import (
     wrapped_sampler,
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
+from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
@@ -343,10 +344,12 @@ class _Randomness:
                     for path, state in states.items()
                 }
             )
-        samplers = [name for loader in train_loaders(trainer) for name in _global_samplers(loader)]
+        # a plain DataLoader draws its order again from the states `plain_loaders` saves for its pass
+        drawn_here = [loader for loader in train_loaders(trainer) if not plain_loader(loader)]
+        samplers = [name for loader in drawn_here for name in _global_samplers(loader)]
         if not any(now) and not samplers:
             return None
-        sharing = [name for loader in train_loaders(trainer) for name in _sharing_samplers(loader)]
+        sharing = [name for loader in drawn_here for name in _sharing_samplers(loader)]
         return {"epoch": epoch, "loaders": loaders, "global": samplers, "sharing": sharing, "passes": in_pass}
 
     def stop(self) -> None:

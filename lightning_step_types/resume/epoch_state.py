@@ -75,6 +75,7 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
             follow_data_order(trainer)
             follow_randomness(trainer)
             follower.streams.follow(trainer)
+            follower.plain_loaders.follow(trainer)
 
 
 def fit_ends(trainer: Any, module: Any) -> None:
