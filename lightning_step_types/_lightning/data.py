@@ -34,6 +34,7 @@ __all__ = [
     "holds_dataset_state",
     "load_finished_loaders_as_ended",
     "loaded_loader_states",
+    "loader_states_to_load",
     "loader_count_offset",
     "loader_counts",
     "loader_samplers",
@@ -558,6 +559,12 @@ def epoch_of_iterator(trainer: Any) -> int:
     """The epoch the training iterator made now is for (`FitLoop.epoch_progress.current.processed`:
     the epochs done, restored from the checkpoint in a resumed fit)."""
     return int(trainer.fit_loop.epoch_progress.current.processed)
+
+
+def loader_states_to_load(trainer: Any) -> bool:
+    """Whether `FitLoop._load_combined_loader_states` (private) is about to load the training loaders'
+    saved states: `FitLoop._combined_loader_states_to_load` (private, from the checkpoint's fit loop)."""
+    return bool(getattr(trainer.fit_loop, "_combined_loader_states_to_load", None))
 
 
 def load_finished_loaders_as_ended(trainer: Any) -> None:

@@ -49,10 +49,13 @@ __all__ = [
     "persistent_iterator",
     "plain_loader",
     "quiet_not_resumable",
+    "before_each_fetch",
     "replay_batches",
     "rotate_workers",
+    "set_yielded",
     "skip_index_batches",
     "stop_following_loader_iterators",
+    "stop_quieting",
     "streams_moved",
     "worker_draws",
 ]
@@ -93,8 +96,9 @@ class IteratorEvents(Protocol):
         """Right before ``iterator`` is made (``fresh``), or run over the data again (persistent workers'
         ``_reset``): nothing of it has drawn yet."""
 
-    def first_draw(self, loader: Any, iterator: Any) -> None:
-        """Right before its first index draw of the pass (``_next_index``)."""
+    def first_draw(self, loader: Any, iterator: Any, draw: Callable[[], Any]) -> Any:
+        """The pass's first index draw (``_next_index``): calls ``draw()`` (what torch draws) and returns
+        what it returns (``StopIteration`` goes through)."""
 
     def made(self, loader: Any, iterator: Any, draws: WorkerDraws | None) -> None:
         """Right after it was made or run again; ``draws``: its workers' watch (None in the main process)."""
@@ -158,13 +162,12 @@ def _follow_passes(loader: Any, iterator: Any, events: IteratorEvents, draws: Wo
 
 
 def _before_first_draw(loader: Any, iterator: Any, events: IteratorEvents) -> None:
-    """``events.first_draw`` right before the pass's first ``_next_index()``, once (the instance attribute
-    goes, and the class's method runs from then on: nothing per batch)."""
+    """The pass's first ``_next_index()`` through ``events.first_draw``, once (the instance attribute goes,
+    and the class's method runs from then on: nothing per batch)."""
 
     def first_index() -> Any:
         del iterator._next_index
-        events.first_draw(loader, iterator)
-        return iterator._next_index()
+        return events.first_draw(loader, iterator, iterator._next_index)
 
     iterator._next_index = first_index
 
@@ -183,6 +186,12 @@ def skip_index_batches(iterator: Any, count: int) -> int:
         skipped += 1
     iterator._num_yielded += skipped
     return skipped
+
+
+def set_yielded(iterator: Any, count: int) -> None:
+    """Count ``count`` batches as yielded (``_BaseDataLoaderIter._num_yielded``): an iterator that goes on
+    from a dataset's own state."""
+    iterator._num_yielded = count
 
 
 def rotate_workers(iterator: Any, batches: int) -> None:

@@ -47,6 +47,7 @@ from lightning_step_types._lightning.data import (
     epoch_iterator_made_again,
     epoch_of_iterator,
     load_finished_loaders_as_ended,
+    loader_states_to_load,
     stop_around_epoch_iterator,
     stop_around_loader_iterator,
     train_iterator,
@@ -54,8 +55,10 @@ from lightning_step_types._lightning.data import (
     wrapped_sampler,
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
+from lightning_step_types._lightning.random_state import GlobalStreams, set_global_states
 from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
+from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     cycled_order_problem,
@@ -179,6 +182,36 @@ def _random_order(loader: Any) -> list[str]:
     return names + [name for name in _global_samplers(loader) if name not in names]
 
 
+def _stateful_loader(loader: Any) -> bool:
+    return callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
+
+
+def _lazy_global_loaders(trainer: Any) -> list[Any]:
+    """The stateful training loaders (torchdata's ``StatefulDataLoader``) that load in the main process and
+    whose sampler draws its order from torch's global random state at the epoch's first fetch (torch's
+    ``RandomSampler`` without a generator draws its seed there): a restore inside the epoch draws it again
+    as the iterator is made, from the streams of that moment."""
+    return [
+        loader
+        for loader in train_loaders(trainer)
+        if _stateful_loader(loader) and not int(getattr(loader, "num_workers", 0) or 0) and _global_samplers(loader)
+    ]
+
+
+def _drawn_at_first_fetch(trainer: Any, loader: Any, first_fetch: Mapping[str, Any], make: Callable[[], Any]) -> Any:
+    """Make a restored stateful loader's iterator (it draws its sampler's order again as it fast-forwards)
+    from the streams of the epoch's first fetch, its workers' base seed drawn aside (a restored iterator
+    takes the saved one): its order is then the uninterrupted run's. Once."""
+    stop_around_loader_iterator(loader)
+    own = loader.generator
+    set_global_states(trainer, loaded_streams(first_fetch))
+    loader.generator = torch.Generator()
+    try:
+        return make()
+    finally:
+        loader.generator = own
+
+
 def _loader_states(loader: Any) -> dict[str, torch.Tensor]:
     return {entry.path: entry.generator.get_state() for entry in _generators(loader)}
 
@@ -251,6 +284,9 @@ class _Randomness:
         self.loaded_passes: list[bool] = []
         # called before each epoch loop's start; what each returns is called with the epoch where it made an iterator
         self.watchers: list[Callable[[], Callable[[int], None]]] = []
+        # epoch -> the global streams at its first fetch, where a stateful loader draws its order from them there
+        self.first_fetch: dict[int, dict[str, Any]] = {}
+        self.reader: GlobalStreams | None = None
 
     def before_first_iterator(self) -> None:
         """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
@@ -264,6 +300,14 @@ class _Randomness:
             self.cycled = None
         if self.loaded is not None and int(self.loaded["epoch"]) == epoch:
             self._put_back(trainer, "before", eager_only=False)
+            first_fetch: Any = self.loaded.get("first_fetch")
+            if isinstance(first_fetch, Mapping):
+                self.first_fetch = {epoch: cast("dict[str, Any]", first_fetch)}
+                if loader_states_to_load(trainer):
+                    for loader in _lazy_global_loaders(trainer):
+                        around_loader_iterator(
+                            loader, functools.partial(_drawn_at_first_fetch, trainer, loader, self.first_fetch[epoch])
+                        )
         if epoch_iterator_made_again(trainer):
             # loaders made anew at an epoch's start (reload_dataloaders_every_n_epochs): the epoch trains from
             # the iterator its loop makes next, which `epoch_starts` records; a save before that (in the
@@ -304,6 +348,13 @@ class _Randomness:
         epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
         made = [watch() for watch in self.watchers]
         run()
+        # the first fetch comes next (`_TrainingEpochLoop.run` calls `advance` right after): a resumed
+        # epoch's first fetch is not its first (its streams came with the checkpoint)
+        if epoch not in self.first_fetch and _lazy_global_loaders(trainer):
+            reader = self.reader = self.reader or GlobalStreams()
+            self.first_fetch = {e: f for e, f in self.first_fetch.items() if e >= epoch - 1} | {
+                epoch: saved_streams(reader.read())
+            }
         if train_iterator(trainer) is not iterator:
             for call in made:
                 call(epoch)
@@ -344,13 +395,28 @@ class _Randomness:
                     for path, state in states.items()
                 }
             )
-        # a plain DataLoader draws its order again from the states `plain_loaders` saves for its pass
+        # a plain DataLoader draws its order again from the states `plain_loaders` saves for its pass; a
+        # stateful one from the streams at the epoch's first fetch (in the main process), or as it is made
         drawn_here = [loader for loader in train_loaders(trainer) if not plain_loader(loader)]
-        samplers = [name for loader in drawn_here for name in _global_samplers(loader)]
-        if not any(now) and not samplers:
+        first_fetch = self.first_fetch.get(epoch)
+        lazy = _lazy_global_loaders(trainer)
+        samplers = [
+            name
+            for loader in drawn_here
+            if not _stateful_loader(loader) or (first_fetch is None and any(loader is found for found in lazy))
+            for name in _global_samplers(loader)
+        ]
+        if not any(now) and not samplers and first_fetch is None:
             return None
         sharing = [name for loader in drawn_here for name in _sharing_samplers(loader)]
-        return {"epoch": epoch, "loaders": loaders, "global": samplers, "sharing": sharing, "passes": in_pass}
+        return {
+            "epoch": epoch,
+            "loaders": loaders,
+            "global": samplers,
+            "sharing": sharing,
+            "passes": in_pass,
+            "first_fetch": first_fetch if lazy else None,
+        }
 
     def stop(self) -> None:
         trainer = self.trainer()
@@ -414,7 +480,7 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cy
         return
     point = saved_part(saved_part(ours, "epoch_state"), "point")
     samplers: list[str] = list(saved.get("global") or [])
-    if samplers:
+    if samplers and point.get("kind") in ("batch", "batch_end"):  # from an epoch's edge the order is drawn anew
         warn(module, where_resumed(point), global_order_problem(samplers))
     sharing: list[str] = list(saved.get("sharing") or [])
     if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores the sampler inside an epoch only

@@ -44,7 +44,7 @@ under ``"plain_loaders"`` in the process's running state.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -65,6 +65,7 @@ from lightning_step_types._lightning.plain_loader import (
     quiet_not_resumable,
     replay_batches,
     rotate_workers,
+    set_yielded,
     skip_index_batches,
     stop_following_loader_iterators,
     stop_quieting,
@@ -80,7 +81,7 @@ from lightning_step_types.resume.messages import (
     warn,
     worker_draws_problem,
 )
-from lightning_step_types.resume.random_streams import loaded_streams, saved_streams
+from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 
 __all__ = ["PLAIN_LOADERS", "PlainLoaders"]
 
@@ -128,7 +129,7 @@ class _Followed:
         self.number = -1
         self.runs: dict[int, int] = {}  # id(persistent iterator) -> its passes so far
         self.plan: _Plan | None = None
-        self.putting_back: StreamsState | None = None  # the streams a resumed first draw returns to
+        self.first_streams: StreamsState | None = None  # a replayed pass's streams at its first draw
         follow_loader_iterators(loader, self)
 
     # --- IteratorEvents --------------------------------------------------------------------------
@@ -149,24 +150,35 @@ class _Followed:
         if not fresh or (int(loader.num_workers) and loader.persistent_workers):
             self.runs[id(iterator)] = runs + 1
 
-    def first_draw(self, loader: Any, iterator: Any) -> None:
+    def first_draw(self, loader: Any, iterator: Any, draw: Callable[[], Any]) -> Any:
         found = self._pass_of(iterator)
-        plan, self.plan = self.plan, None
+        plan = self.plan
         if plan is None:
             if found is not None:
                 found.first = self.owner.moment(loader)
-            return
+            return draw()
         if found is not None:  # a later save in this pass resumes from the same states
             found.first = plan.first
         owner = self.owner
         now = owner.reader.read()
         if plan.first is not None:
             owner.set_moment(loader, plan.first)
-        if iterable_loader(loader):
-            return  # replayed once made, from these states (`made`)
-        skip_index_batches(iterator, plan.skip)
+        if iterable_loader(loader):  # replayed once made, from these states (`made`)
+            self.first_streams = owner.reader.read()
+            return draw()
+        self.plan = None
+        # the consumed index batches, drawn from the pass's states and dropped; the main process's streams
+        # are then the point's again (put back at its first batch), from which a single-process loader
+        # draws the point's index batch in the uninterrupted run
+        skipped = skip_index_batches(iterator, plan.skip)
         rotate_workers(iterator, plan.skip)
-        owner.set_streams(now)  # the main process's streams are the point's, put back at its first batch
+        if skipped:
+            owner.set_streams(now)
+            return draw()
+        try:
+            return draw()  # the pass's first draw itself
+        finally:
+            owner.set_streams(now)
 
     def made(self, loader: Any, iterator: Any, draws: WorkerDraws | None) -> None:
         found = self._pass_of(iterator)
@@ -177,7 +189,8 @@ class _Followed:
         plan = self.plan
         if plan is not None and iterable_loader(loader):
             self._replay(loader, iterator, plan)
-        elif dataset_state(loader, iterator) is not None and found is not None:
+            self.plan = None
+        if found is not None and dataset_state(loader, iterator) is not None:
             pass_states = found.fetch_states
 
             def keep(fetched: int) -> None:
@@ -190,9 +203,9 @@ class _Followed:
             before_each_fetch(iterator, keep)
 
     def _replay(self, loader: Any, iterator: Any, plan: _Plan) -> None:
-        self.plan = None
         if plan.dataset is not None:  # resumed from the dataset's own state: nothing to replay
             load_dataset_state(loader, iterator, *plan.dataset)
+            set_yielded(iterator, plan.skip)
             return
         if plan.skip == 0:
             return
@@ -200,14 +213,14 @@ class _Followed:
             replay_batches(iterator, plan.skip)
             return
         reader = self.owner.reader
-        before = reader.read()
-        replay_batches(iterator, 1)
+        replay_batches(iterator, 1)  # its first draw puts the pass's states back (`first_draw`)
         after_first = reader.read()
         replay_batches(iterator, plan.skip - 1)
         after = reader.read()
         # draws at the first fetch alone (a shuffle buffer seeded from the streams) are drawn again exactly;
         # draws at later fetches were made between training steps in the uninterrupted run
-        moved = streams_moved(after_first, after) if plan.skip > 1 else streams_moved(before, after_first)
+        first = self.first_streams if self.first_streams is not None else after_first
+        moved = streams_moved(after_first, after) if plan.skip > 1 else streams_moved(first, after_first)
         if moved:
             self.owner.problems.append(replayed_stream_problem(self.owner.name(loader)))
 

@@ -32,7 +32,6 @@ worker), taken to hold its random streams.
 
 from __future__ import annotations
 
-import struct
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -44,15 +43,15 @@ from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
     StreamsState,
-    lightning_states,
     set_global_states,
 )
 from lightning_step_types.resume.data_order import also_before_train_iterator
 from lightning_step_types.resume.data_randomness import loader_generators, watch_epoch_iterators
 from lightning_step_types.resume.messages import warn, worker_streams_problem
 from lightning_step_types.resume.points import Point
+from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 
-__all__ = ["RANDOM_STREAMS", "RandomStreams", "loaded_streams", "saved_streams"]
+__all__ = ["RANDOM_STREAMS", "RandomStreams"]
 
 RANDOM_STREAMS = "random_streams"
 
@@ -151,40 +150,6 @@ class RandomStreams:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
-
-
-def saved_streams(state: StreamsState) -> dict[str, Any]:
-    """``state`` as the checkpoint holds it: tensors, bytes and numbers only (a ``weights_only`` load reads it)."""
-    states = lightning_states(state)
-    version, words, gauss = states["python"]
-    saved: dict[str, Any] = {
-        "torch": states["torch"],
-        "python": [version, struct.pack(f"@{len(words)}I", *words), gauss],
-    }
-    if "numpy" in states:
-        kind, key, position, has_gauss, cached = states["numpy"]
-        saved["numpy"] = [kind, key.tobytes(), int(position), int(has_gauss), float(cached)]
-    if "torch.cuda" in states:
-        saved["torch.cuda"] = list(states["torch.cuda"])
-    return saved
-
-
-def loaded_streams(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """A saved entry in the layout Lightning's ``_set_rng_states`` sets."""
-    version, packed, gauss = saved["python"]
-    states: dict[str, Any] = {
-        "torch": saved["torch"],
-        "python": (version, struct.unpack(f"@{len(packed) // 4}I", packed), gauss),
-    }
-    numpy_state = saved.get("numpy")
-    if numpy_state is not None:
-        import numpy as np
-
-        kind, key, position, has_gauss, cached = numpy_state
-        states["numpy"] = (kind, np.frombuffer(key, dtype=np.uint32).copy(), position, has_gauss, cached)
-    if saved.get("torch.cuda") is not None:
-        states["torch.cuda"] = saved["torch.cuda"]
-    return states
 
 
 def _validation_loaders(trainer: Any) -> list[Any]:
