@@ -39,6 +39,8 @@ from lightning_step_types._lightning.random_state import GlobalStreams, StreamsS
 
 __all__ = [
     "IteratorEvents",
+    "around_first_index_draw",
+    "base_seed_source",
     "WorkerDraws",
     "combined_mode",
     "dataset_state",
@@ -92,9 +94,10 @@ def loader_length(loader: Any) -> int | None:
 class IteratorEvents(Protocol):
     """What the library does around a followed loader's iterators (``follow_loader_iterators``)."""
 
-    def making(self, loader: Any, iterator: Any, fresh: bool) -> None:
+    def making(self, loader: Any, iterator: Any, fresh: bool) -> torch.Generator | None:
         """Right before ``iterator`` is made (``fresh``), or run over the data again (persistent workers'
-        ``_reset``): nothing of it has drawn yet."""
+        ``_reset``): nothing of it has drawn yet. Returns the generator a fresh iterator draws its workers'
+        base seed from in place of ``loader.generator`` (or torch's global one), or None."""
 
     def first_draw(self, loader: Any, iterator: Any, draw: Callable[[], Any]) -> Any:
         """The pass's first index draw (``_next_index``): calls ``draw()`` (what torch draws) and returns
@@ -114,15 +117,17 @@ def follow_loader_iterators(loader: Any, events: IteratorEvents) -> None:
             loader.check_worker_number_rationality()
         iterator = kind.__new__(kind)
         _before_first_draw(loader, iterator, events)  # `__init__` keeps instance attributes
-        events.making(loader, iterator, True)
+        base_seed_from = events.making(loader, iterator, True)
         draws = WorkerDraws(loader) if loader.num_workers else None
-        original = (loader.collate_fn, loader.worker_init_fn)
+        original = (loader.collate_fn, loader.worker_init_fn, loader.generator)
         if draws is not None:  # read by `_MultiProcessingDataLoaderIter.__init__`, handed to each worker
             loader.collate_fn, loader.worker_init_fn = draws.collate, draws.init
+        if base_seed_from is not None:  # `_BaseDataLoaderIter.__init__` draws the base seed from it
+            loader.generator = base_seed_from
         try:
             kind.__init__(iterator, loader)
         finally:
-            loader.collate_fn, loader.worker_init_fn = original
+            loader.collate_fn, loader.worker_init_fn, loader.generator = original
         if loader.persistent_workers and loader.num_workers:
             _follow_passes(loader, iterator, events, draws)
         events.made(loader, iterator, draws)
@@ -162,12 +167,18 @@ def _follow_passes(loader: Any, iterator: Any, events: IteratorEvents, draws: Wo
 
 
 def _before_first_draw(loader: Any, iterator: Any, events: IteratorEvents) -> None:
-    """The pass's first ``_next_index()`` through ``events.first_draw``, once (the instance attribute goes,
-    and the class's method runs from then on: nothing per batch)."""
+    """The pass's first ``_next_index()`` through ``events.first_draw``."""
+    around_first_index_draw(iterator, lambda draw: events.first_draw(loader, iterator, draw))
+
+
+def around_first_index_draw(iterator: Any, around: Callable[[Callable[[], Any]], Any]) -> None:
+    """A loader iterator's next index draw (``_BaseDataLoaderIter._next_index``, torch's or torchdata's,
+    looked up on the instance) as ``around(draw)``, once: the instance attribute goes, and the class's
+    method runs from then on (nothing per batch)."""
 
     def first_index() -> Any:
         del iterator._next_index
-        return events.first_draw(loader, iterator, iterator._next_index)
+        return around(iterator._next_index)
 
     iterator._next_index = first_index
 
@@ -186,6 +197,13 @@ def skip_index_batches(iterator: Any, count: int) -> int:
         skipped += 1
     iterator._num_yielded += skipped
     return skipped
+
+
+def base_seed_source(loader: Any) -> torch.Tensor:
+    """The state of the generator a fresh iterator of the loader draws its workers' base seed from
+    (``_BaseDataLoaderIter.__init__``: ``loader.generator``, or torch's global one)."""
+    generator = loader.generator if isinstance(loader.generator, torch.Generator) else torch.default_generator
+    return generator.get_state()
 
 
 def set_yielded(iterator: Any, count: int) -> None:

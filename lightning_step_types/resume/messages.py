@@ -32,6 +32,7 @@ __all__ = [
     "plain_epoch_end_problem",
     "ranks_problem",
     "replayed_stream_problem",
+    "restored_order_problem",
     "running_stats_problem",
     "sampler_order_problem",
     "unpositioned_loader_problem",
@@ -258,6 +259,20 @@ def sampler_order_problem(samplers: list[str]) -> Problem:
         " state_dict() / load_state_dict()",
         "give the sampler generator=torch.Generator().manual_seed(seed), or the loader"
         " sampler=StatefulDistributedSampler(dataset, shuffle=True) (torchdata.stateful_dataloader.sampler)",
+    )
+
+
+def restored_order_problem(loaders: list[str]) -> Problem:
+    return (
+        f"a training loader whose order torchdata's restore drew again from torch's global random state:"
+        f" {', '.join(loaders)}; resumed inside an epoch, a StatefulDataLoader makes its sampler's iterator"
+        " again and fast-forwards it, and its sampler drew from the global streams of that moment, not from"
+        " those the uninterrupted run drew the epoch's order from, so the resumed run's batches are not the"
+        " uninterrupted run's",
+        "a sampler that draws its order from a torch.Generator of its own, or a plain torch DataLoader (whose"
+        " order lightning_step_types draws again from the streams of the epoch's first draw)",
+        "give the sampler generator=torch.Generator().manual_seed(seed) and draw from it, or build the training"
+        " loader as a torch.utils.data.DataLoader",
     )
 
 

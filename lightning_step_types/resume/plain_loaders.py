@@ -53,6 +53,7 @@ import torch
 from lightning_step_types._lightning.data import epoch_iterator_made_again, train_loaders
 from lightning_step_types._lightning.plain_loader import (
     WorkerDraws,
+    base_seed_source,
     before_each_fetch,
     combined_mode,
     dataset_state,
@@ -101,8 +102,10 @@ class _Pass:
     number: int  # the pass's number within them (max_size_cycle starts passes inside an epoch)
     runs_before: int  # passes this (persistent) iterator ran before this one
     making: Moment
+    base_seed_from: torch.Tensor | None  # a persistent iterator: the state its workers' base seed was drawn from
     first: Moment | None = None  # set at its first index draw
     draws: WorkerDraws | None = None
+    drew_before: bool = False  # a resumed pass: its workers drew in the batches the saving run loaded before it
     fetch_states: dict[int, tuple[str, Any]] = field(default_factory=dict[int, tuple[str, Any]])
 
 
@@ -116,6 +119,7 @@ class _Plan:
     dataset: tuple[str, Any] | None  # an IterableDataset's own state before the point's fetch
     drew: bool
     runs_before: int
+    base_seed_from: torch.Tensor | None  # a persistent iterator's (its pass is made by a fresh one here)
 
 
 class _Followed:
@@ -134,7 +138,7 @@ class _Followed:
 
     # --- IteratorEvents --------------------------------------------------------------------------
 
-    def making(self, loader: Any, iterator: Any, fresh: bool) -> None:
+    def making(self, loader: Any, iterator: Any, fresh: bool) -> torch.Generator | None:
         owner = self.owner
         plan = self.plan
         if plan is not None and plan.making is not None:
@@ -144,11 +148,24 @@ class _Followed:
         number = self.number + 1 if self.marker == owner.marker else 0
         self.marker, self.number = owner.marker, number
         runs = self.runs.get(id(iterator), 0)
-        making = (plan.making if plan is not None and plan.making is not None else None) or owner.moment(loader)
-        self.passes.append(_Pass(weakref.ref(iterator), owner.marker, number, runs, making))
+        persistent = bool(int(loader.num_workers) and loader.persistent_workers)
+        earlier = self._pass_of(iterator) if not fresh else None
+        base_seed_from = earlier.base_seed_from if earlier is not None else None
+        if fresh and persistent:
+            base_seed_from = base_seed_source(loader)
+        making = plan.making if plan is not None and plan.making is not None else owner.moment(loader)
+        self.passes.append(_Pass(weakref.ref(iterator), owner.marker, number, runs, making, base_seed_from))
         del self.passes[:-3]
-        if not fresh or (int(loader.num_workers) and loader.persistent_workers):
+        if persistent:
             self.runs[id(iterator)] = runs + 1
+        if fresh and plan is not None and plan.base_seed_from is not None:
+            # the uninterrupted run ran its persistent iterator again here: no base seed drawn, workers
+            # seeded from the first one's
+            self.passes[-1].base_seed_from = plan.base_seed_from
+            seeded = torch.Generator()
+            seeded.set_state(plan.base_seed_from)
+            return seeded
+        return None
 
     def first_draw(self, loader: Any, iterator: Any, draw: Callable[[], Any]) -> Any:
         found = self._pass_of(iterator)
@@ -158,7 +175,8 @@ class _Followed:
                 found.first = self.owner.moment(loader)
             return draw()
         if found is not None:  # a later save in this pass resumes from the same states
-            found.first = plan.first
+            found.first, found.drew_before = plan.first, plan.drew
+            found.runs_before = max(found.runs_before, plan.runs_before)
         owner = self.owner
         now = owner.reader.read()
         if plan.first is not None:
@@ -167,18 +185,18 @@ class _Followed:
             self.first_streams = owner.reader.read()
             return draw()
         self.plan = None
-        # the consumed index batches, drawn from the pass's states and dropped; the main process's streams
-        # are then the point's again (put back at its first batch), from which a single-process loader
-        # draws the point's index batch in the uninterrupted run
-        skipped = skip_index_batches(iterator, plan.skip)
+        skipped = skip_index_batches(iterator, plan.skip)  # drawn from the pass's states, and dropped
         rotate_workers(iterator, plan.skip)
+        if int(loader.num_workers):
+            # drawn as the iterator is made, where the uninterrupted run drew them too: what is made
+            # after it (the next loader's iterator) draws from the streams as they are now
+            return draw()
+        # a single-process loader draws at the point's fetch, after its streams were put back (the
+        # resumed run's first batch): where batches were skipped, the point's index batch is drawn from
+        # those streams, as in the uninterrupted run; else this is the pass's first draw itself
         if skipped:
             owner.set_streams(now)
-            return draw()
-        try:
-            return draw()  # the pass's first draw itself
-        finally:
-            owner.set_streams(now)
+        return draw()
 
     def made(self, loader: Any, iterator: Any, draws: WorkerDraws | None) -> None:
         found = self._pass_of(iterator)
@@ -230,6 +248,10 @@ class _Followed:
                 return found
         return None
 
+    def _base_seed_from(self, iterator: Any) -> torch.Tensor | None:
+        found = self._pass_of(iterator)
+        return found.base_seed_from if found is not None else None
+
     def _earlier_draws(self, iterator: Any) -> WorkerDraws | None:
         for found in self.passes:
             if found.iterator() is iterator and found.draws is not None:
@@ -254,6 +276,7 @@ class _Followed:
                 "dataset": None,
                 "drew": worker_drew(self._earlier_draws(kept)),
                 "runs_before": self.runs.get(id(kept), 0),
+                "base_seed_from": self._base_seed_from(kept),
             }
         number, skip = share
         found = next((p for p in reversed(self.passes) if p.marker == self.owner.marker and p.number == number), None)
@@ -267,8 +290,9 @@ class _Followed:
             "making": found.making,
             "first": found.first,
             "dataset": list(held) if held is not None else None,
-            "drew": worker_drew(found.draws),
+            "drew": found.drew_before or worker_drew(found.draws),
             "runs_before": found.runs_before,
+            "base_seed_from": found.base_seed_from if found.runs_before else None,
         }
 
     def stop(self) -> None:
@@ -409,6 +433,7 @@ class PlainLoaders:
                 dataset=cast("tuple[str, Any]", tuple(part["dataset"])) if part.get("dataset") else None,
                 drew=bool(part["drew"]),
                 runs_before=int(part["runs_before"]),
+                base_seed_from=part.get("base_seed_from"),
             )
             restarted = followed.plan.skip > 0 and not iterable_loader(loader) or followed.plan.runs_before > 0
             if followed.plan.drew and int(loader.num_workers) and restarted:
