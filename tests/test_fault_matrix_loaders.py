@@ -213,6 +213,10 @@ class LoaderLoop(Loop):
         if self.order == "iterable_state":
             return make(IterableRows(ROWS, seed, None), **batching, **options)
         data = MapRows(ROWS, seed, faults if workers == 0 else None)
+        if self.order == "shuffle":  # DataLoader(shuffle=True): torch's RandomSampler, no generator
+            return make(data, shuffle=True, **batching, **options)
+        if self.order == "shuffle_generator":
+            return make(data, shuffle=True, generator=torch.Generator().manual_seed(7), **batching, **options)
         if self.order == "user_batch_sampler":
             return make(data, batch_sampler=UserBatches(ROWS, BATCH, self.drop_last), **options)
         if self.order == "user_batch_sampler_state":
@@ -273,6 +277,46 @@ POINTS = {
     "exception in epoch 1's first batch": Fault("training_step", "exception", 1, 0),
     "save as epoch 1 starts": Fault("on_train_epoch_start", "save", 1, 0),
 }
+
+# The cases the loader dimension was built for, both ways in: a plain DataLoader(shuffle=True) without a
+# generator and with one, inside epoch 0 and at epoch 1's first batch (where nothing differed, yet a
+# warning came), a StatefulDataLoader with a RandomSampler without a generator (exact, yet warned), and
+# two resumes in a row inside one epoch, with workers.
+_ISSUE = {
+    "DataLoader(shuffle=True), an exception in epoch 0 batch 8": (
+        LoaderLoop(order="shuffle"),
+        Fault("training_step", "exception", 0, 8),
+        None,
+    ),
+    "DataLoader(shuffle=True), a kill after the checkpoint at step 8": (
+        LoaderLoop(order="shuffle"),
+        Fault("between_batches", "checkpoint_kill", 0, 7),
+        None,
+    ),
+    "DataLoader(shuffle=True), an exception in epoch 1's first batch": (
+        LoaderLoop(order="shuffle"),
+        Fault("training_step", "exception", 1, 0),
+        None,
+    ),
+    "DataLoader(shuffle=True, generator=g), an exception in epoch 0 batch 8": (
+        LoaderLoop(order="shuffle_generator"),
+        Fault("training_step", "exception", 0, 8),
+        None,
+    ),
+    "StatefulDataLoader(sampler=RandomSampler(ds)), an exception in epoch 0 batch 5": (
+        LoaderLoop(loader="stateful", order="random"),
+        EXCEPTION_0,
+        None,
+    ),
+    "DataLoader(shuffle=True, num_workers=2), exceptions in epoch 0 batches 3 and 7": (
+        LoaderLoop(order="shuffle", workers="2"),
+        Fault("training_step", "exception", 0, 3),
+        Fault("training_step", "exception", 0, 7),
+    ),
+}
+ISSUE_CELLS = [
+    (name, Cell(way, loop, fault, second)) for name, (loop, fault, second) in _ISSUE.items() for way in ("typed", "adapter")
+]
 
 PRODUCT_CELLS = [
     Cell(way, LoaderLoop(loader=loader, order=order, workers=workers), fault)
@@ -367,6 +411,11 @@ def _id(cell: Cell) -> str:
     return f"{cell.way}-{cell.loop.shown()}-{cell.fault.shown()}".replace(" ", "_").replace(",", "")
 
 
+@pytest.mark.parametrize("name,cell", ISSUE_CELLS, ids=[f"{cell.way}: {name}" for name, cell in ISSUE_CELLS])
+def test_issue_cell(name: str, cell: Cell, tmp_path: Path) -> None:
+    check(cell, run_cell(cell, tmp_path))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cell", PRODUCT_CELLS, ids=[_id(cell) for cell in PRODUCT_CELLS])
 def test_product_cell(cell: Cell, tmp_path: Path) -> None:
@@ -411,7 +460,14 @@ def _counts(cells: list[Cell]) -> str:
 
 
 def table() -> str:
+    issue = [cell for _, cell in ISSUE_CELLS]
     lines = [
+        f"The cases the loader dimension was built for, both ways in ({_counts(issue)}):",
+        "",
+        "| case | way in | outcome |",
+        "| --- | --- | --- |",
+        *(f"| {name} | {cell.way} | {shown(expected(cell))} |" for name, cell in ISSUE_CELLS),
+        "",
         f"The full product, loader x order x workers (0, 2) x way in x origin ({_counts(PRODUCT_CELLS)}):",
         "",
         "| the training loader's order | plain `DataLoader` | `StatefulDataLoader` |",

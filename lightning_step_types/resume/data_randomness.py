@@ -14,11 +14,20 @@ the epoch's start only (nothing per batch). A checkpoint carries those of the ep
 under ``checkpoint["lightning_step_types"]["generators"]``. The resumed fit puts the states from
 before back right before its first iterator is made, and once it is made (at its first epoch's
 ``on_run_start``), the states from after into the generators of torchdata's ``RandomSampler``, which
-draws its whole permutation there. A sampler that draws from torch's global random state (no
-``generator=``, no ``state_dict()``) cannot be resumed exactly: one ``StepResultWarning`` at resume
-names it (under DDP, ``data_order`` names the samplers Lightning wraps). So does a resume inside an
-epoch where torchdata's ``RandomSampler(replacement=True)`` shares the loader's ``generator=``:
-torchdata's restore redraws its samples without the loader's draw that came between them.
+draws its whole permutation there. A plain ``DataLoader``'s passes are ``plain_loaders``': it is left
+out here.
+
+A sampler that draws from torch's global random state (no ``generator=``) draws at the epoch's first
+fetch; torchdata's restore inside an epoch draws it again, as it makes the iterator or at its first
+index draw. Where a ``StatefulDataLoader`` is the only training loader and loads in the main process,
+a followed fit reads the global streams right before each epoch's first fetch (once per epoch), a
+checkpoint carries them (``"first_fetch"``), and the restore draws from them: the uninterrupted order.
+Any other restore is watched: where it drew from the global streams other than the uninterrupted run
+did (a sampler that draws as its iterator is made, which torchdata makes twice; one of several
+loaders in the main process), one ``StepResultWarning`` names it (under DDP, ``data_order`` names the
+samplers Lightning wraps). So does a resume inside an epoch where torchdata's
+``RandomSampler(replacement=True)`` shares the loader's ``generator=``: torchdata's restore redraws
+its samples without the loader's draw that came between them.
 
 The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
 the save is loaded as ended, not started over (``_lightning.data.load_finished_loaders_as_ended``).

@@ -22,7 +22,6 @@ __all__ = [
     "changed_module_problem",
     "epoch_start_hooks_problem",
     "format_problem_of",
-    "global_order_problem",
     "shared_generator_problem",
     "gloo_restarts_problem",
     "gradients_problem",
@@ -273,17 +272,6 @@ def restored_order_problem(loaders: list[str]) -> Problem:
         " order lightning_step_types draws again from the streams of the epoch's first draw)",
         "give the sampler generator=torch.Generator().manual_seed(seed) and draw from it, or build the training"
         " loader as a torch.utils.data.DataLoader",
-    )
-
-
-def global_order_problem(samplers: list[str]) -> Problem:
-    return (
-        f"a training loader whose order no checkpoint holds: {', '.join(samplers)}, with no torch.Generator"
-        " and no state_dict(), so its order comes from torch's global random state, and the resumed run's"
-        " batches are not the uninterrupted run's",
-        "a sampler whose order a checkpoint can hold: one with a torch.Generator (generator=...) or"
-        " state_dict() / load_state_dict(), or StatefulDataLoader(dataset, shuffle=True)",
-        "give the sampler generator=torch.Generator().manual_seed(seed)",
     )
 
 
