@@ -1029,9 +1029,7 @@ def pairwise(
 
     def covered(row: Mapping[str, Any]) -> set[tuple[tuple[str, Any], tuple[str, Any]]]:
         present = [name for name in names if name in row]
-        return {
-            ((a, row[a]), (b, row[b])) for i, a in enumerate(present) for b in present[i + 1 :]
-        } & uncovered
+        return {((a, row[a]), (b, row[b])) for i, a in enumerate(present) for b in present[i + 1 :]} & uncovered
 
     while uncovered:
         best: dict[str, Any] | None = None

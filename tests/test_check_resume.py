@@ -118,7 +118,9 @@ def test_the_command_line_exits_1_where_a_point_differs_silently() -> None:
     assert lines[4].startswith("            logger step: ")
     exact = run_command("pytorch_lightning_typed.yaml", "--batch", "0:1")
     assert exact.returncode == 0, exact.stdout + exact.stderr
-    assert exact.stdout.splitlines()[0] == "check_resume, exact resume: 1 interruption points, 1 exact, 0 warned, 0 differ"
+    assert (
+        exact.stdout.splitlines()[0] == "check_resume, exact resume: 1 interruption points, 1 exact, 0 warned, 0 differ"
+    )
 
 
 # --- the fault matrix's hardest cells: the same verdicts -----------------------------------------

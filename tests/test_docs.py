@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from limits import hang_limit
 from torch import nn
-from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler as TorchdataRandomSampler
 

@@ -140,7 +140,10 @@ def test_a_skipped_batch_is_neither_loaded_nor_collated(tmp_path: Path) -> None:
     torch.manual_seed(5)
     resumed, ours, _ = caught_fit(
         lambda: fit(
-            tmp_path / "resumed", TypedResume, loader=loader("resumed"), ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt"
+            tmp_path / "resumed",
+            TypedResume,
+            loader=loader("resumed"),
+            ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt",
         )
     )
     assert ours == []
@@ -201,7 +204,11 @@ def _worker_fits(tmp_path: Path, persistent: bool, noise: bool = False) -> tuple
     SEEN.clear()
     resumed, ours, _ = caught_fit(
         lambda: fit(
-            tmp_path / "resumed", WorkerRecorder, loader=loader, ckpt_path=tmp_path / "full" / "ckpt" / "step=13.ckpt", max_epochs=2
+            tmp_path / "resumed",
+            WorkerRecorder,
+            loader=loader,
+            ckpt_path=tmp_path / "full" / "ckpt" / "step=13.ckpt",
+            max_epochs=2,
         )
     )
     assert SEEN == reference[13:] and len(SEEN) == 7, (SEEN, reference)
@@ -293,11 +300,19 @@ def test_a_stateful_loader_s_generator_less_sampler_resumes_exactly_where_a_hook
 
     saving = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1, filename="{step}")
     torch.manual_seed(2)
-    full = fit(tmp_path / "full", TypedResume, loader=loader, callbacks=[saving, DrawsAtTrainStart()], enable_checkpointing=True)
+    full = fit(
+        tmp_path / "full",
+        TypedResume,
+        loader=loader,
+        callbacks=[saving, DrawsAtTrainStart()],
+        enable_checkpointing=True,
+    )
     torch.manual_seed(2)
     checkpoint = tmp_path / "ckpt" / "step=5.ckpt"
     resumed, ours, _ = caught_fit(
-        lambda: fit(tmp_path / "resumed", TypedResume, loader=loader, ckpt_path=checkpoint, callbacks=[DrawsAtTrainStart()])
+        lambda: fit(
+            tmp_path / "resumed", TypedResume, loader=loader, ckpt_path=checkpoint, callbacks=[DrawsAtTrainStart()]
+        )
     )
     assert ours == []
     assert_same_params(resumed.module, full.module)
@@ -309,7 +324,9 @@ def test_a_stateful_loader_s_generator_less_sampler_resumes_exactly_where_a_hook
 @pytest.mark.parametrize("workers", [0, 2])
 def test_check_resume_reports_exact_on_the_quick_start_model_with_a_shuffled_plain_loader(workers: int) -> None:
     namespace: dict[str, Any] = {"__name__": "readme_quick_start"}
-    exec(compile(_block_with("class Classifier(TypedLightningModule):\n"), "README.md (quick start)", "exec"), namespace)
+    exec(
+        compile(_block_with("class Classifier(TypedLightningModule):\n"), "README.md (quick start)", "exec"), namespace
+    )
     generator = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(64, 32, generator=generator), torch.randint(0, 2, (64,), generator=generator))
     report = check_resume(

@@ -61,9 +61,7 @@ def test_a_plain_dataloader_resumes_exactly_on_two_ranks(tmp_path: Path) -> None
     def name(sampler: str, workers: int) -> str:
         return f"{sampler}-{workers}"
 
-    runs = [
-        {"root": str(tmp_path / f"full-{name(*case)}"), "sampler": case[0], "workers": case[1]} for case in PLAIN
-    ]
+    runs = [{"root": str(tmp_path / f"full-{name(*case)}"), "sampler": case[0], "workers": case[1]} for case in PLAIN]
     runs += [
         {
             "root": str(tmp_path / f"resumed-{name(*case)}-{checkpoint}"),

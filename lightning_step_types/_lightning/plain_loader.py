@@ -25,14 +25,14 @@ is the user's loader.
 
 from __future__ import annotations
 
+import importlib
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset
-from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter, _SingleProcessDataLoaderIter
 
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
 from lightning_step_types._lightning.random_state import GlobalStreams, StreamsState
@@ -63,6 +63,13 @@ __all__ = [
 ]
 
 
+# torch's iterator classes (private to `torch.utils.data.dataloader`), as `DataLoader._get_iterator` makes them
+_torch_dataloader: Any = importlib.import_module("torch.utils.data.dataloader")
+_SINGLE_PROCESS: Any = _torch_dataloader._SingleProcessDataLoaderIter
+_MULTI_PROCESS: Any = _torch_dataloader._MultiProcessingDataLoaderIter
+_DATALOADER: Any = DataLoader
+
+
 def plain_loader(loader: Any) -> bool:
     """A torch ``DataLoader`` whose iterators torch's own ``DataLoader._get_iterator`` makes (not a
     subclass that makes its own, as torchdata's ``StatefulDataLoader`` does), without a
@@ -70,10 +77,11 @@ def plain_loader(loader: Any) -> bool:
     ``_Stateful``)."""
     if not isinstance(loader, DataLoader):
         return False
-    kind: Any = type(loader)
-    if kind._get_iterator is not DataLoader._get_iterator:
+    kind: Any = type(cast(object, loader))
+    if kind._get_iterator is not _DATALOADER._get_iterator:
         return False
-    return not (callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None)))
+    found: Any = cast(Any, loader)
+    return not (callable(getattr(found, "state_dict", None)) and callable(getattr(found, "load_state_dict", None)))
 
 
 def iterable_loader(loader: Any) -> bool:
@@ -112,7 +120,7 @@ def follow_loader_iterators(loader: Any, events: IteratorEvents) -> None:
     `stop_following_loader_iterators`. A persistent iterator made before is followed from its next pass."""
 
     def get_iterator() -> Any:
-        kind: Any = _SingleProcessDataLoaderIter if loader.num_workers == 0 else _MultiProcessingDataLoaderIter
+        kind: Any = _SINGLE_PROCESS if loader.num_workers == 0 else _MULTI_PROCESS
         if loader.num_workers:
             loader.check_worker_number_rationality()
         iterator = kind.__new__(kind)
@@ -155,7 +163,7 @@ def persistent_iterator(loader: Any) -> Any:
 
 def _follow_passes(loader: Any, iterator: Any, events: IteratorEvents, draws: WorkerDraws | None) -> None:
     """Each later pass of a persistent iterator (``DataLoader.__iter__`` calls ``self._iterator._reset(self)``)."""
-    kind: Any = type(iterator)
+    kind: Any = type(cast(object, iterator))
 
     def reset(loader_now: Any, first_iter: bool = False) -> None:
         _before_first_draw(loader, iterator, events)
@@ -273,7 +281,7 @@ def load_dataset_state(loader: Any, iterator: Any, held_by: str, state: Any) -> 
 def before_each_fetch(iterator: Any, call: Callable[[int], None]) -> None:
     """``call(fetches so far)`` before each fetch of a single-process iterator: ``_next_data`` (looked
     up on the instance by ``_BaseDataLoaderIter.__next__``), and its ``_num_yielded``."""
-    kind: Any = type(iterator)
+    kind: Any = type(cast(object, iterator))
 
     def next_data() -> Any:
         call(iterator._num_yielded)
@@ -316,7 +324,8 @@ class WorkerDraws:
     def __init__(self, loader: Any) -> None:
         self.init_fn: Callable[[int], None] | None = loader.worker_init_fn
         self.collate_fn: Callable[[Any], Any] = loader.collate_fn
-        self.flags = torch.zeros(int(loader.num_workers), dtype=torch.uint8).share_memory_()
+        flags: Any = torch.zeros(int(loader.num_workers), dtype=torch.uint8)
+        self.flags: torch.Tensor = flags.share_memory_()  # untyped in torch's stubs
         self._reader: GlobalStreams | None = None  # in a worker, from its start on
         self._start: StreamsState | None = None
         self._worker = -1
@@ -379,10 +388,7 @@ def stop_quieting(trainer: Any) -> None:
     take_off_instance(trainer.fit_loop.epoch_loop, "reset")
 
 
-def _possible_user_warning(trainer: Any) -> type[Warning]:
+def _possible_user_warning(trainer: Any) -> Any:
     """``PossibleUserWarning`` of the Trainer's own flavour (``utilities/warnings.py``, public)."""
-    import importlib
-
     package = type(trainer).__module__.split(".trainer")[0]
-    found: Any = importlib.import_module(f"{package}.utilities.warnings").PossibleUserWarning
-    return found
+    return importlib.import_module(f"{package}.utilities.warnings").PossibleUserWarning

@@ -65,10 +65,14 @@ from lightning_step_types._lightning.data import (
     wrapped_sampler,
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
-from lightning_step_types._lightning.random_state import GlobalStreams, StreamsState, lightning_states, set_global_states
 from lightning_step_types._lightning.plain_loader import around_first_index_draw, plain_loader, streams_moved
+from lightning_step_types._lightning.random_state import (
+    GlobalStreams,
+    StreamsState,
+    lightning_states,
+    set_global_states,
+)
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
-from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     cycled_order_problem,
@@ -76,6 +80,7 @@ from lightning_step_types.resume.messages import (
     shared_generator_problem,
     warn,
 )
+from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 
 __all__ = [
     "GENERATORS",
@@ -201,11 +206,12 @@ def _drawn_at_making(loader: Any) -> bool:
     sampler whose ``__iter__`` is not a generator function runs (and draws) at ``iter()``, which torch's
     and torchdata's ``BatchSampler`` call on their sampler as their own iteration starts (torchdata's as its
     iterator is made); a batch sampler of the user's own is read the same way."""
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    kind: Any = type(batch_sampler)
+    batch_sampler: Any = getattr(loader, "batch_sampler", None)
+    kind: Any = type(cast(object, batch_sampler))
     known = batch_sampler is None or kind.__module__.split(".")[0] in ("torch", "torchdata")
-    owner = getattr(loader, "sampler", None) if known else batch_sampler
-    return owner is not None and not inspect.isgeneratorfunction(type(owner).__iter__)
+    owner: Any = getattr(loader, "sampler", None) if known else batch_sampler
+    iterate: Any = getattr(type(cast(object, owner)), "__iter__", None)
+    return owner is not None and not inspect.isgeneratorfunction(iterate)
 
 
 def _first_fetch_loader(trainer: Any) -> Any:
@@ -265,7 +271,7 @@ def _watched_restore(randomness: _Randomness, loader: Any, index: int, make: Cal
     reader = randomness.reader = randomness.reader or GlobalStreams()
     before = reader.read()
     iterator = make()
-    kind = type(loader)
+    kind: Any = type(cast(object, loader))
     name = f"loader {index} ({kind.__module__}.{kind.__qualname__})"
     in_main = not int(getattr(loader, "num_workers", 0) or 0)
     if _moved_beyond_base_seed(before, reader.read(), loader):
@@ -401,9 +407,7 @@ class _Randomness:
             only = _first_fetch_loader(trainer)
             for index, loader in enumerate(train_loaders(trainer)):
                 if loader is only and epoch in self.first_fetch:
-                    restore = functools.partial(
-                        _drawn_at_first_fetch, self, trainer, loader, self.first_fetch[epoch]
-                    )
+                    restore = functools.partial(_drawn_at_first_fetch, self, trainer, loader, self.first_fetch[epoch])
                 elif _stateful_loader(loader) and not plain_loader(loader):
                     restore = functools.partial(_watched_restore, self, loader, index)
                 else:
@@ -512,7 +516,9 @@ class _Randomness:
         first_fetch = self.first_fetch.get(epoch) if _first_fetch_loader(trainer) is not None else None
         if not any(now) and first_fetch is None:
             return None
-        sharing = [name for loader in train_loaders(trainer) if not plain_loader(loader) for name in _sharing_samplers(loader)]
+        sharing = [
+            name for loader in train_loaders(trainer) if not plain_loader(loader) for name in _sharing_samplers(loader)
+        ]
         return {
             "epoch": epoch,
             "loaders": loaders,

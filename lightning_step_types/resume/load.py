@@ -90,7 +90,7 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
     plain: Any = resume.state.get(PLAIN_LOADERS) if resume.state is not None else None
     where = _where(resume.point) if resume.point is not None else ""
-    follower.plain_loaders.load(plain if isinstance(plain, Mapping) else None, module, where)
+    follower.plain_loaders.load(cast("Mapping[str, Any]", plain) if isinstance(plain, Mapping) else None, module, where)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)

@@ -72,7 +72,12 @@ from lightning_step_types._lightning.plain_loader import (
     stop_quieting,
     streams_moved,
 )
-from lightning_step_types._lightning.random_state import GlobalStreams, StreamsState, lightning_states, set_global_states
+from lightning_step_types._lightning.random_state import (
+    GlobalStreams,
+    StreamsState,
+    lightning_states,
+    set_global_states,
+)
 from lightning_step_types.resume.data_order import also_before_train_iterator
 from lightning_step_types.resume.data_randomness import loader_generators, watch_epoch_iterators
 from lightning_step_types.resume.messages import (
@@ -347,7 +352,11 @@ class PlainLoaders:
         trainer = self.trainer()
         if trainer is not None and epoch_iterator_made_again(trainer):
             self.marker += 1
-        return lambda epoch: None
+
+        def made(epoch: int) -> None:
+            pass
+
+        return made
 
     def moment(self, loader: Any) -> Moment:
         generators = {path: generator.get_state() for path, generator in loader_generators(loader)}
@@ -371,7 +380,7 @@ class PlainLoaders:
     def name(self, loader: Any) -> str:
         loaders = train_loaders(self.trainer())
         index = next((i for i, found in enumerate(loaders) if found is loader), 0)
-        kind = type(loader)
+        kind: Any = type(cast(object, loader))
         workers = int(getattr(loader, "num_workers", 0) or 0)
         persistent = ", persistent_workers=True" if getattr(loader, "persistent_workers", False) and workers else ""
         shown = f", num_workers={workers}{persistent}" if workers else ""
@@ -441,7 +450,9 @@ class PlainLoaders:
         batches = int(entry.get("batches") or 0)
         if batches:
             cycled: Any = entry.get("cycled")
-            self.positioned = (list(cycled) if isinstance(cycled, list) else None, batches)
+            listed: list[Any] = cast(Any, cycled) if isinstance(cycled, list) else []
+            flags = [bool(flag) for flag in listed] if isinstance(cycled, list) else None
+            self.positioned = (flags, batches)
             if exact:
                 quiet_not_resumable(trainer)
         if int(getattr(trainer, "global_rank", 0)) != 0:
