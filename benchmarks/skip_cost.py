@@ -120,9 +120,12 @@ def _shown(seconds: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 10,000 batches")
+    parser.add_argument("--counts", help="the numbers of batches skipped, comma-separated (default: 10 to 100,000)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     counts = (10, 100, 1_000, 10_000) if args.quick else (10, 100, 1_000, 10_000, 100_000)
+    if args.counts:
+        counts = tuple(int(count) for count in args.counts.split(","))
     print(f"torch {torch.__version__}; DataLoader(batch_size={BATCH_SIZE}, shuffle=True), 32-float rows made per read")
     print("time to the resumed iterator's first batch, minus a fresh iterator's\n")
     header = (
