@@ -54,6 +54,8 @@ from fault_matrix import (
     Loop,
     MapRows,
     Outcome,
+    counts,
+    named_cells_table,
     pairwise,
     run_cell,
 )
@@ -465,18 +467,13 @@ _DOCS = Path(__file__).resolve().parent.parent / "docs" / "resume.md"
 
 
 def _counts(cells: list[Cell]) -> str:
-    exact = sum(not expected(cell) for cell in cells)
-    return f"{len(cells)} cells: {exact} exact, {len(cells) - exact} warned"
+    return counts([shown(expected(cell)) for cell in cells])
 
 
 def table() -> str:
-    issue = [cell for _, cell in ISSUE_CELLS]
+    issue = [shown(expected(cell)) for _, cell in ISSUE_CELLS]
     lines = [
-        f"The cases the loader dimension was built for, both ways in ({_counts(issue)}):",
-        "",
-        "| case | way in | outcome |",
-        "| --- | --- | --- |",
-        *(f"| {name} | {cell.way} | {shown(expected(cell))} |" for name, cell in ISSUE_CELLS),
+        *named_cells_table("The cases the loader dimension was built for, both ways in", ISSUE_CELLS, issue),
         "",
         f"The full product, loader x order x workers (0, 2) x way in x origin ({_counts(PRODUCT_CELLS)}):",
         "",
