@@ -104,56 +104,64 @@ class IteratorEvents(Protocol):
 
     def making(self, loader: Any, iterator: Any, fresh: bool) -> torch.Generator | None:
         """Right before ``iterator`` is made (``fresh``), or run over the data again (persistent workers'
-        ``_reset``): nothing of it has drawn yet. Returns the generator a fresh iterator draws its workers'
-        base seed from in place of ``loader.generator`` (or torch's global one), or None."""
+        ``_reset``, with the same workers): nothing of the pass has drawn yet. Returns the generator a fresh
+        iterator draws its workers' base seed from in place of ``loader.generator`` (or torch's global
+        one), or None."""
 
     def first_draw(self, loader: Any, iterator: Any, draw: Callable[[], Any]) -> Any:
         """The pass's first index draw (``_next_index``): calls ``draw()`` (what torch draws) and returns
         what it returns (``StopIteration`` goes through)."""
 
     def made(self, loader: Any, iterator: Any, draws: WorkerDraws | None) -> None:
-        """Right after it was made or run again; ``draws``: its workers' watch (None in the main process)."""
+        """Right after a fresh iterator was made; ``draws``: its workers' watch (None in the main process)."""
 
 
 def follow_loader_iterators(loader: Any, events: IteratorEvents) -> None:
     """Make each of the loader's iterators through ``events`` (see the module docstring), from now until
-    `stop_following_loader_iterators`. A persistent iterator made before is followed from its next pass."""
+    `stop_following_loader_iterators`. A persistent iterator made before is followed from its next pass.
+
+    Torch's iterator reads what it needs of the loader as it is made (``_BaseDataLoaderIter.__init__``,
+    ``_MultiProcessingDataLoaderIter.__init__``): here it reads it from `_MadeFrom`, the loader's own
+    attributes but for its index sampler (a `_PassSampler`, whose passes go through ``events``), and with
+    workers the watch's ``collate_fn`` and ``worker_init_fn``. The loader object is left as it is, and
+    no attribute is added to the iterator (CPython specializes the attribute reads of its ``__next__``
+    on the attributes its class's instances have)."""
 
     def get_iterator() -> Any:
         kind: Any = _SINGLE_PROCESS if loader.num_workers == 0 else _MULTI_PROCESS
         if loader.num_workers:
             loader.check_worker_number_rationality()
         iterator = kind.__new__(kind)
-        _before_first_draw(loader, iterator, events)  # `__init__` keeps instance attributes
+        passes = _PassSampler(loader, iterator, events)
         base_seed_from = events.making(loader, iterator, True)
         draws = WorkerDraws(loader) if loader.num_workers else None
-        original = (loader.collate_fn, loader.worker_init_fn, loader.generator)
-        if draws is not None:  # read by `_MultiProcessingDataLoaderIter.__init__`, handed to each worker
-            loader.collate_fn, loader.worker_init_fn = draws.collate, draws.init
+        own: dict[str, Any] = {"_index_sampler": passes}
+        if draws is not None:  # handed to each worker by `_MultiProcessingDataLoaderIter.__init__`
+            own.update(collate_fn=draws.collate, worker_init_fn=draws.init)
         if base_seed_from is not None:  # `_BaseDataLoaderIter.__init__` draws the base seed from it
-            loader.generator = base_seed_from
-        try:
-            kind.__init__(iterator, loader)
-        finally:
-            loader.collate_fn, loader.worker_init_fn, loader.generator = original
-        if loader.persistent_workers and loader.num_workers:
-            _follow_passes(loader, iterator, events, draws)
+            own["generator"] = base_seed_from
+        kind.__init__(iterator, _MadeFrom(loader, own))
+        persistent = bool(loader.persistent_workers and loader.num_workers)
+        passes.made = True
+        if not persistent:  # its only pass: torch's own index sampler from now on
+            iterator._index_sampler = passes.sampler
         events.made(loader, iterator, draws)
         return iterator
 
     put_on_instance(loader, "_get_iterator", get_iterator)
     kept = persistent_iterator(loader)
-    if kept is not None:  # made before this fit: its workers were not watched
-        _follow_passes(loader, kept, events, None)
+    if kept is not None and not isinstance(kept._index_sampler, _PassSampler):  # made before: followed from now
+        passes = _PassSampler(loader, kept, events)
+        passes.made = True
+        kept._index_sampler = passes
 
 
 def stop_following_loader_iterators(loader: Any) -> None:
     take_off_instance(loader, "_get_iterator")
     kept = persistent_iterator(loader)
-    if kept is not None:
-        take_off_instance(kept, "_reset")
-        if "_next_index" in vars(kept):
-            del kept._next_index
+    passes = getattr(kept, "_index_sampler", None)
+    if isinstance(passes, _PassSampler):
+        kept._index_sampler = passes.sampler
 
 
 def persistent_iterator(loader: Any) -> Any:
@@ -161,34 +169,60 @@ def persistent_iterator(loader: Any) -> Any:
     return getattr(loader, "_iterator", None)
 
 
-def _follow_passes(loader: Any, iterator: Any, events: IteratorEvents, draws: WorkerDraws | None) -> None:
-    """Each later pass of a persistent iterator (``DataLoader.__iter__`` calls ``self._iterator._reset(self)``)."""
-    kind: Any = type(cast(object, iterator))
+class _MadeFrom:
+    """What a torch iterator reads of its loader as it is made: the loader's attributes, but ``own``'s."""
 
-    def reset(loader_now: Any, first_iter: bool = False) -> None:
-        _before_first_draw(loader, iterator, events)
-        events.making(loader, iterator, False)
-        kind._reset(iterator, loader_now, first_iter)
-        events.made(loader, iterator, draws)
+    def __init__(self, loader: Any, own: dict[str, Any]) -> None:
+        self.__dict__.update(own)
+        self._loader = loader
 
-    put_on_instance(iterator, "_reset", reset)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
 
 
-def _before_first_draw(loader: Any, iterator: Any, events: IteratorEvents) -> None:
-    """The pass's first ``_next_index()`` through ``events.first_draw``."""
-    around_first_index_draw(iterator, lambda draw: events.first_draw(loader, iterator, draw))
+class _PassSampler:
+    """The loader's index sampler (``DataLoader._index_sampler``) as one of its iterators sees it: each
+    ``iter()`` of it starts a pass over the data (``_BaseDataLoaderIter.__init__`` and ``_reset`` call it,
+    the latter for each pass of a persistent iterator), whose first index draw goes through the events."""
+
+    def __init__(self, loader: Any, iterator: Any, events: IteratorEvents) -> None:
+        self.loader, self.iterator, self.events = loader, iterator, events
+        self.sampler: Any = loader._index_sampler
+        self.made = False  # the iterator exists: an iter() now is a persistent iterator's next pass
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Any:
+        loader, iterator, events = self.loader, self.iterator, self.events
+        if self.made:  # `_reset`, right before it sends the pass's first index batches
+            events.making(loader, iterator, False)
+        return _FirstIndexDraw(iterator, iter(self.sampler), lambda draw: events.first_draw(loader, iterator, draw))
+
+
+class _FirstIndexDraw:
+    """A loader iterator's sampler iterator (``_BaseDataLoaderIter._sampler_iter``) for its first draw only:
+    it puts the real one in its place and draws through ``around(draw)``; from then on torch's (or
+    torchdata's) ``_next_index`` draws from the real one directly (nothing per batch)."""
+
+    def __init__(self, iterator: Any, real: Iterator[Any], around: Callable[[Callable[[], Any]], Any]) -> None:
+        self.iterator, self.real, self.around = iterator, real, around
+
+    def __iter__(self) -> _FirstIndexDraw:
+        return self
+
+    def __next__(self) -> Any:
+        self.iterator._sampler_iter = self.real
+        return self.around(self._draw)
+
+    def _draw(self) -> Any:
+        return next(self.real)
 
 
 def around_first_index_draw(iterator: Any, around: Callable[[Callable[[], Any]], Any]) -> None:
-    """A loader iterator's next index draw (``_BaseDataLoaderIter._next_index``, torch's or torchdata's,
-    looked up on the instance) as ``around(draw)``, once: the instance attribute goes, and the class's
-    method runs from then on (nothing per batch)."""
-
-    def first_index() -> Any:
-        del iterator._next_index
-        return around(iterator._next_index)
-
-    iterator._next_index = first_index
+    """A made loader iterator's next index draw (from ``_BaseDataLoaderIter._sampler_iter``, torch's or
+    torchdata's) as ``around(draw)``, once."""
+    iterator._sampler_iter = _FirstIndexDraw(iterator, iterator._sampler_iter, around)
 
 
 def skip_index_batches(iterator: Any, count: int) -> int:
@@ -279,15 +313,22 @@ def load_dataset_state(loader: Any, iterator: Any, held_by: str, state: Any) -> 
 
 
 def before_each_fetch(iterator: Any, call: Callable[[int], None]) -> None:
-    """``call(fetches so far)`` before each fetch of a single-process iterator: ``_next_data`` (looked
-    up on the instance by ``_BaseDataLoaderIter.__next__``), and its ``_num_yielded``."""
-    kind: Any = type(cast(object, iterator))
+    """``call(fetches so far)`` before each fetch of a single-process iterator: its sampler iterator
+    (``_BaseDataLoaderIter._sampler_iter``, drawn from right before each fetch) in a wrapper, and its
+    ``_num_yielded``."""
+    iterator._sampler_iter = _BeforeEachFetch(iterator, iterator._sampler_iter, call)
 
-    def next_data() -> Any:
-        call(iterator._num_yielded)
-        return kind._next_data(iterator)
 
-    iterator._next_data = next_data
+class _BeforeEachFetch:
+    def __init__(self, iterator: Any, real: Iterator[Any], call: Callable[[int], None]) -> None:
+        self.iterator, self.real, self.call = iterator, real, call
+
+    def __iter__(self) -> _BeforeEachFetch:
+        return self
+
+    def __next__(self) -> Any:
+        self.call(self.iterator._num_yielded)
+        return next(self.real)
 
 
 def streams_moved(before: StreamsState, after: StreamsState) -> bool:

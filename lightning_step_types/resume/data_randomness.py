@@ -448,8 +448,9 @@ class _Randomness:
         if trainer is None:
             run()
             return
-        if not self.awaited_draws:
+        if not self.awaited_draws or self.first_epoch is None:  # past the resumed epoch: whatever drew
             self.name_restored()
+            self.awaited_draws = 0
         if self.first_epoch is not None:  # the iterator `setup_data` made is the one this epoch trains from
             if self.loaded is not None and int(self.loaded["epoch"]) == self.first_epoch:
                 if batch_counters(trainer).completed >= training_batches(trainer):

@@ -160,6 +160,8 @@ class _Followed:
             base_seed_from = base_seed_source(loader)
         making = plan.making if plan is not None and plan.making is not None else owner.moment(loader)
         self.passes.append(_Pass(weakref.ref(iterator), owner.marker, number, runs, making, base_seed_from))
+        if earlier is not None:  # the same workers as its earlier passes
+            self.passes[-1].draws = earlier.draws
         del self.passes[:-3]
         if persistent:
             self.runs[id(iterator)] = runs + 1
@@ -206,9 +208,7 @@ class _Followed:
     def made(self, loader: Any, iterator: Any, draws: WorkerDraws | None) -> None:
         found = self._pass_of(iterator)
         if found is not None:
-            found.draws = draws if draws is not None else found.draws
-            if found.draws is None and found.runs_before:  # a persistent iterator's later pass: its workers
-                found.draws = self._earlier_draws(iterator)
+            found.draws = draws
         plan = self.plan
         if plan is not None and iterable_loader(loader):
             self._replay(loader, iterator, plan)
