@@ -316,7 +316,11 @@ def before_each_fetch(iterator: Any, call: Callable[[int], None]) -> None:
     """``call(fetches so far)`` before each fetch of a single-process iterator: its sampler iterator
     (``_BaseDataLoaderIter._sampler_iter``, drawn from right before each fetch) in a wrapper, and its
     ``_num_yielded``."""
-    iterator._sampler_iter = _BeforeEachFetch(iterator, iterator._sampler_iter, call)
+    current = iterator._sampler_iter
+    if isinstance(current, _FirstIndexDraw):  # its first draw puts the wrapped one in place
+        current.real = _BeforeEachFetch(iterator, current.real, call)
+    else:
+        iterator._sampler_iter = _BeforeEachFetch(iterator, current, call)
 
 
 class _BeforeEachFetch:
