@@ -47,6 +47,7 @@ __all__ = [
     "stop_before_train_iterator",
     "stop_before_wrapped_draw",
     "train_iterator",
+    "torchdata_loader",
     "train_loaders",
     "wrapped_sampler",
 ]
@@ -309,12 +310,15 @@ def rewindable_loader(trainer: Any) -> Any:
     return loader
 
 
-def _main_process_stateful_loader(loader: Any) -> bool:
-    """A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``."""
+def torchdata_loader(loader: Any) -> bool:
+    """A torchdata `StatefulDataLoader` (matched by its class's name and package, a subclass's too)."""
     kind: Any = loader.__class__
-    if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
-        return False
-    return int(getattr(loader, "num_workers", 1)) == 0
+    return any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__)
+
+
+def _main_process_stateful_loader(loader: Any) -> bool:
+    """A torchdata `StatefulDataLoader` with ``num_workers=0``."""
+    return torchdata_loader(loader) and int(getattr(loader, "num_workers", 1)) == 0
 
 
 def counted_loaders(trainer: Any) -> list[Any] | None:

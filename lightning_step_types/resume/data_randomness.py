@@ -60,6 +60,7 @@ from lightning_step_types._lightning.data import (
     loader_states_to_load,
     stop_around_epoch_iterator,
     stop_around_loader_iterator,
+    torchdata_loader,
     train_iterator,
     train_loaders,
     wrapped_sampler,
@@ -197,10 +198,6 @@ def _random_order(loader: Any) -> list[str]:
     return names + [name for name in _global_samplers(loader) if name not in names]
 
 
-def _stateful_loader(loader: Any) -> bool:
-    return callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
-
-
 def _drawn_at_making(loader: Any) -> bool:
     """Whether the loader's order may be drawn as its iterator is made, not at its first ``next()``: a
     sampler whose ``__iter__`` is not a generator function runs (and draws) at ``iter()``, which torch's
@@ -223,7 +220,7 @@ def _first_fetch_loader(trainer: Any) -> Any:
     if len(loaders) != 1:
         return None
     loader = loaders[0]
-    if not _stateful_loader(loader) or int(getattr(loader, "num_workers", 0) or 0) or _drawn_at_making(loader):
+    if not torchdata_loader(loader) or int(getattr(loader, "num_workers", 0) or 0) or _drawn_at_making(loader):
         return None
     return loader
 
@@ -408,7 +405,7 @@ class _Randomness:
             for index, loader in enumerate(train_loaders(trainer)):
                 if loader is only and epoch in self.first_fetch:
                     restore = functools.partial(_drawn_at_first_fetch, self, trainer, loader, self.first_fetch[epoch])
-                elif _stateful_loader(loader) and not plain_loader(loader):
+                elif torchdata_loader(loader):
                     restore = functools.partial(_watched_restore, self, loader, index)
                 else:
                     continue
