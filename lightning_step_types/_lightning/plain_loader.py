@@ -218,6 +218,11 @@ class _FirstIndexDraw:
     def _draw(self) -> Any:
         return next(self.real)
 
+    def __getattr__(self, name: str) -> Any:
+        # what torchdata reads of a sampler iterator for its state (`state_dict`, `load_state_dict`: its
+        # `Stateful` protocol) is the real one's, while this one stands in for it
+        return getattr(self.real, name)
+
 
 def around_first_index_draw(iterator: Any, around: Callable[[Callable[[], Any]], Any]) -> None:
     """A made loader iterator's next index draw (from ``_BaseDataLoaderIter._sampler_iter``, torch's or
@@ -333,6 +338,9 @@ class _BeforeEachFetch:
     def __next__(self) -> Any:
         self.call(self.iterator._num_yielded)
         return next(self.real)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
 
 
 def streams_moved(before: StreamsState, after: StreamsState) -> bool:
