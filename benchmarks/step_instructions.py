@@ -48,7 +48,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from step_calls import PLAIN, PLAIN_DICT  # noqa: E402 - the benchmarks' own variants, beside this file
 from step_calls import VARIANTS as CALL_VARIANTS  # noqa: E402
-from step_overhead import PlainLogsToBar, TypedLogsLoss, Variant, _loader, _table, quiet_trainer  # noqa: E402
+from step_overhead import (  # noqa: E402
+    PlainLogsToBar,
+    TypedLogsLoss,
+    Variant,
+    _shuffled_variants,
+    _table,
+    quiet_trainer,
+    variant_loader,
+)
 
 TYPED, EMPTY, ADAPTER = "typed: TrainStepResult(loss)", "dict + empty Callback()", "dict + StepResultAdapter()"
 HAND_LOG, LOG_LOSS = "plain: self.log('train_loss', loss, ..., prog_bar=True)", "typed: log_loss=True"
@@ -57,6 +65,8 @@ VARIANTS = (
     *CALL_VARIANTS,
     Variant(HAND_LOG, PlainLogsToBar, baseline=PLAIN),
     Variant(LOG_LOSS, TypedLogsLoss, baseline=PLAIN),
+    # a plain DataLoader(shuffle=True), which exact resume starts inside an epoch at the index level
+    *_shuffled_variants(0),
 )
 VARIANT_NAMES = [v.name for v in VARIANTS]
 # The targets, as fractions of the plain step's instructions (step_overhead.py states them as time).
@@ -79,7 +89,7 @@ def fit(name: str, steps: int, data_steps: int) -> None:
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
     pl.seed_everything(0, verbose=False)
     trainer = quiet_trainer(steps, variant.callbacks())
-    trainer.fit(variant.make(), train_dataloaders=_loader(data_steps))
+    trainer.fit(variant.make(), train_dataloaders=variant_loader(variant, data_steps))
 
 
 def events(name: str, steps: int, data_steps: int, workdir: Path, caches: bool) -> dict[str, int]:

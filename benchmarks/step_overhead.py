@@ -16,11 +16,13 @@ Four measurements, all in one process on one CPU thread:
    ``prog_bar=True`` (the call ``log_loss=True`` makes), and the typed step with ``log_loss=True``.
    The last rows train plain, typed and the adapter from a torchdata ``StatefulDataLoader`` in the
    main process, and with one and with two worker processes, each against plain Lightning on the
-   same loader. Targets: the typed steps, with and without metadata, at most 1.02 (or the typed
+   same loader, and plain, typed and the adapter from a plain ``DataLoader(shuffle=True)`` (the loader
+   exact resume starts inside an epoch at the index level), without workers and with two. Targets:
+   the typed steps, with and without metadata, at most 1.02 (or the typed
    step at most 10 µs over plain in table 4); the adapter's ratio at most 0.02 above the empty
    ``Callback()``'s (the "minus" rows: the median over rounds of the difference of the two
    ratios); the typed step on the ``StatefulDataLoader`` at most 0.01 above the typed step on a
-   ``DataLoader``; what ``log_loss=True`` costs (its ratio minus the typed step's) at most 0.01
+   ``DataLoader``, and so on the shuffled ``DataLoader``; what ``log_loss=True`` costs (its ratio minus the typed step's) at most 0.01
    above what the hand-written call with the same arguments costs plain Lightning. An A/A row
    (plain against itself) shows the method's noise floor. Progress bar, logger, checkpointing and
    model summary are off: they would dominate.
@@ -152,6 +154,7 @@ class Variant:
     target: float | None = None  # the most its CPU ratio to the baseline may be
     stateful: bool = False  # trained from a torchdata StatefulDataLoader
     workers: int = 0  # its worker processes
+    shuffled: bool = False  # trained from a plain DataLoader(shuffle=True, generator=...)
 
 
 def _stateful(workers: int) -> str:
@@ -186,6 +189,34 @@ def _stateful_variants(workers: int) -> list[Variant]:
                 workers=workers,
             ),
         )
+    return variants
+
+
+def _shuffled(workers: int) -> str:
+    return "shuffled DataLoader" + ("" if workers == 0 else f", {workers} worker{'s' if workers > 1 else ''}")
+
+
+def _shuffled_variants(workers: int) -> list[Variant]:
+    """Plain, typed and the adapter trained from a plain ``DataLoader(shuffle=True)`` with ``workers``
+    workers: the loader exact resume starts inside an epoch at the index level (nothing per step)."""
+    on = _shuffled(workers)
+    plain, plain_dict = f"{on}, plain: return loss", f"{on}, plain: return {{'loss', 'logits'}}"
+    options: dict[str, Any] = dict(shuffled=True, workers=workers)
+    variants = [
+        Variant(plain, PlainLoss, **options),
+        Variant(f"{on}, typed: TrainStepResult(loss)", TypedLoss, baseline=plain, **options),
+    ]
+    if workers == 0:
+        variants += [
+            Variant(plain_dict, PlainDict, **options),
+            Variant(
+                f"{on}, StepResultAdapter() on the dict module",
+                PlainDict,
+                lambda: [StepResultAdapter()],
+                plain_dict,
+                **options,
+            ),
+        ]
     return variants
 
 
@@ -237,6 +268,7 @@ VARIANTS = (
     ),
     Variant("typed: log_loss=True", TypedLogsLoss, baseline="plain: return loss"),
     *(variant for workers in (0, 1, 2) for variant in _stateful_variants(workers)),
+    *(variant for workers in (0, 2) for variant in _shuffled_variants(workers)),
 )
 EMPTY_CALLBACK, ADAPTER = "empty Callback() on the dict module", "StepResultAdapter() on the dict module"
 ADAPTER_ROWS = [v.name for v in VARIANTS if v.name.startswith("StepResultAdapter(")]
@@ -247,6 +279,8 @@ TYPED = "typed: TrainStepResult(loss)"
 TYPED_TARGET_US = 10.0
 # The typed step on a StatefulDataLoader: its ratio at most this much above the typed step's on a DataLoader.
 STATEFUL_TARGET_DIFFERENCE = 0.01
+# The typed step on a shuffled plain DataLoader: its ratio at most this much above the typed step's on a DataLoader.
+SHUFFLED_TARGET_DIFFERENCE = 0.01
 # log_loss=True's cost (its ratio minus the typed step's) at most this much above the hand-written call's.
 LOG_LOSS_TARGET_DIFFERENCE = 0.01
 HAND_LOG = "plain: self.log('train_loss', loss, on_step=True, on_epoch=True)"
@@ -271,20 +305,28 @@ def quiet_trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
     )
 
 
-def _loader(steps: int, stateful: bool = False, workers: int = 0) -> DataLoader[Any]:
+def _loader(steps: int, stateful: bool = False, workers: int = 0, shuffled: bool = False) -> DataLoader[Any]:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(steps * BATCH_SIZE, IN_FEATURES, generator=generator)
     y = torch.randint(0, OUT_FEATURES, (steps * BATCH_SIZE,), generator=generator)
+    # Workers are started with "spawn": the fits run in threads, and a fork would copy their locks.
+    options: dict[str, Any] = (
+        dict(num_workers=workers, persistent_workers=True, multiprocessing_context="spawn") if workers else {}
+    )
     if stateful:
         from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]  # no py.typed
 
-        # Workers are started with "spawn": the fits run in threads, and a fork would copy their locks.
-        options: dict[str, Any] = (
-            dict(num_workers=workers, persistent_workers=True, multiprocessing_context="spawn") if workers else {}
-        )
         loader: DataLoader[Any] = StatefulDataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE, **options)
         return loader
+    if shuffled:
+        shuffle = torch.Generator().manual_seed(1)
+        return DataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE, shuffle=True, generator=shuffle, **options)
     return DataLoader(TensorDataset(x, y), batch_size=BATCH_SIZE)
+
+
+def variant_loader(variant: Variant, steps: int) -> DataLoader[Any]:
+    """The loader ``variant`` trains from, of ``steps`` batches."""
+    return _loader(steps, variant.stateful, variant.workers, variant.shuffled)
 
 
 # --- 1. end to end ------------------------------------------------------------------------------
@@ -362,26 +404,28 @@ class SegmentClock(pl.Callback):
         self._start_cpu, self._start_wall = time.thread_time(), time.perf_counter()
 
 
-def end_to_end(steps: int, warmup: int, segment: int) -> dict[str, SegmentClock]:
+def end_to_end(
+    steps: int, warmup: int, segment: int, variants: Sequence[Variant] = VARIANTS
+) -> dict[str, SegmentClock]:
     """Fit every variant at once, one thread each, taking turns of ``segment`` steps.
 
     Interleaving every few milliseconds puts each variant under the same machine load, so a
     turn of one variant can be compared with the other variants' turns of the same round.
     """
-    baton = Baton([v.name for v in VARIANTS])
-    clocks = {v.name: SegmentClock(v.name, baton, warmup, segment) for v in VARIANTS}
+    baton = Baton([v.name for v in variants])
+    clocks = {v.name: SegmentClock(v.name, baton, warmup, segment) for v in variants}
     errors: list[BaseException] = []
 
     def fit(variant: Variant) -> None:
         torch.set_num_threads(1)  # per thread: OpenMP's setting is thread-local
         try:
             trainer = quiet_trainer(steps, [*variant.callbacks(), clocks[variant.name]])
-            trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful, variant.workers))
+            trainer.fit(variant.make(), train_dataloaders=variant_loader(variant, steps))
         except BaseException as error:  # re-raised below; the baton must not wait for a dead thread
             errors.append(error)
             baton.pass_turn(finished=variant.name)
 
-    threads = [threading.Thread(target=fit, args=(v,), name=v.name) for v in VARIANTS]
+    threads = [threading.Thread(target=fit, args=(v,), name=v.name) for v in variants]
     gc.collect()
     for thread in threads:
         thread.start()
@@ -539,14 +583,15 @@ def step_call_ns(variant: Variant, steps: int, skip: int) -> float:
         return output
 
     strategy.training_step = timed_training_step  # type: ignore[method-assign]
-    trainer.fit(variant.make(), train_dataloaders=_loader(steps, variant.stateful))
+    trainer.fit(variant.make(), train_dataloaders=variant_loader(variant, steps))
     return statistics.median(times[skip:])
 
 
 def step_call_cost(steps: int, rounds: int) -> dict[str, float]:
     """Median over ``rounds`` of each variant's median step call (µs); one fit per variant per round,
     in a new random order each round, so machine load falls on every variant alike."""
-    variants = [v for v in VARIANTS if "A/A" not in v.name and not v.stateful]  # the record is outside the step call
+    # the record is outside the step call, the loader too
+    variants = [v for v in VARIANTS if "A/A" not in v.name and not v.stateful and not v.shuffled]
     medians: dict[str, list[float]] = {v.name: [] for v in variants}
     order = random.Random(1)
     for _ in range(rounds):
@@ -670,6 +715,25 @@ def main() -> None:
             "",
             "",
             verdict(stateful_difference, STATEFUL_TARGET_DIFFERENCE, f"<= {STATEFUL_TARGET_DIFFERENCE}"),
+        )
+    )
+    # The typed step on a shuffled plain DataLoader (which exact resume starts inside an epoch at the
+    # index level) against the typed step on an unshuffled one, each to its own plain baseline.
+    shuffled_difference = ratio_difference(
+        f"{_shuffled(0)}, typed: TrainStepResult(loss)",
+        f"{_shuffled(0)}, plain: return loss",
+        TYPED,
+        "plain: return loss",
+    )
+    rows.append(
+        (
+            "shuffled DataLoader, typed, minus typed on a DataLoader",
+            "",
+            "",
+            f"{shuffled_difference:+.3f}",
+            "",
+            "",
+            verdict(shuffled_difference, SHUFFLED_TARGET_DIFFERENCE, f"<= {SHUFFLED_TARGET_DIFFERENCE}"),
         )
     )
     # What log_loss=True costs (its ratio minus the typed step's) against what the hand-written call

@@ -365,8 +365,9 @@ def compare(runs: dict[str, dict], entries: list[Entry], baseline: set[str] | No
                        (baseline is not None or runs[PLAIN]["outcomes"].get(node) in FAILED))  # fmt: skip
         judged = []
         for node in broken:
-            entry = next((e for e in entries if e.names(mode, node)), None)
-            found = check(entry, failures.get(node)) if entry is not None else None
+            # a test may have several entries (one per outcome it can end with): the first that allows it
+            named = [(e, check(e, failures.get(node))) for e in entries if e.names(mode, node)]
+            entry, found = next((item for item in named if item[1] is None), named[0] if named else (None, None))
             judged.append((node, entry, found))
         bad = [item for item in judged if item[1] is None or item[2] is not None]
         unexpected += len(bad) + len(not_run)

@@ -28,11 +28,12 @@ import contextlib
 import functools
 import math
 import os
+import random
 import signal
 import stat
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -1004,6 +1005,52 @@ def run_cell(cell: Cell, root: Path) -> Outcome:
     return Outcome("silent", found, messages)
 
 
+# --- designs over many dimensions -----------------------------------------------------------------
+
+
+def pairwise(
+    dimensions: Mapping[str, tuple[Any, ...]], allowed: Callable[[Mapping[str, Any]], bool], seed: int = 0
+) -> list[dict[str, Any]]:
+    """Rows over ``dimensions`` (name -> its values) in which every two values of two dimensions meet at
+    least once, where ``allowed`` (called on partial rows too) lets them: a greedy all-pairs design, the
+    same rows for the same seed. Each row is built from a pair not covered yet, each further dimension
+    taking the value that covers most pairs not covered yet (ties drawn); the best of 20 tries is kept."""
+    names = list(dimensions)
+    uncovered = {
+        ((a, value_a), (b, value_b))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        for value_a in dimensions[a]
+        for value_b in dimensions[b]
+        if allowed({a: value_a, b: value_b})
+    }
+    draw = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+
+    def covered(row: Mapping[str, Any]) -> set[tuple[tuple[str, Any], tuple[str, Any]]]:
+        present = [name for name in names if name in row]
+        return {((a, row[a]), (b, row[b])) for i, a in enumerate(present) for b in present[i + 1 :]} & uncovered
+
+    while uncovered:
+        best: dict[str, Any] | None = None
+        for _ in range(20):
+            (a, value_a), (b, value_b) = draw.choice(sorted(uncovered, key=repr))
+            row: dict[str, Any] = {a: value_a, b: value_b}
+            rest = [name for name in names if name not in row]
+            draw.shuffle(rest)
+            for name in rest:
+                options = [value for value in dimensions[name] if allowed({**row, name: value})]
+                scores = [len(covered({**row, name: value})) for value in options]
+                top = max(scores)
+                row[name] = draw.choice([value for value, score in zip(options, scores) if score == top])
+            if best is None or len(covered(row)) > len(covered(best)):
+                best = row
+        assert best is not None
+        uncovered -= covered(best)
+        rows.append({name: best[name] for name in names})
+    return rows
+
+
 # --- the tables docs/resume.md holds ---------------------------------------------------------------
 
 
@@ -1038,5 +1085,6 @@ __all__ = [
     "WHERES",
     "counts",
     "named_cells_table",
+    "pairwise",
     "run_cell",
 ]

@@ -86,8 +86,10 @@ def loader(sampler: str, workers: int = 0) -> Any:
         return StatefulDataLoader(data, sampler=SubsetRandomSampler(range(ROWS), generator=_seeded(7)), **options)
     if sampler == "ordered":  # no shuffling: every launcher's runs draw the same batches
         return StatefulDataLoader(data, **options)
-    if sampler == "plain-injected":  # a DataLoader without state: resumable between epochs only
+    if sampler == "plain-injected":  # a plain DataLoader: Lightning puts a DistributedSampler(shuffle=True) in
         return DataLoader(data, shuffle=True, **options)
+    if sampler == "plain-wrapper":  # a plain DataLoader, a sampler without a generator: Lightning wraps it
+        return DataLoader(data, sampler=WeightedRandomSampler(torch.linspace(1, 2, ROWS), ROWS), **options)
     raise ValueError(sampler)
 
 

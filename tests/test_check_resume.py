@@ -110,17 +110,25 @@ def test_the_command_line_in_fresh_processes_parses_the_config_in_each() -> None
 
 
 def test_the_command_line_exits_1_where_a_point_differs_silently() -> None:
-    # a plain DataLoader: Lightning restarts the epoch's iterator on resume (docs/resume.md, "Without a
-    # stateful loader"), and the library adds no warning of its own
-    completed = run_command("pytorch_lightning_typed.yaml", "--batch", "0:1")
+    # plain Lightning's resume (--plain) of a plain DataLoader: Lightning restarts the epoch's iterator
+    # (docs/resume.md, "Without a stateful loader"), where exact resume goes on at the next batch
+    completed = run_command("pytorch_lightning_typed.yaml", "--batch", "0:1", "--plain")
     assert completed.returncode == 1, completed.stdout + completed.stderr
     lines = completed.stdout.splitlines()
-    assert lines[0] == "check_resume, exact resume: 1 interruption points, 0 exact, 0 warned, 1 differ"
+    assert lines[0] == (
+        "check_resume, plain Lightning's resume (exact_resume=False): 1 interruption points, 0 exact, 0 warned,"
+        " 1 differ"
+    )
     assert lines[2] == "differs     inside batch 1 of epoch 0"
     assert lines[3].startswith(
         "            Lightning warned: You're resuming from a checkpoint that ended before the epoch ended"
     )
-    assert lines[4].startswith("            state_dict net.bias[0]: ")
+    assert lines[4].startswith("            logger step: ")
+    exact = run_command("pytorch_lightning_typed.yaml", "--batch", "0:1")
+    assert exact.returncode == 0, exact.stdout + exact.stderr
+    assert (
+        exact.stdout.splitlines()[0] == "check_resume, exact resume: 1 interruption points, 1 exact, 0 warned, 0 differ"
+    )
 
 
 # --- the fault matrix's hardest cells: the same verdicts -----------------------------------------

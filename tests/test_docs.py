@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from limits import hang_limit
 from torch import nn
-from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler as TorchdataRandomSampler
 
@@ -559,10 +559,14 @@ def _resume_warning(case: str) -> str:
     saved_by: Any = resume.PlainResume if case == "plain" else resume.TypedResume
     resumed_as = type("MyModel", (resume.ChangedLogging if case == "changed" else resume.TypedResume,), {})
     options: dict[str, Any] = {"max_epochs": 2, "loader": lambda: DataLoader(resume.dataset(), batch_size=2)}
-    if case == "global sampler":  # a RandomSampler without a generator: torch's global random state
-        options["loader"] = lambda: StatefulDataLoader(
-            resume.dataset(), batch_size=2, sampler=RandomSampler(resume.dataset())
-        )
+    if case == "restored order":  # a sampler drawing from torch's global stream as its iteration starts
+
+        def drawn_at_iter() -> StatefulDataLoader[Any]:
+            import test_fault_matrix_loaders as loaders
+
+            return StatefulDataLoader(resume.dataset(), batch_size=2, sampler=loaders.UserSampler(20))
+
+        options["loader"] = drawn_at_iter
     if case == "shared generator":  # torchdata's RandomSampler(replacement=True) drawing from the loader's generator
 
         def shared() -> StatefulDataLoader[Any]:
@@ -576,6 +580,45 @@ def _resume_warning(case: str) -> str:
         resume.fit(root / "saved", saved_by, every=5, **options)
         checkpoint = root / "saved" / "ckpt" / "step=5.ckpt"
         return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, **options))
+
+
+def _plain_loader_warning(case: str) -> str:
+    """A plain DataLoader resumed inside an epoch, where it cannot be exact (tests/test_plain_loaders.py's data)."""
+    import tempfile
+
+    import test_plain_loaders as plain
+    import test_resume as resume
+
+    resumed_as = type("MyModel", (resume.TypedResume,), {})
+    loaders: dict[str, Callable[[], Any]] = {
+        "unpositioned": lambda: plain.OwnIterators(plain.rows(), batch_size=2),
+        "replayed": lambda: DataLoader(plain.NoisyStream(), batch_size=2),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        resume.fit(root / "saved", resume.TypedResume, every=5, loader=loaders[case])
+        checkpoint = root / "saved" / "ckpt" / "step=5.ckpt"
+        return warning_of(lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, loader=loaders[case]))
+
+
+def _worker_draws_warning() -> str:
+    """Workers adding noise as they load (tests/test_plain_loaders.py's), resumed inside epoch 1."""
+    import tempfile
+
+    import test_plain_loaders as plain
+    import test_resume as resume
+
+    def loader() -> DataLoader[Any]:
+        return DataLoader(plain.WorkerRows(noise=True), batch_size=2, shuffle=True, num_workers=2)
+
+    resumed_as = type("MyModel", (plain.WorkerRecorder,), {})
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        resume.fit(root / "saved", plain.WorkerRecorder, every=13, loader=loader, max_epochs=2)
+        checkpoint = root / "saved" / "ckpt" / "step=13.ckpt"
+        return warning_of(
+            lambda: resume.fit(root / "resumed", resumed_as, ckpt_path=checkpoint, loader=loader, max_epochs=2)
+        )
 
 
 def _cycled_loader_warning() -> str:
@@ -1114,7 +1157,10 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     # resuming a run
     "resume from a plain checkpoint": lambda: _resume_warning("plain"),
     "resume after the module changed": lambda: _resume_warning("changed"),
-    "resume with a sampler without a generator": lambda: _resume_warning("global sampler"),
+    "resume with a sampler drawing as its iteration starts": lambda: _resume_warning("restored order"),
+    "resume with a loader the library cannot start inside an epoch": lambda: _plain_loader_warning("unpositioned"),
+    "resume replaying an iterable that draws from the global streams": lambda: _plain_loader_warning("replayed"),
+    "resume with workers that drew at random": _worker_draws_warning,
     "resume with a sampler sharing the loader's generator": lambda: _resume_warning("shared generator"),
     "resume inside a combined loader's new pass": _cycled_loader_warning,
     "resume after an optimizer step, before on_train_batch_end logs": lambda: _resume_inside_a_batch_warning(

@@ -48,7 +48,7 @@ from fault_matrix import (
     normalized,
 )
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from models import PlainRegressor, TypedRegressor, assert_same_params, make_loader, trainer_kwargs
+from models import BATCH_SIZE, PlainRegressor, TypedRegressor, assert_same_params, make_dataset, trainer_kwargs
 from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import (
     BackboneFinetuning,
@@ -61,6 +61,7 @@ from pytorch_lightning.callbacks import (
     Timer,
 )
 from torch import nn
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from lightning_step_types.pytorch_lightning import StepResultAdapter
 
@@ -624,11 +625,13 @@ def _fit_that_stops(way: str, root: Path, max_epochs: int, ckpt: Path | None, st
     module.stop_at = stop_at
     callbacks = [StepResultAdapter()] if way == "adapter" else []
     trainer = Trainer(**trainer_kwargs(root, max_epochs=max_epochs), callbacks=callbacks)
+    # a stateful loader: plain Lightning then goes on at the next batch too (the library does with any DataLoader)
+    loader = StatefulDataLoader(make_dataset(n_batches=8), batch_size=BATCH_SIZE)
     if stop_at < 0:
-        trainer.fit(module, make_loader(n_batches=8), ckpt_path=ckpt)
+        trainer.fit(module, loader, ckpt_path=ckpt)
         return trainer, module
     with pytest.raises(RuntimeError, match="stopped in batch 4"):
-        trainer.fit(module, make_loader(n_batches=8), ckpt_path=ckpt)
+        trainer.fit(module, loader, ckpt_path=ckpt)
     saved = root / "stopped.ckpt"
     trainer.save_checkpoint(saved)
     return saved

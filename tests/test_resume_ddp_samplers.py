@@ -8,6 +8,11 @@ base seed from it after the permutation) and a ``SubsetRandomSampler(generator=g
 uninterrupted fits and then the fits resumed from their checkpoints, inside epoch 0 and inside epoch
 1 (``tests/scaling.py``: 120 rows, 15 batches per rank and epoch, 3 epochs); each resumed run's
 batches on each rank, weights, epoch values and rows are the uninterrupted run's, with no warning.
+
+A plain ``DataLoader`` resumes the same way: with the ``DistributedSampler`` Lightning puts in
+(``DataLoader(shuffle=True)``) and with a ``WeightedRandomSampler`` without a generator, which Lightning
+wraps (its order from torch's global random state), without workers and with 2, inside epoch 0 and
+inside epoch 1; plain Lightning's resume of the same checkpoint trains other batches.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import scaling
 from launching import launch
 from limits import hang_limit
 from test_resume import EXACT
-from test_scaling import FIT_S, MID_EPOCH, assert_ok, assert_resumed_exactly
+from test_scaling import FIT_S, MID_EPOCH, assert_ok, assert_resumed_exactly, same_batches
 
 pytestmark = [
     pytest.mark.slow,
@@ -47,3 +52,40 @@ def test_samplers_with_a_generator_resume_exactly_on_two_ranks(tmp_path: Path) -
         resumed = tmp_path / f"resumed-{sampler}-{checkpoint}"
         assert_resumed_exactly(resumed, tmp_path / f"full-{sampler}")
         assert scaling.record(resumed, 0)["warnings"] == []
+
+
+PLAIN = [(sampler, workers) for sampler in ("plain-injected", "plain-wrapper") for workers in (0, 2)]
+
+
+def test_a_plain_dataloader_resumes_exactly_on_two_ranks(tmp_path: Path) -> None:
+    def name(sampler: str, workers: int) -> str:
+        return f"{sampler}-{workers}"
+
+    runs = [{"root": str(tmp_path / f"full-{name(*case)}"), "sampler": case[0], "workers": case[1]} for case in PLAIN]
+    runs += [
+        {
+            "root": str(tmp_path / f"resumed-{name(*case)}-{checkpoint}"),
+            "sampler": case[0],
+            "workers": case[1],
+            "ckpt": str(tmp_path / f"full-{name(*case)}" / "ckpt" / checkpoint),
+        }
+        for case in PLAIN
+        for checkpoint in (EPOCH_0, MID_EPOCH)
+    ]
+    plain = tmp_path / "plain-lightning"  # plain Lightning's resume of the injected sampler's checkpoint
+    runs.append(
+        {
+            "root": str(plain),
+            "module": "plain",
+            "sampler": "plain-injected",
+            "ckpt": str(tmp_path / "full-plain-injected-0" / "ckpt" / MID_EPOCH),
+        }
+    )
+    assert_ok(launch(tmp_path, runs, limit=hang_limit(idle_s=FIT_S * len(runs))))
+    for case in PLAIN:
+        for checkpoint in (EPOCH_0, MID_EPOCH):
+            resumed = tmp_path / f"resumed-{name(*case)}-{checkpoint}"
+            assert_resumed_exactly(resumed, tmp_path / f"full-{name(*case)}")
+            assert scaling.record(resumed, 0)["warnings"] == [], (case, checkpoint)
+    # plain Lightning starts the epoch's iterator again: 15 of its 25 batches are the uninterrupted run's
+    assert same_batches(plain, tmp_path / "full-plain-injected-0", 0) == (15, 25)

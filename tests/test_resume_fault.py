@@ -505,34 +505,42 @@ class SeenBatches(TypedResume):
 
 
 @exact
-def test_a_plain_dataloader_resumed_mid_epoch_restarts_the_data_with_lightning_s_warning(tmp_path: Path) -> None:
-    """What docs/resume.md says happens without a StatefulDataLoader (figures measured here)."""
+def test_a_plain_dataloader_resumed_mid_epoch_goes_on_with_the_epoch_s_next_batch(tmp_path: Path) -> None:
+    """What docs/resume.md says of a plain DataLoader ("Without a stateful loader"), figures measured here:
+    plain Lightning restarts the epoch's data and warns; the library resumes at the next batch, silently."""
 
     def loader() -> DataLoader[Any]:
         return DataLoader(dataset(), batch_size=2)
 
+    class PlainSeenBatches(SeenBatches):
+        exact_resume = False
+
+    checkpoint = tmp_path / "full" / "ckpt" / "step=5.ckpt"
     full = fit(tmp_path / "full", SeenBatches, every=5, loader=loader)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        resumed = fit(
-            tmp_path / "resumed", SeenBatches, loader=loader, ckpt_path=tmp_path / "full" / "ckpt" / "step=5.ckpt"
-        )
-    lightning_warnings = [str(w.message) for w in caught if "not resumable" in str(w.message)]
+    resumed: dict[str, Any] = {}
+    caught: dict[str, list[Any]] = {}
+    for name, module in (("plain", PlainSeenBatches), ("exact", SeenBatches)):
+        with warnings.catch_warnings(record=True) as caught[name]:
+            warnings.simplefilter("always")
+            resumed[name] = fit(tmp_path / name, module, loader=loader, ckpt_path=checkpoint)
+    lightning_warnings = [str(w.message) for w in caught["plain"] if "not resumable" in str(w.message)]
     assert lightning_warnings == [
         "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable."
         " This can cause unreliable results if further training is done. Consider using an end-of-epoch checkpoint"
         " or make your dataloader resumable by implementing the `state_dict` / `load_state_dict` interface."
     ]
-    assert [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)] == []
-    # the resumed run trains the epoch's batches 0 to 5 again as its batches 5 to 10, on top of the restored
-    # aggregates and of the module's list of the batches it saw, which the checkpoint holds (batches 0 to 4)
-    full_seen, resumed_seen = getattr(full.module, "seen"), getattr(resumed.module, "seen")
-    assert resumed_seen[:5] == full_seen[:5]
-    assert resumed_seen[5:] == [(index + 5, data) for index, (_, data) in enumerate(full_seen[:6])]
-    assert resumed.trainer.global_step == BATCHES
-    assert not torch.equal(resumed.module.net.weight, full.module.net.weight)
+    # plain Lightning trains the epoch's batches 0 to 5 again as its batches 5 to 10
+    full_seen, plain_seen = getattr(full.module, "seen"), getattr(resumed["plain"].module, "seen")
+    assert plain_seen == [(index + 5, data) for index, (_, data) in enumerate(full_seen[:6])]
+    assert not torch.equal(resumed["plain"].module.net.weight, full.module.net.weight)
     assert round(float(full.trainer.callback_metrics["train_loss_epoch"]), 3) == 4.375
-    assert round(float(resumed.trainer.callback_metrics["train_loss_epoch"]), 3) == 3.949
+    # its epoch mean covers the 6 batches it trained after the resume (batches 0 to 5 again), not the epoch
+    assert round(float(resumed["plain"].trainer.callback_metrics["train_loss_epoch"]), 3) == 0.504
+    # the library: batches 5 to 10 as uninterrupted, no warning, Lightning's included
+    assert [str(w.message) for w in caught["exact"] if "not resumable" in str(w.message)] == []
+    assert [str(w.message) for w in caught["exact"] if issubclass(w.category, StepResultWarning)] == []
+    assert getattr(resumed["exact"].module, "seen") == full_seen
+    assert_same_run(resumed["exact"], full)
 
 
 # --- a fault before the library noted the batch's start ------------------------------------------------

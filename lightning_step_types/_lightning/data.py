@@ -34,6 +34,7 @@ __all__ = [
     "holds_dataset_state",
     "load_finished_loaders_as_ended",
     "loaded_loader_states",
+    "loader_states_to_load",
     "loader_count_offset",
     "loader_counts",
     "loader_samplers",
@@ -47,6 +48,7 @@ __all__ = [
     "stop_before_train_iterator",
     "stop_before_wrapped_draw",
     "train_iterator",
+    "torchdata_loader",
     "train_loaders",
     "wrapped_sampler",
 ]
@@ -322,12 +324,15 @@ def rewindable_loader(trainer: Any) -> Any:
     return loader
 
 
-def _main_process_stateful_loader(loader: Any) -> bool:
-    """A torchdata `StatefulDataLoader` (matched by its class's name and package) with ``num_workers=0``."""
+def torchdata_loader(loader: Any) -> bool:
+    """A torchdata `StatefulDataLoader` (matched by its class's name and package, a subclass's too)."""
     kind: Any = loader.__class__
-    if not any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__):
-        return False
-    return int(getattr(loader, "num_workers", 1)) == 0
+    return any(k.__name__ == "StatefulDataLoader" and k.__module__.startswith("torchdata.") for k in kind.__mro__)
+
+
+def _main_process_stateful_loader(loader: Any) -> bool:
+    """A torchdata `StatefulDataLoader` with ``num_workers=0``."""
+    return torchdata_loader(loader) and int(getattr(loader, "num_workers", 1)) == 0
 
 
 def counted_loaders(trainer: Any) -> list[Any] | None:
@@ -572,6 +577,12 @@ def epoch_of_iterator(trainer: Any) -> int:
     """The epoch the training iterator made now is for (`FitLoop.epoch_progress.current.processed`:
     the epochs done, restored from the checkpoint in a resumed fit)."""
     return int(trainer.fit_loop.epoch_progress.current.processed)
+
+
+def loader_states_to_load(trainer: Any) -> bool:
+    """Whether `FitLoop._load_combined_loader_states` (private) is about to load the training loaders'
+    saved states: `FitLoop._combined_loader_states_to_load` (private, from the checkpoint's fit loop)."""
+    return bool(getattr(trainer.fit_loop, "_combined_loader_states_to_load", None))
 
 
 def load_finished_loaders_as_ended(trainer: Any) -> None:

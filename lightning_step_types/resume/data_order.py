@@ -37,6 +37,7 @@ from lightning_step_types._lightning.data import (
     train_loaders,
     wrapped_sampler,
 )
+from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, sampler_order_problem, warn
 
 __all__ = [
@@ -106,10 +107,14 @@ class _Order:
 
     def saved(self, epoch: int) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
+        trainer = self.trainer()
+        loaders = train_loaders(trainer) if trainer is not None else []
         for index, wrapped in enumerate(self.wrapped):
             if wrapped is None or isinstance(wrapped.inner, torch.utils.data.SequentialSampler):
                 continue  # nothing drawn at random
             state = wrapped.before.get(epoch, None) if epoch in wrapped.before else _state_of(wrapped.inner)
+            if state is None and index < len(loaders) and plain_loader(loaders[index]):
+                continue  # a plain DataLoader: `plain_loaders` draws its order again from the global streams it saves
             entries.append({"loader": index, "sampler": _named(wrapped.inner), "epoch": epoch, "state": state})
         return entries
 

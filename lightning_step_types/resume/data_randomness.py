@@ -14,11 +14,20 @@ the epoch's start only (nothing per batch). A checkpoint carries those of the ep
 under ``checkpoint["lightning_step_types"]["generators"]``. The resumed fit puts the states from
 before back right before its first iterator is made, and once it is made (at its first epoch's
 ``on_run_start``), the states from after into the generators of torchdata's ``RandomSampler``, which
-draws its whole permutation there. A sampler that draws from torch's global random state (no
-``generator=``, no ``state_dict()``) cannot be resumed exactly: one ``StepResultWarning`` at resume
-names it (under DDP, ``data_order`` names the samplers Lightning wraps). So does a resume inside an
-epoch where torchdata's ``RandomSampler(replacement=True)`` shares the loader's ``generator=``:
-torchdata's restore redraws its samples without the loader's draw that came between them.
+draws its whole permutation there. A plain ``DataLoader``'s passes are ``plain_loaders``': it is left
+out here.
+
+A sampler that draws from torch's global random state (no ``generator=``) draws at the epoch's first
+fetch; torchdata's restore inside an epoch draws it again, as it makes the iterator or at its first
+index draw. Where a ``StatefulDataLoader`` is the only training loader and loads in the main process,
+a followed fit reads the global streams right before each epoch's first fetch (once per epoch), a
+checkpoint carries them (``"first_fetch"``), and the restore draws from them: the uninterrupted order.
+Any other restore is watched: where it drew from the global streams other than the uninterrupted run
+did (a sampler that draws as its iterator is made, which torchdata makes twice; one of several
+loaders in the main process), one ``StepResultWarning`` names it (under DDP, ``data_order`` names the
+samplers Lightning wraps). So does a resume inside an epoch where torchdata's
+``RandomSampler(replacement=True)`` shares the loader's ``generator=``: torchdata's restore redraws
+its samples without the loader's draw that came between them.
 
 The loaders Lightning combines: in ``CombinedLoader(mode="max_size")`` a loader that ran out before
 the save is loaded as ended, not started over (``_lightning.data.load_finished_loaders_as_ended``).
@@ -35,6 +44,7 @@ a random order resumes exactly).
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
@@ -47,21 +57,31 @@ from lightning_step_types._lightning.data import (
     epoch_iterator_made_again,
     epoch_of_iterator,
     load_finished_loaders_as_ended,
+    loader_states_to_load,
     stop_around_epoch_iterator,
     stop_around_loader_iterator,
+    torchdata_loader,
     train_iterator,
     train_loaders,
     wrapped_sampler,
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
+from lightning_step_types._lightning.plain_loader import around_first_index_draw, plain_loader, streams_moved
+from lightning_step_types._lightning.random_state import (
+    GlobalStreams,
+    StreamsState,
+    lightning_states,
+    set_global_states,
+)
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     cycled_order_problem,
-    global_order_problem,
+    restored_order_problem,
     shared_generator_problem,
     warn,
 )
+from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 
 __all__ = [
     "GENERATORS",
@@ -178,6 +198,113 @@ def _random_order(loader: Any) -> list[str]:
     return names + [name for name in _global_samplers(loader) if name not in names]
 
 
+def _drawn_at_making(loader: Any) -> bool:
+    """Whether the loader's order may be drawn as its iterator is made, not at its first ``next()``: a
+    sampler whose ``__iter__`` is not a generator function runs (and draws) at ``iter()``, which torch's
+    and torchdata's ``BatchSampler`` call on their sampler as their own iteration starts (torchdata's as its
+    iterator is made); a batch sampler of the user's own is read the same way."""
+    batch_sampler: Any = getattr(loader, "batch_sampler", None)
+    kind: Any = type(cast(object, batch_sampler))
+    known = batch_sampler is None or kind.__module__.split(".")[0] in ("torch", "torchdata")
+    owner: Any = getattr(loader, "sampler", None) if known else batch_sampler
+    iterate: Any = getattr(type(cast(object, owner)), "__iter__", None)
+    return owner is not None and not inspect.isgeneratorfunction(iterate)
+
+
+def _first_fetch_loader(trainer: Any) -> Any:
+    """The training loader whose order a restore draws again from the streams of the epoch's first fetch, or
+    None: the only training loader, a stateful one (torchdata's ``StatefulDataLoader``) loading in the main
+    process, whose samplers draw at their first ``next()``. It draws its order at the epoch's first fetch;
+    torchdata's restore inside the epoch draws it as the iterator is made, when it fast-forwards."""
+    loaders = train_loaders(trainer)
+    if len(loaders) != 1:
+        return None
+    loader = loaders[0]
+    if not torchdata_loader(loader) or int(getattr(loader, "num_workers", 0) or 0) or _drawn_at_making(loader):
+        return None
+    return loader
+
+
+def _drawn_at_first_fetch(
+    randomness: _Randomness, trainer: Any, loader: Any, first_fetch: Mapping[str, Any], make: Callable[[], Any]
+) -> Any:
+    """Make a restored stateful loader's iterator with its order drawn again from the streams of the epoch's
+    first fetch, as the uninterrupted run drew it: torchdata's restore draws it as it makes the iterator (a
+    stateful batch sampler's iterator made again) or at its first index draw (an index sampler it
+    fast-forwards with ``itertools.islice``), the resumed run's first fetch. The workers' base seed is drawn
+    aside (a restored iterator takes the saved one). Once."""
+    stop_around_loader_iterator(loader)
+    own = loader.generator
+    streams = loaded_streams(first_fetch)
+    set_global_states(trainer, streams)
+    reader = randomness.reader = randomness.reader or GlobalStreams()
+    before = reader.read()
+    loader.generator = torch.Generator()
+    try:
+        iterator = make()
+    finally:
+        loader.generator = own
+    if not streams_moved(before, reader.read()):  # nothing drawn yet: at the first index draw
+
+        def first_draw(draw: Callable[[], Any]) -> Any:
+            now = reader.read()
+            set_global_states(trainer, streams)
+            try:
+                return draw()
+            finally:
+                set_global_states(trainer, lightning_states(now))  # the point's, put back at the first batch
+
+        around_first_index_draw(iterator, first_draw)
+    return iterator
+
+
+def _watched_restore(randomness: _Randomness, loader: Any, index: int, make: Callable[[], Any]) -> Any:
+    """Make a restored stateful loader's iterator, and name it where its order was drawn again from the global
+    streams in a way the uninterrupted run did not draw it: as its iterator was made (the streams moved
+    beyond its workers' base seed, `_moved_beyond_base_seed`) by a sampler that draws there (torchdata's
+    restore makes its iterator twice), or, for one of several loaders loading in the main process, at all
+    (they draw at the epoch's first fetch, one after another). Once."""
+    stop_around_loader_iterator(loader)
+    reader = randomness.reader = randomness.reader or GlobalStreams()
+    before = reader.read()
+    iterator = make()
+    kind: Any = type(cast(object, loader))
+    name = f"loader {index} ({kind.__module__}.{kind.__qualname__})"
+    in_main = not int(getattr(loader, "num_workers", 0) or 0)
+    if _moved_beyond_base_seed(before, reader.read(), loader):
+        if _drawn_at_making(loader) or in_main:
+            randomness.restored_again.append(name)
+    elif in_main:
+
+        def first_draw(draw: Callable[[], Any]) -> Any:
+            drawn_from = reader.read()
+            try:
+                return draw()
+            finally:
+                if streams_moved(drawn_from, reader.read()):
+                    randomness.restored_again.append(name)
+                randomness.awaited_draws -= 1
+                if not randomness.awaited_draws:  # the fetch's last loader: one warning for all of them
+                    randomness.name_restored()
+
+        randomness.awaited_draws += 1
+        around_first_index_draw(iterator, first_draw)
+    return iterator
+
+
+def _moved_beyond_base_seed(before: StreamsState, after: StreamsState, loader: Any) -> bool:
+    """Whether the global streams moved between two reads by more than an iterator's making draws: its
+    workers' base seed (``torch.empty((), dtype=torch.int64).random_(generator=loader.generator)``, from
+    torch's global generator without one)."""
+    expected = before
+    if not isinstance(getattr(loader, "generator", None), torch.Generator):
+        seeded = torch.Generator()
+        seeded.set_state(before[0])
+        torch.empty((), dtype=torch.int64).random_(generator=seeded)
+        expected = (seeded.get_state(), *before[1:])
+    return streams_moved(expected, after)
+
+
 def _loader_states(loader: Any) -> dict[str, torch.Tensor]:
     return {entry.path: entry.generator.get_state() for entry in _generators(loader)}
 
@@ -250,6 +377,13 @@ class _Randomness:
         self.loaded_passes: list[bool] = []
         # called before each epoch loop's start; what each returns is called with the epoch where it made an iterator
         self.watchers: list[Callable[[], Callable[[int], None]]] = []
+        # epoch -> the global streams at its first fetch, where a stateful loader draws its order from them there
+        self.first_fetch: dict[int, dict[str, Any]] = {}
+        self.reader: GlobalStreams | None = None
+        # a resumed fit's stateful loaders whose restore drew their order again from the global streams
+        self.restored_again: list[str] = []
+        self.awaited_draws = 0  # of those, the ones whose first index draw is still to come
+        self.named: tuple[Any, str] | None = None  # a resumed fit's module and point, as its warnings name them
 
     def before_first_iterator(self) -> None:
         """In `setup_data`, before the fit's first iterator is made and the loaders' saved states load."""
@@ -263,6 +397,19 @@ class _Randomness:
             self.cycled = None
         if self.loaded is not None and int(self.loaded["epoch"]) == epoch:
             self._put_back(trainer, "before", eager_only=False)
+            first_fetch: Any = self.loaded.get("first_fetch")
+            if isinstance(first_fetch, Mapping):
+                self.first_fetch = {epoch: cast("dict[str, Any]", first_fetch)}
+        if self.named is not None and loader_states_to_load(trainer):  # a restore inside the epoch
+            only = _first_fetch_loader(trainer)
+            for index, loader in enumerate(train_loaders(trainer)):
+                if loader is only and epoch in self.first_fetch:
+                    restore = functools.partial(_drawn_at_first_fetch, self, trainer, loader, self.first_fetch[epoch])
+                elif torchdata_loader(loader):
+                    restore = functools.partial(_watched_restore, self, loader, index)
+                else:
+                    continue
+                around_loader_iterator(loader, restore)
         if epoch_iterator_made_again(trainer):
             # loaders made anew at an epoch's start (reload_dataloaders_every_n_epochs): the epoch trains from
             # the iterator its loop makes next, which `epoch_starts` records; a save before that (in the
@@ -271,6 +418,14 @@ class _Randomness:
         self.before = {epoch: _states(trainer)}
         self.after = {}
         self.first_epoch = epoch
+
+    def name_restored(self) -> None:
+        """One warning (global rank 0) for the stateful loaders whose restore drew their order again from
+        other global streams than the uninterrupted run's (`_watched_restore`)."""
+        trainer = self.trainer()
+        if self.restored_again and self.named is not None and int(getattr(trainer, "global_rank", 0)) == 0:
+            warn(self.named[0], self.named[1], restored_order_problem(self.restored_again))
+        self.restored_again = []
 
     def _name_cycled(self, trainer: Any, module: Any, where: str, cycled: list[bool]) -> None:
         loaders = train_loaders(trainer)
@@ -290,6 +445,9 @@ class _Randomness:
         if trainer is None:
             run()
             return
+        if not self.awaited_draws or self.first_epoch is None:  # past the resumed epoch: whatever drew
+            self.name_restored()
+            self.awaited_draws = 0
         if self.first_epoch is not None:  # the iterator `setup_data` made is the one this epoch trains from
             if self.loaded is not None and int(self.loaded["epoch"]) == self.first_epoch:
                 if batch_counters(trainer).completed >= training_batches(trainer):
@@ -303,6 +461,13 @@ class _Randomness:
         epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
         made = [watch() for watch in self.watchers]
         run()
+        # the first fetch comes next (`_TrainingEpochLoop.run` calls `advance` right after): a resumed
+        # epoch's first fetch is not its first (its streams came with the checkpoint)
+        if epoch not in self.first_fetch and _first_fetch_loader(trainer) is not None:
+            reader = self.reader = self.reader or GlobalStreams()
+            self.first_fetch = {e: f for e, f in self.first_fetch.items() if e >= epoch - 1} | {
+                epoch: saved_streams(reader.read())
+            }
         if train_iterator(trainer) is not iterator:
             for call in made:
                 call(epoch)
@@ -343,11 +508,22 @@ class _Randomness:
                     for path, state in states.items()
                 }
             )
-        samplers = [name for loader in train_loaders(trainer) for name in _global_samplers(loader)]
-        if not any(now) and not samplers:
+        # a plain DataLoader draws its order again from the states `plain_loaders` saves for its pass; a
+        # restored stateful one from the streams of the epoch's first fetch, or is named where it draws
+        # again from other ones (`_watched_restore`)
+        first_fetch = self.first_fetch.get(epoch) if _first_fetch_loader(trainer) is not None else None
+        if not any(now) and first_fetch is None:
             return None
-        sharing = [name for loader in train_loaders(trainer) for name in _sharing_samplers(loader)]
-        return {"epoch": epoch, "loaders": loaders, "global": samplers, "sharing": sharing, "passes": in_pass}
+        sharing = [
+            name for loader in train_loaders(trainer) if not plain_loader(loader) for name in _sharing_samplers(loader)
+        ]
+        return {
+            "epoch": epoch,
+            "loaders": loaders,
+            "sharing": sharing,
+            "passes": in_pass,
+            "first_fetch": first_fetch,
+        }
 
     def stop(self) -> None:
         trainer = self.trainer()
@@ -400,7 +576,11 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cy
     randomness = _FITS.get(trainer)
     ours = saved_part(checkpoint, CHECKPOINT_KEY)
     saved = saved_part(ours, GENERATORS)
-    if randomness is None or "loaders" not in saved:
+    if randomness is None:
+        return
+    point = saved_part(saved_part(ours, "epoch_state"), "point")
+    randomness.named = (module, where_resumed(point))
+    if "loaders" not in saved:
         return
     randomness.loaded = saved
     # which loaders' states are a pass's (a checkpoint of an earlier release has none: each is named below)
@@ -409,10 +589,6 @@ def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cy
     randomness.resumed_epoch, randomness.loaded_passes = int(saved["epoch"]), in_pass
     if int(getattr(trainer, "global_rank", 0)) != 0:
         return
-    point = saved_part(saved_part(ours, "epoch_state"), "point")
-    samplers: list[str] = list(saved.get("global") or [])
-    if samplers:
-        warn(module, where_resumed(point), global_order_problem(samplers))
     sharing: list[str] = list(saved.get("sharing") or [])
     if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores the sampler inside an epoch only
         warn(module, where_resumed(point), shared_generator_problem(sharing))

@@ -18,6 +18,8 @@ the last point whose every effect it holds, with each process's running state at
   the loggers already wrote, ``trainer.should_stop``, the epoch-start hooks Lightning skips;
 - ``resume/undeclared_state.py`` does it for the module's own attributes that no checkpoint holds (a
   list ``training_step`` appends to, a counter, a cached tensor), and names those it cannot save;
+- ``resume/plain_loaders.py`` starts a plain ``DataLoader`` inside an epoch at the point's batch, its
+  order drawn again from the states its pass drew from;
 - ``resume/messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 
 One code path for both ways in; every private Lightning name is read in ``_lightning/``.
@@ -75,6 +77,7 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
             follow_data_order(trainer)
             follow_randomness(trainer)
             follower.streams.follow(trainer)
+            follower.plain_loaders.follow(trainer)
 
 
 def fit_ends(trainer: Any, module: Any) -> None:

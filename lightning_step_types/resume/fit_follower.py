@@ -69,6 +69,7 @@ from lightning_step_types._lightning.trainer import running
 from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
 from lightning_step_types.resume.holders import Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
+from lightning_step_types.resume.plain_loaders import PlainLoaders
 from lightning_step_types.resume.random_streams import RandomStreams
 from lightning_step_types.resume.undeclared_state import ModuleAttributes
 
@@ -191,6 +192,7 @@ class FitFollower:
         self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
         self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own, at each point's start
+        self.plain_loaders: PlainLoaders = PlainLoaders(trainer)  # plain DataLoaders' passes, at each iterator's making
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
@@ -434,6 +436,7 @@ class FitFollower:
         if self.holders is not None:
             self.holders.stop()
         self.attributes.stop()
+        self.plain_loaders.stop()
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []

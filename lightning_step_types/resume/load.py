@@ -79,6 +79,7 @@ from lightning_step_types.resume.messages import (
     warn,
     world_size_problem,
 )
+from lightning_step_types.resume.plain_loaders import PLAIN_LOADERS
 from lightning_step_types.resume.points import Point
 from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.save import FORMAT, READ_FORMATS, STATE
@@ -120,6 +121,9 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     loaded_holders(checkpoint, resume.holders)
     follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
     follower.streams.iterator_done = follower.streams.point_done = False  # this checkpoint's, not put back yet
+    plain: Any = resume.state.get(PLAIN_LOADERS) if resume.state is not None else None
+    where = _where(resume.point) if resume.point is not None else ""
+    follower.plain_loaders.load(cast("Mapping[str, Any]", plain) if isinstance(plain, Mapping) else None, module, where)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -186,6 +190,8 @@ class Resume:
         encoded = self.encoded
         if trainer is not None and encoded is not None and encoded.loader_states is not None:
             continue_loader_iterator(trainer, encoded.cycled, encoded.batches_done)
+        elif trainer is not None and follower.plain_loaders.positioned is not None:
+            continue_loader_iterator(trainer, *follower.plain_loaders.positioned)
         self._put_back(follower, False)
         if trainer is None or state is None:
             return
@@ -250,6 +256,7 @@ class Resume:
         if point is None:  # Lightning's own checkpoint: its own resume
             return True
         take_over_restart(trainer)
+        follower.plain_loaders.first_batch()
         follower.streams.put_back(
             module, self.where, self.encoded is not None and self.encoded.loader_states is not None
         )

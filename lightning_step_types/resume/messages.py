@@ -22,7 +22,6 @@ __all__ = [
     "changed_module_problem",
     "epoch_start_hooks_problem",
     "format_problem_of",
-    "global_order_problem",
     "shared_generator_problem",
     "unended_epoch_problem",
     "gloo_restarts_problem",
@@ -33,10 +32,14 @@ __all__ = [
     "plain_epoch_end_problem",
     "ranks_problem",
     "rounded_weights_problem",
+    "replayed_stream_problem",
+    "restored_order_problem",
     "running_stats_problem",
     "sampler_order_problem",
+    "unpositioned_loader_problem",
     "warn",
     "warn_unavailable",
+    "worker_draws_problem",
     "worker_streams_problem",
     "world_size_problem",
 ]
@@ -292,14 +295,17 @@ def sampler_order_problem(samplers: list[str]) -> Problem:
     )
 
 
-def global_order_problem(samplers: list[str]) -> Problem:
+def restored_order_problem(loaders: list[str]) -> Problem:
     return (
-        f"a training loader whose order no checkpoint holds: {', '.join(samplers)}, with no torch.Generator"
-        " and no state_dict(), so its order comes from torch's global random state, and the resumed run's"
-        " batches are not the uninterrupted run's",
-        "a sampler whose order a checkpoint can hold: one with a torch.Generator (generator=...) or"
-        " state_dict() / load_state_dict(), or StatefulDataLoader(dataset, shuffle=True)",
-        "give the sampler generator=torch.Generator().manual_seed(seed)",
+        f"a training loader whose order torchdata's restore drew again from torch's global random state:"
+        f" {', '.join(loaders)}; resumed inside an epoch, a StatefulDataLoader makes its sampler's iterator"
+        " again and fast-forwards it, and its sampler drew from the global streams of that moment, not from"
+        " those the uninterrupted run drew the epoch's order from, so the resumed run's batches are not the"
+        " uninterrupted run's",
+        "a sampler that draws its order from a torch.Generator of its own, or a plain torch DataLoader (whose"
+        " order lightning_step_types draws again from the streams of the epoch's first draw)",
+        "give the sampler generator=torch.Generator().manual_seed(seed) and draw from it, or build the training"
+        " loader as a torch.utils.data.DataLoader",
     )
 
 
@@ -314,6 +320,44 @@ def worker_streams_problem(loaders: list[str]) -> Problem:
         "nothing, where the dataset draws nothing at random; else draw the augmentation from a torch.Generator the"
         " dataset keeps, and return its get_state() from the dataset's state_dict() (StatefulDataLoader saves it"
         " for each worker), or set num_workers=0",
+    )
+
+
+def worker_draws_problem(loaders: list[str]) -> Problem:
+    return (
+        f"a training loader whose worker processes drew at random while they loaded the batches before the"
+        f" point: {', '.join(loaders)}; each worker's random streams (torch's, numpy's, Python's) start where"
+        " torch seeds them, no checkpoint holds how far the batches before the point moved them, and the"
+        " resumed workers do not load those batches, so their random draws (augmentation in"
+        " Dataset.__getitem__) are not the uninterrupted run's",
+        "workers that draw nothing at random, or a loader that loads in the main process (num_workers=0),"
+        " whose streams the checkpoint holds",
+        "draw the augmentation from a torch.Generator seeded from the sample's index (and the epoch), so that"
+        " a batch's draws do not depend on the batches a worker loaded before it; or set num_workers=0",
+    )
+
+
+def replayed_stream_problem(loader: str) -> Problem:
+    return (
+        f"a training loader over an IterableDataset without a state_dict(), replayed up to the point: {loader};"
+        " it draws from the global random streams while it is iterated in the main process, and the replay"
+        " draws the batches before the point one after another, where the uninterrupted run drew them between"
+        " training steps, so the batches from the point on are not the uninterrupted run's",
+        "an IterableDataset with state_dict() / load_state_dict() (what its iterator needs to go on from a"
+        " point), or one that draws from a torch.Generator of its own",
+        "give the dataset state_dict() and load_state_dict() returning and taking its position and its"
+        " generator's get_state(), or draw from a torch.Generator the dataset keeps",
+    )
+
+
+def unpositioned_loader_problem(loaders: list[str]) -> Problem:
+    return (
+        f"a training loader that cannot be started inside an epoch: {', '.join(loaders)}; Lightning starts"
+        " it again from its first batch, so the resumed epoch trains its first batches again and not its"
+        " last ones",
+        "a torch.utils.data.DataLoader (which lightning_step_types resumes at the batch), or a loader with"
+        " state_dict() / load_state_dict() such as torchdata's StatefulDataLoader",
+        "build the training data as a DataLoader, or torchdata.stateful_dataloader.StatefulDataLoader",
     )
 
 

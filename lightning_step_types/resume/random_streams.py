@@ -32,7 +32,6 @@ worker), taken to hold its random streams.
 
 from __future__ import annotations
 
-import struct
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -40,16 +39,17 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.data import epoch_of_iterator, train_loaders
+from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
     StreamsState,
-    lightning_states,
     set_global_states,
 )
 from lightning_step_types.resume.data_order import also_before_train_iterator
 from lightning_step_types.resume.data_randomness import loader_generators, watch_epoch_iterators
 from lightning_step_types.resume.messages import warn, worker_streams_problem
 from lightning_step_types.resume.points import Point
+from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 
 __all__ = ["RANDOM_STREAMS", "RandomStreams"]
 
@@ -88,7 +88,7 @@ class RandomStreams:
         if loaded is not None and not self.iterator_done:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
-                set_global_states(trainer, _loaded(loaded["iterator"]))
+                set_global_states(trainer, loaded_streams(loaded["iterator"]))
         self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
     def _before_epoch_iterator(self) -> Any:
@@ -115,10 +115,10 @@ class RandomStreams:
         now = self.read()
         generators = _generator_states(self.trainer())
         if point.kind == "epoch":  # the epoch from its start: its iterator is made after this
-            return {"iterator": _saved(now), "point": None, "validation": generators}
+            return {"iterator": saved_streams(now), "point": None, "validation": generators}
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
-            return {"iterator": None, "point": _saved(at_end), "validation": generators}
+            return {"iterator": None, "point": saved_streams(at_end), "validation": generators}
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
         if point.kind == "batch" and inside and at_batch is not None:
@@ -127,8 +127,8 @@ class RandomStreams:
             at_point, generators = self.validation
         before = self.before_iterator.get(point.epoch)
         return {
-            "iterator": _saved(before) if before is not None else None,
-            "point": _saved(at_point),
+            "iterator": saved_streams(before) if before is not None else None,
+            "point": saved_streams(at_point),
             "validation": generators,
         }
 
@@ -144,46 +144,12 @@ class RandomStreams:
             return
         self.point_done = True
         if loaded.get("point") is not None:
-            set_global_states(trainer, _loaded(loaded["point"]))
+            set_global_states(trainer, loaded_streams(loaded["point"]))
         _set_generator_states(trainer, loaded.get("validation") or [])
         if int(getattr(trainer, "global_rank", 0)) == 0:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
-
-
-def _saved(state: StreamsState) -> dict[str, Any]:
-    """``state`` as the checkpoint holds it: tensors, bytes and numbers only (a ``weights_only`` load reads it)."""
-    states = lightning_states(state)
-    version, words, gauss = states["python"]
-    saved: dict[str, Any] = {
-        "torch": states["torch"],
-        "python": [version, struct.pack(f"@{len(words)}I", *words), gauss],
-    }
-    if "numpy" in states:
-        kind, key, position, has_gauss, cached = states["numpy"]
-        saved["numpy"] = [kind, key.tobytes(), int(position), int(has_gauss), float(cached)]
-    if "torch.cuda" in states:
-        saved["torch.cuda"] = list(states["torch.cuda"])
-    return saved
-
-
-def _loaded(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """A saved entry in the layout Lightning's ``_set_rng_states`` sets."""
-    version, packed, gauss = saved["python"]
-    states: dict[str, Any] = {
-        "torch": saved["torch"],
-        "python": (version, struct.unpack(f"@{len(packed) // 4}I", packed), gauss),
-    }
-    numpy_state = saved.get("numpy")
-    if numpy_state is not None:
-        import numpy as np
-
-        kind, key, position, has_gauss, cached = numpy_state
-        states["numpy"] = (kind, np.frombuffer(key, dtype=np.uint32).copy(), position, has_gauss, cached)
-    if saved.get("torch.cuda") is not None:
-        states["torch.cuda"] = saved["torch.cuda"]
-    return states
 
 
 def _validation_loaders(trainer: Any) -> list[Any]:
@@ -219,9 +185,12 @@ def _set_generator_states(trainer: Any, saved: Generators) -> None:
 def _restarting_workers(trainer: Any, inside_epoch: bool) -> list[str]:
     """The training loaders whose worker processes start their streams again where the uninterrupted
     run's went on: resumed inside an epoch, or with persistent workers; not where the dataset keeps a
-    state of its own (taken to hold its streams: ``StatefulDataLoader`` saves it per worker)."""
+    state of its own (taken to hold its streams: ``StatefulDataLoader`` saves it per worker), nor a plain
+    ``DataLoader``, whose workers ``plain_loaders`` watches and names where they drew."""
     names: list[str] = []
     for index, loader in enumerate(train_loaders(trainer)):
+        if plain_loader(loader):
+            continue
         workers = int(getattr(loader, "num_workers", 0) or 0)
         persistent = bool(getattr(loader, "persistent_workers", False))
         dataset = getattr(loader, "dataset", None)

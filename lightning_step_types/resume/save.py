@@ -39,6 +39,7 @@ from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.resume.holders import RANK_SAVED, SAVED, fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
+from lightning_step_types.resume.plain_loaders import PLAIN_LOADERS
 from lightning_step_types.resume.points import Point, Position, point_of
 from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.rank_exchange import gathered_states
@@ -89,6 +90,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
     state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch, record.streams)
     runs_again = _runs_again(follower, point, position)
     state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
+    last = encoded.is_last_batch or encoded.batches_done >= training_batches(trainer)
+    state[PLAIN_LOADERS] = follower.plain_loaders.saved(point.kind, encoded.batches_done, last)
     held: dict[str, Any] | None = None
     if follower.holders is not None:
         unfinished = (
