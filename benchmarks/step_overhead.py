@@ -58,8 +58,6 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from pydantic import ConfigDict, field_validator
-from pydantic.dataclasses import dataclass as pydantic_dataclass
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_step_types import TrainStepResult
@@ -397,26 +395,34 @@ def end_to_end(steps: int, warmup: int, segment: int) -> dict[str, SegmentClock]
 # --- 2. construction: TrainStepResult vs a pydantic dataclass with the same checks ------------
 
 
-@pydantic_dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=True))
-class PydanticStepResult:
-    loss: torch.Tensor
-    metadata: dict[str, Any]
+def pydantic_step_result() -> type[Any]:
+    """A frozen pydantic dataclass with ``TrainStepResult``'s checks (pydantic comes with the test extra:
+    imported here, so that the other measurements' models import without it)."""
+    from pydantic import ConfigDict, field_validator
+    from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-    @field_validator("loss")
-    @classmethod
-    def _loss(cls, loss: torch.Tensor) -> torch.Tensor:
-        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
-            raise ValueError("loss must be a floating tensor holding one value")
-        return loss
+    @pydantic_dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=True))
+    class PydanticStepResult:
+        loss: torch.Tensor
+        metadata: dict[str, Any]
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        if not all(isinstance(key, str) for key in metadata):
-            raise ValueError("metadata keys must be str")
-        if "loss" in metadata:
-            raise ValueError("metadata must not hold 'loss'")
-        return metadata
+        @field_validator("loss")
+        @classmethod
+        def _loss(cls, loss: torch.Tensor) -> torch.Tensor:
+            if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+                raise ValueError("loss must be a floating tensor holding one value")
+            return loss
+
+        @field_validator("metadata")
+        @classmethod
+        def _metadata(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+            if not all(isinstance(key, str) for key in metadata):
+                raise ValueError("metadata keys must be str")
+            if "loss" in metadata:
+                raise ValueError("metadata must not hold 'loss'")
+            return metadata
+
+    return PydanticStepResult
 
 
 def _per_call_us(func: Callable[[], object], number: int, repeat: int) -> float:
@@ -430,6 +436,7 @@ def construction(number: int, repeat: int) -> dict[str, float]:
     logits = layer(x)
     loss = F.cross_entropy(logits, y)
     metadata = {"logits": logits}
+    PydanticStepResult = pydantic_step_result()
     # Same inputs, same outcome: each builds a checked, immutable loss + metadata pair.
     assert TrainStepResult(loss=loss, metadata=metadata)["logits"] is logits
     assert PydanticStepResult(loss=loss, metadata=metadata).metadata["logits"] is logits
