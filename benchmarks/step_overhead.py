@@ -252,8 +252,9 @@ HAND_LOG_BAR = "plain: self.log('train_loss', loss, on_step=True, on_epoch=True,
 LOG_LOSS = "typed: log_loss=True"
 
 
-def quiet_trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
-    """A Trainer of one epoch of ``max_steps`` training batches, with nothing around them."""
+def quiet_trainer(max_steps: int, callbacks: list[pl.Callback], checkpoints: str | None = None) -> pl.Trainer:
+    """A Trainer of one epoch of ``max_steps`` training batches, with nothing around them; checkpointing
+    on, into ``checkpoints``, where it is given (the callbacks then hold a ``ModelCheckpoint``)."""
     return pl.Trainer(
         accelerator="cpu",
         devices=1,
@@ -262,10 +263,11 @@ def quiet_trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
         limit_val_batches=0,
         num_sanity_val_steps=0,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=checkpoints is not None,
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=callbacks,
+        default_root_dir=checkpoints,
     )
 
 
