@@ -60,8 +60,6 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from pydantic import ConfigDict, field_validator
-from pydantic.dataclasses import dataclass as pydantic_dataclass
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_step_types import TrainStepResult
@@ -288,8 +286,9 @@ HAND_LOG_BAR = "plain: self.log('train_loss', loss, on_step=True, on_epoch=True,
 LOG_LOSS = "typed: log_loss=True"
 
 
-def quiet_trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
-    """A Trainer of one epoch of ``max_steps`` training batches, with nothing around them."""
+def quiet_trainer(max_steps: int, callbacks: list[pl.Callback], checkpoints: str | None = None) -> pl.Trainer:
+    """A Trainer of one epoch of ``max_steps`` training batches, with nothing around them; checkpointing
+    on, into ``checkpoints``, where it is given (the callbacks then hold a ``ModelCheckpoint``)."""
     return pl.Trainer(
         accelerator="cpu",
         devices=1,
@@ -298,10 +297,11 @@ def quiet_trainer(max_steps: int, callbacks: list[pl.Callback]) -> pl.Trainer:
         limit_val_batches=0,
         num_sanity_val_steps=0,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=checkpoints is not None,
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=callbacks,
+        default_root_dir=checkpoints,
     )
 
 
@@ -441,26 +441,34 @@ def end_to_end(
 # --- 2. construction: TrainStepResult vs a pydantic dataclass with the same checks ------------
 
 
-@pydantic_dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=True))
-class PydanticStepResult:
-    loss: torch.Tensor
-    metadata: dict[str, Any]
+def pydantic_step_result() -> type[Any]:
+    """A frozen pydantic dataclass with ``TrainStepResult``'s checks (pydantic comes with the test extra:
+    imported here, so that the other measurements' models import without it)."""
+    from pydantic import ConfigDict, field_validator
+    from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-    @field_validator("loss")
-    @classmethod
-    def _loss(cls, loss: torch.Tensor) -> torch.Tensor:
-        if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
-            raise ValueError("loss must be a floating tensor holding one value")
-        return loss
+    @pydantic_dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=True))
+    class PydanticStepResult:
+        loss: torch.Tensor
+        metadata: dict[str, Any]
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        if not all(isinstance(key, str) for key in metadata):
-            raise ValueError("metadata keys must be str")
-        if "loss" in metadata:
-            raise ValueError("metadata must not hold 'loss'")
-        return metadata
+        @field_validator("loss")
+        @classmethod
+        def _loss(cls, loss: torch.Tensor) -> torch.Tensor:
+            if not isinstance(loss, torch.Tensor) or not loss.dtype.is_floating_point or loss.numel() != 1:
+                raise ValueError("loss must be a floating tensor holding one value")
+            return loss
+
+        @field_validator("metadata")
+        @classmethod
+        def _metadata(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+            if not all(isinstance(key, str) for key in metadata):
+                raise ValueError("metadata keys must be str")
+            if "loss" in metadata:
+                raise ValueError("metadata must not hold 'loss'")
+            return metadata
+
+    return PydanticStepResult
 
 
 def _per_call_us(func: Callable[[], object], number: int, repeat: int) -> float:
@@ -474,6 +482,7 @@ def construction(number: int, repeat: int) -> dict[str, float]:
     logits = layer(x)
     loss = F.cross_entropy(logits, y)
     metadata = {"logits": logits}
+    PydanticStepResult = pydantic_step_result()
     # Same inputs, same outcome: each builds a checked, immutable loss + metadata pair.
     assert TrainStepResult(loss=loss, metadata=metadata)["logits"] is logits
     assert PydanticStepResult(loss=loss, metadata=metadata).metadata["logits"] is logits

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 import torch
@@ -128,20 +129,21 @@ class BatchCounters(NamedTuple):
     is_last_batch: bool
 
 
-def batch_start_counters(trainer: Any) -> tuple[int, int, int, int]:
-    """``(current_epoch, batches completed in it, LR scheduler updates completed in it, logger step)``,
-    read at every batch's start in one go: `Trainer.current_epoch` is `FitLoop.epoch_progress.current.completed`;
-    `_TrainingEpochLoop.batch_progress` and `scheduler_progress` as in `batch_counters` and `scheduler_updates`;
-    the logger step as in `logger_step` (only `on_advance_end` and a restart's `reset` move it, so a
-    batch's end begins with the value its start had)."""
-    fit_loop = trainer.fit_loop
-    epoch_loop = fit_loop.epoch_loop
-    return (
-        int(fit_loop.epoch_progress.current.completed),
-        int(epoch_loop.batch_progress.current.completed),
-        int(epoch_loop.scheduler_progress.total.completed),
-        int(epoch_loop._batches_that_stepped),
-    )
+# `Trainer.current_epoch` is `FitLoop.epoch_progress.current.completed`; the epoch's batches completed as
+# in `batch_counters`; the logger step as in `logger_step` (only `on_advance_end` and a restart's `reset`
+# move it, so a batch's end begins with the value its start had). Lightning keeps each an int.
+_BATCH_START_COUNTERS = attrgetter(
+    "fit_loop.epoch_progress.current.completed",
+    "fit_loop.epoch_loop.batch_progress.current.completed",
+    "fit_loop.epoch_loop._batches_that_stepped",
+)
+
+
+def batch_start_counters(trainer: Any) -> tuple[int, int, int]:
+    """``(current_epoch, batches completed in it, logger step)``, read at every batch's start in one C
+    call (``operator.attrgetter``; see `_BATCH_START_COUNTERS` for what each is)."""
+    counters: tuple[int, int, int] = _BATCH_START_COUNTERS(trainer)
+    return counters
 
 
 def follow_fetches(trainer: Any, follower: Any) -> None:

@@ -35,7 +35,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
-from lightning_step_types._lightning.random_state import GlobalStreams, StreamsState
+from lightning_step_types._lightning.random_state import GlobalStreams, StreamsState, torch_state
 
 __all__ = [
     "IteratorEvents",
@@ -347,7 +347,11 @@ def streams_moved(before: StreamsState, after: StreamsState) -> bool:
     """Whether the global streams moved between two ``GlobalStreams.read``s."""
     torch_a, python_a, gauss_a, numpy_a, cuda_a = before
     torch_b, python_b, gauss_b, numpy_b, cuda_b = after
-    if not torch.equal(torch_a, torch_b) or python_a != python_b or gauss_a != gauss_b:
+    if isinstance(torch_a, bytes) and isinstance(torch_b, bytes):  # both as their engine's raw bytes
+        torch_differs = torch_a != torch_b
+    else:
+        torch_differs = not torch.equal(torch_state(torch_a), torch_state(torch_b))
+    if torch_differs or python_a != python_b or gauss_a != gauss_b:
         return True
     if numpy_a is not numpy_b and (numpy_a is None or numpy_b is None or _numpy_differs(numpy_a, numpy_b)):
         return True

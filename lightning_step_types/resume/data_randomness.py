@@ -72,6 +72,7 @@ from lightning_step_types._lightning.random_state import (
     StreamsState,
     lightning_states,
     set_global_states,
+    torch_state,
 )
 from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
 from lightning_step_types.resume.messages import (
@@ -299,7 +300,7 @@ def _moved_beyond_base_seed(before: StreamsState, after: StreamsState, loader: A
     expected = before
     if not isinstance(getattr(loader, "generator", None), torch.Generator):
         seeded = torch.Generator()
-        seeded.set_state(before[0])
+        seeded.set_state(torch_state(before[0]))
         torch.empty((), dtype=torch.int64).random_(generator=seeded)
         expected = (seeded.get_state(), *before[1:])
     return streams_moved(expected, after)

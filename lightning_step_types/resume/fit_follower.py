@@ -8,8 +8,9 @@ whose every effect the checkpoint holds. A ``FitFollower`` keeps both, for one f
 
 - the phase of the fit (an epoch's start, a batch, its end with validation, the epoch's end);
 - at each batch's start, before its fetch: the running epoch state (Lightning's logged tensors by
-  reference, the metrics' states copied when they changed), the optimizer steps and LR scheduler
-  updates done so far, and where the data fetcher was;
+  reference, the metrics' states copied when they changed), the optimizer steps done so far, the
+  global random streams (their bytes copied: ``RandomStreams.batch_start``), and where the data
+  fetcher was;
 - the state a resumed run must load to fetch a batch again: where the training data comes from one
   torchdata ``StatefulDataLoader`` loading in this process, read back at the save
   (``_lightning.data.rewound_loader_states``: its counters as they were before the batch's fetch), with
@@ -119,10 +120,8 @@ class BatchRecord:
         "metrics",
         "marks",
         "steps",
-        "scheduler_updates",
         "fetched",
         "prefetched",
-        "streams",
     )
 
     def __init__(self) -> None:
@@ -133,10 +132,8 @@ class BatchRecord:
         self.metrics: dict[str, Any] = {}  # name -> states copied by metric_states_on_device
         self.marks: dict[str, tuple[Any, ...]] = {}  # name -> metric_change_mark when copied
         self.steps: int = 0  # optimizer steps done in this fit
-        self.scheduler_updates: int = 0  # LR scheduler updates completed in this fit
         self.fetched: int = 0  # the fetcher's count of fetches at the batch's start
         self.prefetched: int = 0  # of which not yet handed to a step: the batch's fetch is number fetched - prefetched
-        self.streams: Any = None  # the global random streams (`RandomStreams.read`)
 
 
 class FitFollower:
@@ -244,7 +241,7 @@ class FitFollower:
                 return
         # --- the batch-start record: written here rather than in a method of its own, since every call
         # per batch counts; one read of Lightning's counters, and nothing that has nothing to record
-        epoch, completed, scheduler_updates_done, self.logger_step_at_end = batch_start_counters(trainer)
+        epoch, completed, self.logger_step_at_end = batch_start_counters(trainer)
         if epoch != self.epoch:
             # the epoch's window (GradientAccumulationScheduler sets it in on_train_epoch_start, or at a resumed
             # fit's start)
@@ -272,7 +269,7 @@ class FitFollower:
             self.gradient_marks = None
         record = self.record
         record.epoch, record.batch = epoch, completed
-        record.streams = self.streams.read()
+        self.streams.batch_start()
         results = self.results
         if results:
             record.logged, _ = logged_snapshot(results)
@@ -288,7 +285,6 @@ class FitFollower:
                     record.marks[name] = mark
                     record.metrics[name] = metric_states_on_device(metric)
         record.steps = self.steps[0]
-        record.scheduler_updates = scheduler_updates_done
         if self.stateful:
             record.fetched, record.prefetched = fetch_position(trainer)
             first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it

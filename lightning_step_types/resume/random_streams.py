@@ -7,7 +7,8 @@ than the uninterrupted run. A followed fit reads the streams (``_lightning.rando
 moments a resume point can be at:
 
 - at every batch's start, before its fetch (``FitFollower.run_batch``): a point inside the batch
-  trains it again from its fetch, so the fetch's augmentation and the step's dropout draw again;
+  trains it again from its fetch, so the fetch's augmentation and the step's dropout draw again.
+  Only bytes are copied there, into the reader's buffers, and converted at a save;
 - before each epoch's training iterator is made (``FitLoop.setup_data``, or the epoch loop's start):
   making it draws the loader's workers' base seed, and a sampler without a generator its seed,
   from torch's stream;
@@ -64,7 +65,9 @@ class RandomStreams:
     def __init__(self, trainer: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
         self.reader: GlobalStreams = GlobalStreams()
-        self.read: Callable[[], StreamsState] = self.reader.read  # at each batch's start, into the follower's record
+        self.read: Callable[[], StreamsState] = self.reader.read
+        # at each batch's start (`FitFollower.run_batch`): into the reader's buffers, read back at a save
+        self.batch_start: Callable[[], None] = self.reader.batch_start
         self.before_iterator: dict[int, StreamsState] = {}  # epoch -> the streams before its iterator was made
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
@@ -109,9 +112,9 @@ class RandomStreams:
 
     # --- saving ------------------------------------------------------------------------------------
 
-    def saved(self, point: Point, phase: str, record_batch: int, record_epoch: int, at_batch: Any) -> dict[str, Any]:
-        """This process's entry for ``point``; ``phase`` is the follower's (fit_follower.Phase), and
-        ``at_batch`` the streams its record read at the start of batch ``record_batch`` of ``record_epoch``."""
+    def saved(self, point: Point, phase: str, record_batch: int, record_epoch: int) -> dict[str, Any]:
+        """This process's entry for ``point``; ``phase`` is the follower's (fit_follower.Phase), whose
+        record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
         generators = _generator_states(self.trainer())
         if point.kind == "epoch":  # the epoch from its start: its iterator is made after this
@@ -121,8 +124,8 @@ class RandomStreams:
             return {"iterator": None, "point": saved_streams(at_end), "validation": generators}
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
-        if point.kind == "batch" and inside and at_batch is not None:
-            at_point = cast("StreamsState", at_batch)
+        if point.kind == "batch" and inside:
+            at_point = self.reader.at_batch_start()
         elif point.from_validation and self.validation is not None:
             at_point, generators = self.validation
         before = self.before_iterator.get(point.epoch)

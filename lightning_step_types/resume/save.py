@@ -87,7 +87,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         return None
     state = rank_state(follower, point, trainer, module)
     record = follower.record
-    state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch, record.streams)
+    state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch)
     runs_again = _runs_again(follower, point, position)
     state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
     last = encoded.is_last_batch or encoded.batches_done >= training_batches(trainer)
