@@ -21,7 +21,17 @@ from typing import Any
 import pytest
 import torch
 from pytorch_lightning.callbacks import Callback, LearningRateFinder, LearningRateMonitor, ModelCheckpoint
-from test_resume_regressions import WAYS, PlainPlanned, TypedPlanned, fit, planned
+from test_resume_regressions import (
+    WAYS,
+    PlainPlanned,
+    PlannedFault,
+    TypedPlanned,
+    _data,
+    assert_same_fit,
+    fit,
+    planned,
+)
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from lightning_step_types import StepResultAdapter
 from lightning_step_types._lightning.checkpoint_callback import keys_not_loaded
@@ -183,6 +193,60 @@ def test_a_learning_rate_finder_fit_resumes_exactly_at_every_default_point(way: 
         ("at the end of epoch 0", "exact"),
         ("a kill 2 batches after the checkpoint at step 6", "exact"),
     ]
+
+
+class _ValidatesOnce:
+    """A validation loader of its own; ``validation_fault`` (set in ``__init__``) raises in epoch 0's
+    on_validation_epoch_end, after the epoch's last batch: the point is that batch's end, its validation to run."""
+
+    validation_fault = False
+
+    def val_dataloader(self) -> StatefulDataLoader[Any]:
+        return StatefulDataLoader(_data(), batch_size=6)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y, _ = batch
+        getattr(self, "log")("val_loss", torch.nn.functional.mse_loss(getattr(self, "net")(x), y))
+
+    def on_validation_epoch_end(self) -> None:
+        trainer: Any = getattr(self, "trainer")
+        if self.validation_fault and trainer.current_epoch == 0 and not trainer.sanity_checking:
+            raise PlannedFault("planned in epoch 0's on_validation_epoch_end")
+
+
+class TypedValidatesOnce(_ValidatesOnce, TypedLearningRate):
+    pass
+
+
+class PlainValidatesOnce(_ValidatesOnce, PlainLearningRate):
+    pass
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_learning_rate_finder_fit_resumed_at_its_last_batchs_validation_trains_on(way: str, tmp_path: Path) -> None:
+    """LearningRateFinder; an exception in epoch 0's on_validation_epoch_end (OnExceptionCheckpoint): the resumed
+    fit runs epoch 0's validation again and trains epoch 1 as the uninterrupted one. Its trial left the validation
+    loop's ``_has_run`` set, so the restarting epoch, its 12 batches done, ended at once without the validation,
+    the epoch loop stayed restarting, and epoch 1 kept those 12 batches done: no batch trained (global step 12)."""
+
+    def module(fault: bool) -> Any:
+        made = TypedValidatesOnce() if way == "typed" else PlainValidatesOnce()
+        made.validation_fault = fault
+        return made
+
+    def callbacks() -> list[Callback]:
+        return [LearningRateFinder(num_training_steps=5)]
+
+    full = fit(way, tmp_path / "full", module(False), callbacks())
+    interrupted = fit(way, tmp_path / "run", module(True), callbacks())
+    assert isinstance(interrupted.error, PlannedFault)
+    saved = tmp_path / "saved.ckpt"
+    (tmp_path / "run" / "on_exception.ckpt").rename(saved)
+    resumed = fit(way, tmp_path / "run", module(False), callbacks(), ckpt_path=saved)
+    assert (resumed.error, resumed.warned) == (None, [])
+    assert (resumed.trainer.global_step, resumed.trainer.current_epoch) == (24, 2)
+    assert_same_fit(resumed, full)
+    assert torch.equal(resumed.trainer.callback_metrics["val_loss"], full.trainer.callback_metrics["val_loss"])
 
 
 # --- 3. the state_dict() keys a Lightning callback's load_state_dict() does not read -----------------------

@@ -493,9 +493,19 @@ def restart_as_loaded(trainer: Any) -> None:
     (`_TrainingEpochLoop.reset` keeps the batch progress only when restarting), and its `setup_data` then
     made the loaders without loading the checkpoint's loader states (`_load_combined_loader_states` loads
     `_combined_loader_states_to_load` only when restarting): with `_combined_loader` None, `setup_data`
-    makes them again and loads them. Nothing where the loops still restart, or were never loaded.
+    makes them again and loads them. Nothing of this where the loops still restart, or were never loaded.
+
+    The validation loop's `_has_run` (private: `_EvaluationLoop` sets it True at the end of each batch of a
+    validation outside the sanity check, and only its `reset`, at a validation's start, sets it False) goes
+    back to False, as in a Trainer that loaded the checkpoint before any validation ran: a tuner's trials
+    (with its own `limit_val_batches`, or the point's validation run again in a trial) leave it True, and
+    `_TrainingEpochLoop.done` reads a restarting epoch whose batches are all done as ended where it is True
+    (`_is_validation_done`), so a fit resumed at the end of an epoch's last batch ran no `advance`: the epoch
+    loop stayed restarting (its `on_iteration_done` never ran) and every later epoch kept the restored batch
+    progress, training nothing.
     """
     fit_loop = trainer.fit_loop
+    fit_loop.epoch_loop.val_loop._has_run = False
     if getattr(fit_loop, "_loaded_from_state_dict", False) and not fit_loop.restarting:
         fit_loop.restarting = True
         if getattr(fit_loop, "_combined_loader_states_to_load", None):
