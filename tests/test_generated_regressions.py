@@ -45,7 +45,6 @@ STREAM_RECORDS = "a later checkpoint's record of the random streams or a sampler
 HELD_GENERATOR = "a generator the Dataset holds, in a plain DataLoader"
 RELOAD = "a reload with a draw in train_dataloader(), a loader with a generator"
 ROW_LOST = "a fault in the module's on_train_batch_end after ModelCheckpoint's save there: the batch's row is lost"
-FINDER = "a finder's trial: the interrupted fit's configuration reaches its resume"
 RUNNING_STATS_ALARM = "the running-statistics warning where nothing differs"
 EPOCH_HOOK_DRAW = (
     "a draw in the module's on_train_epoch_start, resumed at that epoch's start: not from the restored stream"
