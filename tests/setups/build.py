@@ -26,6 +26,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from limits import hang_limit
 from pytorch_lightning.callbacks import (
     BatchSizeFinder,
     EarlyStopping,
@@ -744,7 +745,7 @@ def trainer_arguments(setup: Setup) -> dict[str, Any]:
         arguments["reload_dataloaders_every_n_epochs"] = 1
     if setup.processes == 2:  # each rank a process of its own, started as torchrun starts them
         # a rank whose peer died waits in its next collective until the process group's timeout
-        strategy = DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=30))
+        strategy = DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=hang_limit(idle_s=4)))
         arguments.update(devices=2, strategy=strategy)
     return arguments
 
