@@ -629,3 +629,79 @@ def test_a_callbacks_plain_attributes_are_compared(tmp_path: Path) -> None:
     assert named == [("callback attribute 0: CountsBatches.batches", "2", "6")]
     exact = check_resume(CountsRows, **kwargs, root=tmp_path / "exact")
     assert [point.verdict for point in exact.points] == ["exact"]
+
+
+# --- a checkpoint that holds objects: the check resumes from the files it wrote itself --------------
+
+
+class Normalizer:
+    """An object in the module's hyperparameters, as pytorch-forecasting 1.8.0 keeps its
+    ``GroupNormalizer`` (``TimeSeriesDataSet``'s target normalizer, in ``save_hyperparameters()``): the
+    checkpoint then pickles it, and ``torch.load(weights_only=True)``, torch's default, refuses it."""
+
+    def __init__(self, scale: float, method: str = "standard") -> None:
+        self.scale = scale
+        self.method = method
+
+
+class KeepsAnObjectInItsHyperparameters(TypedLightningModule):
+    def __init__(self, normalizer: Normalizer | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.normalizer = normalizer or Normalizer(2.0)
+        self.net = nn.Linear(3, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> TrainStepResult:
+        x, y = batch
+        return TrainStepResult(loss=F.mse_loss(self.net(x) * self.normalizer.scale, y))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def test_a_checkpoint_holding_objects_resumes_where_torchs_weights_only_load_would_refuse_it(tmp_path: Path) -> None:
+    report = check_resume(
+        lambda: KeepsAnObjectInItsHyperparameters(Normalizer(2.0)),
+        train_dataloaders=lambda: StatefulDataLoader(make_dataset(0, 4), batch_size=2),
+        trainer={"max_epochs": 1, "enable_checkpointing": False},
+        points=[Interruption.in_batch(0, 2)],
+        root=tmp_path,
+    )
+    assert [point.verdict for point in report.points] == ["exact"], str(report)
+    assert report.ok and report.fits == 3
+
+
+def test_an_object_in_a_checkpoint_file_is_compared_by_its_attributes_not_by_identity(tmp_path: Path) -> None:
+    # the kept file's hyperparameters hold a Normalizer, which compares by identity: two loads of one
+    # file are two objects, equal by their attributes
+    report = check_resume(
+        lambda: KeepsAnObjectInItsHyperparameters(Normalizer(2.0)),
+        train_dataloaders=lambda: StatefulDataLoader(make_dataset(0, 4), batch_size=2),
+        trainer={"max_epochs": 1},
+        points=[Interruption.in_batch(0, 2)],
+        root=tmp_path,
+    )
+    assert [point.verdict for point in report.points] == ["exact"], str(report)
+    # and where the attributes differ, the attribute is named
+    changed = check_resume(
+        lambda: KeepsAnObjectInItsHyperparameters(Normalizer(2.0)),
+        train_dataloaders=lambda: StatefulDataLoader(make_dataset(0, 4), batch_size=2),
+        trainer={"max_epochs": 1},
+        callbacks=[ChangesTheNormalizerOnResume],
+        points=[Interruption.in_batch(0, 2)],
+        root=tmp_path / "changed",
+    )
+    (point,) = changed.points
+    assert point.verdict == "differs"
+    assert any(
+        d.item.endswith("['hyper_parameters']['normalizer']['method']")
+        and (d.resumed, d.uninterrupted) == ("'robust'", "'standard'")
+        for d in point.differences
+    ), str(changed)
+
+
+class ChangesTheNormalizerOnResume(Callback):
+    """Sets the hyperparameters' normalizer's ``method`` (which training does not read) in a resumed fit."""
+
+    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        pl_module.hparams["normalizer"].method = "robust"

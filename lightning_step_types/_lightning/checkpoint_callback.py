@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+from lightning_step_types._lightning.instance_methods import StateWithoutOurs, put_on_instance, take_off_instance
 
 __all__ = ["after_own_save", "follow_own_saves", "keys_not_loaded", "saves_at_batch_end", "unfollow_own_saves"]
 
@@ -49,10 +49,14 @@ def follow_own_saves(callback: Any, saving: Callable[[Any, Any, str], None], sav
             saved(callback)
 
     put_on_instance(callback, _SAVE, save)
+    # pickled or copied during the fit (a module may keep the Trainer's callbacks in its hyperparameters,
+    # which every checkpoint pickles): without ``save``, a closure
+    put_on_instance(callback, "__getstate__", StateWithoutOurs(callback))
     return True
 
 
 def unfollow_own_saves(callback: Any) -> None:
+    take_off_instance(callback, "__getstate__")
     take_off_instance(callback, _SAVE)
 
 

@@ -6,10 +6,12 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
+import types
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
-__all__ = ["put_on_instance", "take_off_instance"]
+__all__ = ["StateWithoutOurs", "put_on_instance", "take_off_instance"]
 
 
 # Lightning looks each method below up on the instance, so an instance attribute runs first. The
@@ -74,6 +76,14 @@ def _own_attribute(instance: Any, name: str) -> Any:
     # a method defined on the class, bound on this lookup: the instance holds nothing of its own
     if getattr(found, "__self__", None) is instance and getattr(found, "__func__", _ABSENT) is on_class:
         return _ABSENT
+    # a built-in method of the class (``object.__getstate__``), bound on this lookup: nothing of its own
+    if (
+        isinstance(found, types.BuiltinMethodType)
+        and found.__self__ is instance
+        and isinstance(on_class, (types.MethodDescriptorType, types.WrapperDescriptorType))
+        and found == on_class.__get__(instance, kind)
+    ):
+        return _ABSENT
     return found
 
 
@@ -91,3 +101,39 @@ def _plain_attributes(instance: Any) -> bool:
 def _is_ours(value: object) -> bool:
     attributes: Any = getattr(value, "__dict__", None)  # a function's, a partial's, or a callable object's
     return isinstance(attributes, dict) and _PREVIOUS in attributes
+
+
+class StateWithoutOurs:
+    """An instance's ``__getstate__`` while the library's callables are on it: its state without them.
+
+    ``pickle``, ``torch.save`` and ``copy.deepcopy`` take an object's state from ``obj.__getstate__()``,
+    looked up on the instance first. Put on an instance (``put_on_instance(obj, "__getstate__", ...)``)
+    beside the library's callables, this one calls what the instance had (its own, or its class's) and
+    puts back, in a copy of that state, what each of the library's callables replaced: they are closures
+    over the fit, which would fail to pickle (a ``ModelCheckpoint`` that a module keeps in its
+    hyperparameters, as neuralforecast's modules keep the Trainer's callbacks, is pickled into every
+    checkpoint) and would tie a deep copy to the original.
+    """
+
+    def __init__(self, instance: Any) -> None:
+        self._instance = weakref.ref(instance)  # the instance holds this object: no cycle to wait for the GC
+
+    def __call__(self) -> object:
+        instance: Any = self._instance()
+        previous: Any = vars(self).get(_PREVIOUS, _ABSENT)
+        if previous is not _ABSENT:
+            state: object = previous()
+        else:  # the class's (Python 3.10's object has none: its default state is the __dict__)
+            class_getstate: Any = getattr(type(cast(object, instance)), "__getstate__", None)
+            state = class_getstate(instance) if class_getstate is not None else instance.__dict__
+        if not isinstance(state, dict):  # a class with its own kind of state keeps it
+            return state
+        plain: dict[str, Any] = dict(cast("dict[str, Any]", state))  # a copy: it may be the live __dict__
+        for name, value in list(plain.items()):
+            if _is_ours(value):
+                before: Any = cast("dict[str, Any]", vars(value))[_PREVIOUS]
+                if before is _ABSENT:
+                    del plain[name]
+                else:
+                    plain[name] = before
+        return plain

@@ -96,6 +96,13 @@ def first_difference(a: Any, b: Any, item: str) -> Difference | None:
 
 
 def _plain_difference(a: object, b: object, item: str) -> Difference | None:
+    if type(a) is type(b) and type(a).__eq__ is object.__eq__ and hasattr(a, "__dict__") and a is not b:
+        # an object that compares by identity (a checkpoint's hyperparameters may hold one, as
+        # pytorch-forecasting's normalizers): two loads of a file are two objects, so by its attributes
+        try:
+            return first_difference(vars(a), vars(b), item)
+        except RecursionError:  # attributes that lead back to the object: by what it prints as
+            return None if repr(a) == repr(b) else Difference(item, _shown(a), _shown(b))
     try:
         same = bool(a == b) or (a != a and b != b)  # NaN is NaN
     except Exception:  # values that do not compare: by what they print as

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import logging
 import time
 import types
@@ -365,6 +366,7 @@ def run_fit(
                 val_dataloaders=built.val_dataloaders,
                 datamodule=built.datamodule,
                 ckpt_path=str(resume_from) if resume_from is not None else None,
+                **_own_files(package, resume_from),
             )
         except (Exception, SystemExit) as raised:  # the interruption (SIGTERM's is a SystemExit), or a failure
             error = raised
@@ -374,6 +376,15 @@ def run_fit(
             for logger, level in zip(quiet, levels):
                 logger.setLevel(level)
     return record(error)
+
+
+def _own_files(package: types.ModuleType, resume_from: Path | str | None) -> dict[str, Any]:
+    """``weights_only=False`` where the fit resumes: the check resumes only from files its own fits wrote
+    (a module's hyperparameters may hold objects, as pytorch-forecasting's do, which torch's default
+    ``weights_only=True`` load refuses); where ``Trainer.fit`` takes it (Lightning 2.6 and later)."""
+    if resume_from is None or "weights_only" not in inspect.signature(package.Trainer.fit).parameters:
+        return {}
+    return {"weights_only": False}
 
 
 def _record(
