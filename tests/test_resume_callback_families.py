@@ -10,6 +10,9 @@ a focused form beside its shrunk setup (tests/test_generated_regressions.py):
    It wrote it only where the run that saved had stopped there (an exception's save), so a ``ModelCheckpoint``
    save in ``on_train_batch_end`` followed by an exception in the module's ``on_train_batch_end`` lost the
    row; and an exception's save wrote it whatever ``log_every_n_steps`` said.
+3. BatchNorm's running statistics at a save inside a batch: named only where they changed since the batch's
+   start (its forward ran before the save), which the resumed run, forwarding the batch again, counts twice. A
+   user's save at training_step's start, before the forward, resumes exactly and silently (it was named).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint, StochasticWeightAveraging
 from pytorch_lightning.loggers import Logger
 from test_resume_regressions import (
@@ -31,6 +35,7 @@ from test_resume_regressions import (
     fit,
     planned,
 )
+from torch import nn
 
 # --- 1. StochasticWeightAveraging's values its loading keeps ------------------------------------------------
 
@@ -165,3 +170,77 @@ def test_a_batchs_row_after_a_save_in_its_end_is_written_once_as_lightning_would
     assert steps == ([0, 1, 2, 2, 3, 4, 5, 5] if every == 1 else [1, 2, 3, 5, 5])  # each epoch's end: step 2, 5
     assert [step for step, _ in interrupted_rows.rows] == ([0, 1] if every == 1 else [1])
     assert interrupted_rows.rows + resumed_rows.rows == full_rows.rows
+
+
+# --- 3. running statistics at a save inside a batch --------------------------------------------------------
+
+SAVED_IN_STEP = (0, 3)  # epoch, batch: training_step saves there, before or after the forward
+
+
+class _Normed:
+    """A BatchNorm1d before the regressor; at ``SAVED_IN_STEP`` training_step saves a checkpoint of the user's
+    (``trainer.save_checkpoint``), before the forward where the plan's ``save`` is ``before``, else after it."""
+
+    def build(self, plan: dict[str, Any] | None) -> None:
+        super().build(plan)  # type: ignore[misc]
+        self.bn = nn.BatchNorm1d(3)
+
+    def loss(self, batch: Any, batch_idx: int) -> Any:
+        trainer: Any = getattr(self, "trainer")
+        plan: dict[str, Any] = getattr(self, "plan")
+        here = (trainer.current_epoch, batch_idx) == SAVED_IN_STEP and "save" in plan
+        if here and plan["save"] == "before":
+            trainer.save_checkpoint(plan["path"])
+        x, y, ids = batch
+        loss = super().loss((self.bn(x), y, ids), batch_idx)  # type: ignore[misc]
+        if here and plan["save"] == "after":
+            trainer.save_checkpoint(plan["path"])
+        return loss
+
+
+class TypedNormed(_Normed, TypedPlanned):
+    pass
+
+
+class PlainNormed(_Normed, PlainPlanned):
+    pass
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("save", ["before", "after"])
+def test_running_statistics_are_named_only_where_the_batchs_forward_ran_before_the_save(
+    way: str, save: str, tmp_path: Path
+) -> None:
+    """A save in training_step of epoch 0's batch 3, resumed in a fresh fit: before the forward, the statistics
+    are batch 3's start's and the resume is exact and silent (named before); after it, they count batch 3 and
+    the resumed run forwards it again: named, num_batches_tracked one higher, the weights exact."""
+
+    def module(plan: dict[str, Any] | None = None) -> Any:
+        return TypedNormed(plan) if way == "typed" else PlainNormed(plan)
+
+    saved = tmp_path / "saved.ckpt"
+    full = fit(way, tmp_path / "full", module(), [])
+    saving = fit(way, tmp_path / "saving", module({"save": save, "path": str(saved)}), [])
+    assert saving.error is None and saved.exists()
+    resumed = fit(way, tmp_path / "resumed", module(), [], ckpt_path=saved)
+    assert_same_fit(resumed, full)
+    full_bn, resumed_bn = full.module.bn, resumed.module.bn
+    owner = type(resumed.module).__name__
+    if save == "before":
+        assert resumed.warned == []
+        assert int(resumed_bn.num_batches_tracked) == int(full_bn.num_batches_tracked) == 24
+        assert torch.equal(resumed_bn.running_mean, full_bn.running_mean)
+        assert torch.equal(resumed_bn.running_var, full_bn.running_var)
+        return
+    assert resumed.warned == [
+        f"{owner}: resuming epoch 0 at batch 3\n"
+        "  got:      a checkpoint saved inside batch 3, with modules in training mode that keep running statistics:"
+        " self.bn (BatchNorm1d); their running_mean, running_var and num_batches_tracked already count batch 3's"
+        " forward if it ran before the save, and the resumed run forwards batch 3 again, so they count it twice\n"
+        "  expected: a checkpoint saved between batches, or a module without running statistics in training mode\n"
+        "  fix:      nothing to do for the weights and the epoch values, which are exact; the running statistics count"
+        " one batch twice (num_batches_tracked is one higher); to avoid it save between batches"
+        " (ModelCheckpoint(every_n_train_steps=...)), or recompute the statistics after training with"
+        " torch.optim.swa_utils.update_bn(loader, model)"
+    ]
+    assert int(resumed_bn.num_batches_tracked) == int(full_bn.num_batches_tracked) + 1 == 25
