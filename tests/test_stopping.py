@@ -84,7 +84,9 @@ def test_sigterm_without_on_exception_checkpoint_exits_0_and_saves_nothing(tmp_p
     resumed = start(tmp_path, ckpt="last")
     assert_ok(resumed)
     assert_same_end(tmp_path, reference)
-    assert rows(tmp_path, 1)[0]["step"] == "36"  # version_1: batch 6 trained again, from step 36
+    # version_1: from batch 5's end (last.ckpt was saved in its on_train_batch_end, before its row at step 35),
+    # then batch 6 trained again
+    assert rows(tmp_path, 1)[0]["step"] == "35"
     assert rows(tmp_path, 1) == rows(reference, 0)[-len(rows(tmp_path, 1)) :]
 
 
@@ -128,8 +130,9 @@ def test_kill_9_resumes_from_the_last_periodic_checkpoint_and_trains_what_follow
     resumed = start(tmp_path, ckpt="last")
     assert_ok(resumed)
     assert_same_end(tmp_path, reference)
-    # version_1 starts again at step 36: batches 6 and 7 are trained again, and their rows are in both versions
-    assert steps(rows(tmp_path, 1))[:3] == [36, 37, 38]
+    # version_1 starts again at batch 5's end (its row, step 35, written after ModelCheckpoint's save in its
+    # on_train_batch_end): batches 6 and 7 are trained again, and their rows are in both versions, as is batch 5's
+    assert steps(rows(tmp_path, 1))[:3] == [35, 36, 37]
     assert rows(tmp_path, 1) == rows(reference, 0)[-len(rows(tmp_path, 1)) :]
 
 

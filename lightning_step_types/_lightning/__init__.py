@@ -12,5 +12,6 @@ Its modules import nothing else of the library.
 - ``module_state``: What torch and torchmetrics keep privately in a module: running statistics, gradients, metric states.
 - ``data``: The training data: combined loaders, their saved states, samplers and the order they draw.
 - ``saves``: Saves that some processes may not reach: the process group's store and the save barrier.
+- ``averaging``: StochasticWeightAveraging: what its loading keeps for its set-up, and whether that set-up ran.
 - ``random_state``: The process's global random streams: torch's (CPU and CUDA), numpy's and Python's ``random``.
 """

@@ -374,12 +374,15 @@ def step_row(trainer: Any) -> dict[str, dict[str, Any]]:
     return {kind: dict(values) for kind, values in metrics.items()}
 
 
-def log_step_row(trainer: Any, row: Mapping[str, Mapping[str, Any]], *, to_loggers: bool) -> None:
+def log_step_row(trainer: Any, row: Mapping[str, Mapping[str, Any]]) -> None:
     """A batch's end as `_LoggerConnector.on_batch_end` (its views) and `update_train_step_metrics` log it.
 
     `_LoggerConnector.log_metrics` (private) writes ``row["log"]`` to the loggers at the logger's
     step (`_batches_that_stepped`) and into `_logged_metrics`, inside a batch (`_first_loop_iter` a
-    bool, as while a batch runs); ``to_loggers=False``: the views only.
+    bool, as while a batch runs); where `update_train_step_metrics` would: outside an accumulation
+    window, at a step `_LoggerConnector.should_update_logs` (private; ``log_every_n_steps``, a stop)
+    logs, or under ``fast_dev_run``. Called before the batch's `on_advance_end`, as Lightning's call is:
+    `_batches_that_stepped` is the one that call reads.
     """
     connector = trainer._logger_connector
     device = trainer.strategy.root_device
@@ -393,7 +396,8 @@ def log_step_row(trainer: Any, row: Mapping[str, Mapping[str, Any]], *, to_logge
         connector._logged_metrics.update(moved.get("log", {}))
     # `_LoggerConnector.update_train_step_metrics` logs no row for a batch inside an accumulation window
     accumulating = trainer.fit_loop._should_accumulate() and trainer.lightning_module.automatic_optimization
-    if to_loggers and moved.get("log") and not accumulating:
+    logs = bool(connector.should_update_logs or trainer.fast_dev_run)
+    if logs and moved.get("log") and not accumulating:
         first_loop_iter = connector._first_loop_iter
         connector._first_loop_iter = False
         try:

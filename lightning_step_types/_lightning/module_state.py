@@ -7,6 +7,7 @@ private; each function says which it reads and what it relies on.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any, cast
 
 import torch
@@ -20,28 +21,75 @@ __all__ = [
     "metric_states_on_cpu",
     "metric_states_on_device",
     "modules_with_running_stats",
+    "running_stats_buffers",
+    "running_stats_versions",
     "set_update_bookkeeping",
     "tensor_version",
     "update_bookkeeping",
 ]
 
 
-def modules_with_running_stats(module: Any) -> list[str]:
+_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
+_VERSION = attrgetter("_version")
+RunningStatsMark = tuple[tuple[torch.Tensor, ...], tuple[int, ...]]
+
+
+def _keeps_running_stats(sub: Any, norm_base: Any) -> bool:
+    if not getattr(sub, "track_running_stats", False):
+        return False
+    return isinstance(sub, norm_base) or dict(sub.named_buffers(recurse=False)).get("running_mean") is not None
+
+
+def _statistics(sub: Any) -> list[torch.Tensor]:
+    buffers = dict(sub.named_buffers(recurse=False))
+    return [buffers[name] for name in _STATISTICS if isinstance(buffers.get(name), torch.Tensor)]
+
+
+def modules_with_running_stats(module: Any, since: RunningStatsMark | None = None) -> list[str]:
     """The submodules, named ``self.bn (BatchNorm1d)``, that update running statistics in their forward.
 
     Batch, instance and sync-batch norm derive from `torch.nn.modules.batchnorm._NormBase` (torch,
     private) and update `running_mean`/`running_var`/`num_batches_tracked` in place in training mode
     with `track_running_stats`; other modules that follow that convention are found by those names.
-    Read when a checkpoint is saved inside a batch, never per batch.
+    ``since``: `running_stats_buffers` with their `running_stats_versions` at the batch's start; a module
+    whose statistics are those same tensors, none changed in place since (`Tensor._version`, torch-private:
+    its forward in training mode moves each), is left out: they are the batch start's. Read when a
+    checkpoint is saved inside a batch, never per batch.
     """
     norm_base: Any = getattr(torch.nn.modules.batchnorm, "_NormBase", ())
+    at_start: dict[int, tuple[torch.Tensor, int]] = {}
+    if since is not None:
+        at_start = {id(tensor): (tensor, version) for tensor, version in zip(*since)}
     found: list[str] = []
     for path, sub in module.named_modules():
-        tracks = bool(getattr(sub, "track_running_stats", False)) and bool(getattr(sub, "training", False))
-        buffers = dict(sub.named_buffers(recurse=False))
-        if tracks and (isinstance(sub, norm_base) or buffers.get("running_mean") is not None):
-            found.append(f"{'self.' + path if path else 'self'} ({type(sub).__name__})")
+        if not (getattr(sub, "training", False) and _keeps_running_stats(sub, norm_base)):
+            continue
+        statistics = _statistics(sub)
+        if statistics and all(
+            id(tensor) in at_start
+            and at_start[id(tensor)][0] is tensor
+            and int(_VERSION(tensor)) == at_start[id(tensor)][1]
+            for tensor in statistics
+        ):
+            continue
+        found.append(f"{'self.' + path if path else 'self'} ({type(sub).__name__})")
     return found
+
+
+def running_stats_buffers(module: Any) -> tuple[torch.Tensor, ...]:
+    """The running statistics of every submodule that keeps them (`modules_with_running_stats`' modules, in
+    either mode), read at the fit's start: empty for a module without any, which then costs nothing per batch."""
+    norm_base: Any = getattr(torch.nn.modules.batchnorm, "_NormBase", ())
+    found: list[torch.Tensor] = []
+    for sub in module.modules():
+        if _keeps_running_stats(sub, norm_base):
+            found += _statistics(sub)
+    return tuple(found)
+
+
+def running_stats_versions(buffers: tuple[torch.Tensor, ...]) -> tuple[int, ...]:
+    """Each statistic's in-place version (`Tensor._version`, torch-private), read in C: at each batch's start."""
+    return tuple(map(_VERSION, buffers))
 
 
 def gradient_marks(parameters: list[Any]) -> list[tuple[int, int] | None]:

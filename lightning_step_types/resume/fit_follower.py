@@ -64,6 +64,8 @@ from lightning_step_types._lightning.module_state import (
     gradient_marks,
     metric_change_mark,
     metric_states_on_device,
+    running_stats_buffers,
+    running_stats_versions,
 )
 from lightning_step_types._lightning.result_collection import LoggedSnapshot, logged_snapshot, training_epoch_results
 from lightning_step_types._lightning.trainer import running
@@ -122,6 +124,7 @@ class BatchRecord:
         "steps",
         "fetched",
         "prefetched",
+        "stats_versions",
     )
 
     def __init__(self) -> None:
@@ -134,6 +137,7 @@ class BatchRecord:
         self.steps: int = 0  # optimizer steps done in this fit
         self.fetched: int = 0  # the fetcher's count of fetches at the batch's start
         self.prefetched: int = 0  # of which not yet handed to a step: the batch's fetch is number fetched - prefetched
+        self.stats_versions: tuple[int, ...] = ()  # the running statistics' in-place versions (`FitFollower.stats`)
 
 
 class FitFollower:
@@ -179,6 +183,9 @@ class FitFollower:
         self.manual: bool = False  # manual optimization (found at the fit's start)
         self.window: int = 1  # accumulate_grad_batches
         self.parameters: list[Any] = []
+        # the module's running statistics (BatchNorm's buffers), found at the fit's start: a save inside a batch
+        # names those changed since the batch's start (its forward ran before the save); empty: no cost per batch
+        self.stats: tuple[Any, ...] = ()
         # where gradients of earlier batches were held over into the batch: each parameter's .grad
         # identity and in-place version at the batch's start (None: nothing held over)
         self.gradient_marks: list[tuple[int, int] | None] | None = None
@@ -229,6 +236,7 @@ class FitFollower:
             self.manual = not trainer.lightning_module.automatic_optimization
             self.window = int(trainer.accumulate_grad_batches)
             self.parameters = list(trainer.lightning_module.parameters())
+            self.stats = running_stats_buffers(trainer.lightning_module)
         if self.resume is not None:
             self.resume.fit_started(self)
 
@@ -285,6 +293,8 @@ class FitFollower:
                     record.marks[name] = mark
                     record.metrics[name] = metric_states_on_device(metric)
         record.steps = self.steps[0]
+        if self.stats:
+            record.stats_versions = running_stats_versions(self.stats)
         if self.stateful:
             record.fetched, record.prefetched = fetch_position(trainer)
             first = record.fetched - record.prefetched  # this batch's fetch: a resume point needs none before it

@@ -60,6 +60,12 @@ from typing import Any, cast
 
 import torch
 
+from lightning_step_types._lightning.averaging import (
+    averaging_loaded,
+    averaging_set_up,
+    is_averaging,
+    put_back_averaging_loaded,
+)
 from lightning_step_types._lightning.checkpoint_callback import (
     after_own_save,
     follow_own_saves,
@@ -87,7 +93,7 @@ from lightning_step_types.resume.messages import (
     plain_epoch_end_problem,
     pruning_problem,
 )
-from lightning_step_types.resume.plain_data import decoded
+from lightning_step_types.resume.plain_data import decoded, is_plain
 
 __all__ = ["Holders", "RANK_SAVED", "SAVED", "fit_limits", "holders_at_resume", "loaded_holders", "resume_holders"]
 
@@ -97,7 +103,7 @@ SAVED = "holders"
 # epoch-start hooks changed: checkpoint[CHECKPOINT_KEY]["epoch_state"]["ranks"][rank][RANK_SAVED], gathered
 # into the one checkpoint rank 0 writes (``resume/rank_exchange.py``) and restored to the same rank
 RANK_SAVED = "holders"
-_RANK_KEYS = ("callbacks", "attributes", "set_up", "lost", "done", "epoch_start")
+_RANK_KEYS = ("callbacks", "attributes", "set_up", "lost", "done", "epoch_start", "as_loaded")
 
 # Lightning's callbacks whose on_train_epoch_start sets up from the epoch and the restored state
 # (StochasticWeightAveraging: once, guarded by its own flags; GradientAccumulationScheduler: the
@@ -308,6 +314,13 @@ class Holders:
             for _, callback, _ in self.tracked
             if follow_own_saves(callback, self._own_save_starts, self._own_save_ends)
         ]
+        # the StochasticWeightAveragings: what their loading keeps for their set-up (which a resumed run's set-up
+        # reads, and which the run that saved holds as its own loading left it) is saved and put back after it
+        self.averaging: list[tuple[str, Any]] = [
+            (callback.state_key, callback)
+            for callback in trainer.callbacks
+            if is_averaging(callback) and isinstance(callback.state_key, str)
+        ]
         self.done: set[str] = set()  # the stateful callbacks whose last hook of the validation or epoch's end returned
         self.asleep: list[tuple[Any, tuple[str, ...]]] = []  # a resumed run's callbacks not called again, and the hooks
         for key, callback in self.stateful:
@@ -361,6 +374,9 @@ class Holders:
                     take_off_instance(callback, hook)
         for callback in self.own_savers:
             unfollow_own_saves(callback)
+        for _, callback in self.averaging:
+            if isinstance(getattr(callback, "__dict__", {}).get(EPOCH_START_HOOK), _PutBackAfterSetUp):
+                take_off_instance(callback, EPOCH_START_HOOK)
 
     def sleep_through(self, keys: list[str], window: str) -> None:
         """The resumed run calls none of the window's hooks for these callbacks, until its last one."""
@@ -403,7 +419,9 @@ class Holders:
         The fit's part: the rows the loggers were given since the point's start, the stop, where the part
         that runs again starts. This process's part: under ``callbacks``, the entries as they were at the
         point (an entry that holds an attribute under its name, with the attribute's value at the point);
-        under ``attributes``, what the resumed run sets on a callback after Lightning's load; under ``lost``,
+        under ``attributes``, what the resumed run sets on a callback after Lightning's load; under ``as_loaded``,
+        what a ``StochasticWeightAveraging``'s loading kept for its set-up, set back once the resumed run's set-up
+        read the checkpoint's (`put_back_as_loaded`); under ``lost``,
         what it cannot put back; under ``done``, the callbacks whose last hook of the window that runs again
         returned; under ``epoch_start``, what each callback's on_train_epoch_start changed that no resume
         carries (``resume/epoch_start_watch.py``)."""
@@ -415,6 +433,7 @@ class Holders:
             "lost": [],
             "done": [],
             "epoch_start": dict(self.epoch_start),
+            "as_loaded": {},
         }
         if stop is not None:
             shared["stop_limits"] = stop
@@ -451,6 +470,10 @@ class Holders:
             if set_up:  # what the on_train_start hooks set, unchanged since
                 own["set_up"][key] = set_up
             own["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
+        for key, callback in self.averaging:  # never changed in a fit: as at any point
+            kept = averaging_loaded(callback)
+            if kept and is_plain(kept):
+                own["as_loaded"][key] = kept
         if start is not None and start in self.row_marks:
             own["done"] = sorted(done)
             shared["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
@@ -572,7 +595,45 @@ def resume_holders(
         skipped = _skipped_epoch_start_hooks(trainer, module, holders, saved)
         if skipped:
             problems.append(epoch_start_hooks_problem(int(trainer.current_epoch), skipped))
+    if saved is not None:
+        put_back_as_loaded(trainer, saved.get("as_loaded") or {}, nothing_runs)
     return problems
+
+
+class _PutBackAfterSetUp:
+    """In place of a ``StochasticWeightAveraging``'s on_train_epoch_start in a resumed fit, until its set-up ran:
+    then what the run that saved held of what loading keeps goes back, and its own method again."""
+
+    def __init__(self, callback: Any, kept: Mapping[str, Any], original: Any) -> None:
+        self.callback, self.kept, self.original = callback, kept, original
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.original(*args, **kwargs)
+        if averaging_set_up(self.callback):
+            take_off_instance(self.callback, EPOCH_START_HOOK)
+            put_back_averaging_loaded(self.callback, dict(self.kept))
+        return result
+
+
+def put_back_as_loaded(trainer: Any, as_loaded: Mapping[str, Any], nothing_runs: bool) -> None:
+    """What a ``StochasticWeightAveraging``'s ``load_state_dict`` keeps for its set-up (``_init_n_averaged``,
+    ``_scheduler_state``: the checkpoint's), as the run that saved held it (what its own fit's loading left: 0
+    and None for a fit from the start), once the resumed fit's set-up has read the checkpoint's: now where it ran
+    (at a restart inside an epoch the library runs its on_train_epoch_start at the fit's start) or never will
+    (``nothing_runs``), else after the on_train_epoch_start that runs it."""
+    if not as_loaded:
+        return
+    for callback in trainer.callbacks:
+        key = getattr(callback, "state_key", None)
+        kept: Any = as_loaded.get(key) if isinstance(key, str) else None
+        if not isinstance(kept, Mapping) or not is_averaging(callback):
+            continue
+        values = {str(name): value for name, value in cast("Mapping[str, Any]", kept).items()}  # plain data
+        if nothing_runs or averaging_set_up(callback):
+            put_back_averaging_loaded(callback, values)
+        else:
+            take_off_instance(callback, EPOCH_START_HOOK)  # an earlier fit's, which an exception left
+            _wrap(callback, EPOCH_START_HOOK, _PutBackAfterSetUp(callback, values, getattr(callback, EPOCH_START_HOOK)))
 
 
 def _epoch_start_skipped(callback: Any) -> bool:

@@ -146,7 +146,6 @@ class Resume:
         self.not_restored: list[str] = []  # named in one warning at the first epoch's end
         self.where: str = ""
         self.results: Any = None
-        self.saved_stopped: bool = False  # the run that saved stopped there (an exception)
         self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (resume/holders.py)
         self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
         if saved is None:
@@ -158,7 +157,6 @@ class Resume:
         point: dict[str, Any] = {**saved["point"], "losses": ()}
         self.point = Point(**point)
         self.encoded = ResumePoint(**saved["encoded"])
-        self.saved_stopped = bool(saved.get("stopped"))
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
         # each process's callbacks resume from its own part (none where the world size differs)
@@ -262,7 +260,7 @@ class Resume:
         )
         if point.kind == "batch_end":
             if self.state is not None and "step_row" in self.state:
-                log_step_row(trainer, self.state["step_row"], to_loggers=self.saved_stopped)
+                log_step_row(trainer, self.state["step_row"])
             if point.update_schedulers:
                 update_schedulers_after_step(trainer)
             if point.skip_validation:

@@ -213,8 +213,13 @@ def _losses(
     found: list[dict[str, Any]] = []
     for loss in point.losses:
         entry: dict[str, Any] = {"kind": loss.kind, "batch": loss.batch}
-        if loss.kind == "running_stats":
-            entry["names"] = modules_with_running_stats(module)
+        if loss.kind == "running_stats":  # the statistics the batch's forward changed before the save
+            record = follower.record
+            recorded = (record.epoch, record.batch) == (point.epoch, loss.batch) and len(record.stats_versions) == len(
+                follower.stats
+            )
+            since = (follower.stats, record.stats_versions) if recorded and follower.stats else None
+            entry["names"] = modules_with_running_stats(module, since)
         elif loss.kind == "batch_end_hooks":  # values the batch-end hooks log, not logged yet for this batch
             at_start = {key: value for key, _, value, *_ in follower.record.logged}
             entry["names"] = [

@@ -7,8 +7,9 @@
   ``progress_bar_metrics``, which monitoring callbacks and plateau schedulers read;
 - ``gradients``: the parameters' ``.grad``, where a point falls inside an accumulation window;
 - ``step_row``: what a batch saved after its optimizer step logs at its end (``callback_metrics``,
-  which the plateau schedulers read next; the logged row, written by the resumed run where the run
-  that saved stopped there).
+  which the plateau schedulers read next; the logged row, which the resumed run writes at the batch's
+  end it goes on from, as what runs after the point: the run that saved wrote it only where nothing
+  stopped it before, and a ``ModelCheckpoint`` saving in ``on_train_batch_end`` comes before it).
 
 Everything is copied to the CPU when saved and back to each object's device when restored.
 """
