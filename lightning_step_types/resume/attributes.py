@@ -11,7 +11,9 @@ save:
   and named); a dict by its items, each read the same way; a list by reference and length
   (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
   batch, whose prefix the save reads back) or copied, its items by reference (at the fit's start,
-  a validation's or an epoch's end's start, where a hook may empty it);
+  a validation's or an epoch's end's start, where a hook may empty it); a ``collections.deque`` copied
+  (a bounded one drops its oldest items as it appends: neither its identity nor its length tells its
+  value; the copy costs its length, at most its ``maxlen``);
   anything else by reference (its identity).
 - `changes`: at a save, each attribute that changed in the fit (since the fit's start, after the
   ``on_train_start`` hooks) or since the point's start, and what the resumed run needs: the value at
@@ -19,11 +21,12 @@ save:
   under its name (Lightning's ``load_state_dict`` then loads it as it would), else set on the
   callback after Lightning's load; or, where the value at the point is not plain data
   (``plain_data``) or was lost (a tensor changed in place after the point), its name and type,
-  for the warning. An Enum member is plain data here too (written by its class and name).
+  for the warning. An Enum member and a deque of plain data are plain data here too (``plain_data``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -63,6 +66,15 @@ class _List:
         self.items, self.length = items, length
 
 
+class _Deque:
+    """A deque by a copy of it: its value at the snapshot."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: deque[Any]) -> None:
+        self.items = items
+
+
 class _Lost(Exception):
     """The value at the snapshot cannot be read back."""
 
@@ -99,10 +111,10 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
     return read
 
 
-_SCALAR, _TENSOR, _DICT, _LIST, _TUPLE, _OTHER = range(6)
+_SCALAR, _TENSOR, _DICT, _LIST, _TUPLE, _DEQUE, _OTHER = range(7)
 # a value's type -> how a snapshot reads it; filled as types come (an isinstance check against torch.Tensor
 # runs Python code, a dict lookup by type does not)
-_KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, list: _LIST, tuple: _TUPLE}
+_KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, list: _LIST, tuple: _TUPLE, deque: _DEQUE}
 
 
 def _kind(cls: type) -> int:
@@ -129,6 +141,8 @@ def _read(value: Any, copy_lists: bool) -> Any:
         return _List(value, len(value))
     if kind == _TUPLE:
         return tuple(_read(item, copy_lists) for item in value)
+    if kind == _DEQUE:  # a shallow copy, in C, with its maxlen
+        return _Deque(value.copy())
     return _Ref(value)
 
 
@@ -146,6 +160,8 @@ def _value(read: Any) -> Any:
         return read.items[: read.length]
     if isinstance(read, _Ref):
         return read.value
+    if isinstance(read, _Deque):
+        return read.items
     if isinstance(read, dict):
         items = cast(Any, read)
         return {key: _value(item) for key, item in items.items()}
@@ -227,5 +243,5 @@ def set_up_between(obj: Any, skip: frozenset[str], before: Snapshot, after: Snap
 
 
 def holds_containers(reading: Snapshot) -> bool:
-    """Whether a reading holds a list, a dict or a tensor: where a callback keeps what its hooks collect."""
-    return any(isinstance(read, (_List, _Tensor, dict)) for read in reading.values())
+    """Whether a reading holds a list, a dict, a deque or a tensor: where a callback keeps what its hooks collect."""
+    return any(isinstance(read, (_List, _Tensor, _Deque, dict)) for read in reading.values())
