@@ -3,19 +3,25 @@
 1. A callback's ``collections.deque`` (a bounded window of recent losses, of batches started): plain data
    like a list, kept with its ``maxlen``; a bounded deque drops its oldest items as it appends, so it is
    copied at each batch's start (the resumed batch starts from the window it started from).
+2. A random generator the module holds (numpy's ``Generator`` with its default PCG64 or with MT19937, its
+   legacy ``RandomState``, ``torch.Generator``, ``random.Random``), drawn from in ``training_step`` before
+   the fault: set back in place to where it was at the batch's start; the weights and every draw are the
+   uninterrupted run's. A resumed module that holds no such generator there is named.
 """
 
 from __future__ import annotations
 
 import collections
 import io
+import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from pytorch_lightning.callbacks import Callback
-from test_resume_regressions import WAYS, chain
+from test_resume_regressions import WAYS, PlainPlanned, TypedPlanned, assert_same_fit, chain, fit
 
 from lightning_step_types.resume.plain_data import decoded, encoded, is_plain, same
 
@@ -72,3 +78,86 @@ def test_a_deque_of_plain_data_is_written_as_plain_data_and_read_back_with_its_b
     assert decoded(loaded["unbounded"]) == collections.deque([[1, 2]]) and decoded(loaded["unbounded"]).maxlen is None
     assert not same(back, collections.deque(window, maxlen=6)) and not same(back, list(window))
     assert not is_plain(window)  # a checkpoint holds it only as encoded
+
+
+# --- 2. a generator the module holds ---------------------------------------------------------------------
+
+GENERATORS: dict[str, Any] = {
+    "numpy": lambda: np.random.default_rng(11),
+    "numpy_mt19937": lambda: np.random.Generator(np.random.MT19937(11)),
+    "numpy_legacy": lambda: np.random.RandomState(11),
+    "torch": lambda: torch.Generator().manual_seed(11),
+    "random": lambda: random.Random(11),
+}
+
+
+def _draw(rng: Any) -> float:
+    if isinstance(rng, torch.Generator):
+        return float(torch.randn((), generator=rng))
+    if isinstance(rng, random.Random):
+        return rng.gauss(0.0, 1.0)  # keeps its second normal for the next draw: part of its state
+    return float(rng.standard_normal())
+
+
+class _Noisy:
+    """Scales each step's loss by noise drawn from a generator set in __init__, before the step's fault."""
+
+    def hold(self, kind: str) -> None:
+        self.rng = GENERATORS[kind]()
+        self.draws: list[float] = []
+
+    def loss(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        noise = _draw(self.rng)
+        self.draws.append(noise)
+        return super().loss(batch, batch_idx) * (1 + 0.1 * noise)  # type: ignore[misc]
+
+
+class TypedNoisy(_Noisy, TypedPlanned):
+    def __init__(self, kind: str, plan: dict[str, Any] | None = None) -> None:
+        super().__init__(plan)
+        self.hold(kind)
+
+
+class PlainNoisy(_Noisy, PlainPlanned):
+    def __init__(self, kind: str, plan: dict[str, Any] | None = None) -> None:
+        super().__init__(plan)
+        self.hold(kind)
+
+
+def _noisy(way: str, kind: str, plan: dict[str, Any] | None = None) -> Any:
+    return TypedNoisy(kind, plan) if way == "typed" else PlainNoisy(kind, plan)
+
+
+CASES = [(way, kind) for kind in GENERATORS for way in WAYS if way == "typed" or kind == "numpy"]
+
+
+@pytest.mark.parametrize(("way", "kind"), CASES)
+def test_a_generator_the_module_holds_draws_on_from_the_point(way: str, kind: str, tmp_path: Path) -> None:
+    """A fault in epoch 1's batch 5, after that batch's draw: the resumed module's generator is set back to
+    batch 5's start, so it draws batch 5's noise again; the weights are the uninterrupted run's, no warning."""
+    full = fit(way, tmp_path / "full", _noisy(way, kind), [])
+    interrupted = fit(way, tmp_path / "run", _noisy(way, kind, {"fault": (1, 5)}), [])
+    assert interrupted.error is not None and len(interrupted.module.draws) == 12 + 6
+    saved = tmp_path / "saved.ckpt"
+    (tmp_path / "run" / "on_exception.ckpt").rename(saved)
+    torch.load(saved, weights_only=True)  # what the checkpoint holds of the generator is plain data
+    resumed = fit(way, tmp_path / "run", _noisy(way, kind), [], ckpt_path=saved)
+    assert resumed.warned == []
+    assert_same_fit(resumed, full)
+    assert len(full.module.draws) == 24 and resumed.module.draws == full.module.draws
+    assert _draw(resumed.module.rng) == _draw(full.module.rng)  # both where the fit left them
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_generator_the_resumed_module_does_not_hold_is_named(way: str, tmp_path: Path) -> None:
+    """Saved with a numpy Generator, resumed by a module holding a random.Random there: named, with what it was."""
+    interrupted = fit(way, tmp_path / "run", _noisy(way, "numpy", {"fault": (1, 5)}), [])
+    assert interrupted.error is not None
+    resumed = fit(way, tmp_path / "run", _noisy(way, "random"), [], ckpt_path=tmp_path / "run" / "on_exception.ckpt")
+    (message,) = resumed.warned
+    owner = "TypedNoisy" if way == "typed" else "PlainNoisy"
+    assert message.splitlines()[1] == (
+        "  got:      module attributes that changed during the fit before the save and that no checkpoint holds:"
+        f" {owner}.rng (random.Random, a numpy.random.Generator at the save, which it does not hold now);"
+        " the resumed run starts them as the new module's __init__ and setup left them"
+    )
