@@ -7,6 +7,7 @@
    legacy ``RandomState``, ``torch.Generator``, ``random.Random``), drawn from in ``training_step`` before
    the fault: set back in place to where it was at the batch's start; the weights and every draw are the
    uninterrupted run's. A resumed module that holds no such generator there is named.
+3. The same generators held by a callback, drawn from in its ``on_train_batch_start``: set back in place too.
 """
 
 from __future__ import annotations
@@ -160,4 +161,44 @@ def test_a_generator_the_resumed_module_does_not_hold_is_named(way: str, tmp_pat
         "  got:      module attributes that changed during the fit before the save and that no checkpoint holds:"
         f" {owner}.rng (random.Random, a numpy.random.Generator at the save, which it does not hold now);"
         " the resumed run starts them as the new module's __init__ and setup left them"
+    )
+
+
+# --- 3. a generator a callback holds ---------------------------------------------------------------------
+
+
+class NoisyCallback(Callback):
+    """A user's callback drawing from a generator of its own at each batch's start, before the step's fault."""
+
+    def __init__(self, kind: str) -> None:
+        self.rng = GENERATORS[kind]()
+        self.draws: list[float] = []
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.draws.append(_draw(self.rng))
+
+
+def _noisy_callback(fit: Any) -> NoisyCallback:
+    (callback,) = [callback for callback in fit.trainer.callbacks if isinstance(callback, NoisyCallback)]
+    return callback
+
+
+@pytest.mark.parametrize("kind", list(GENERATORS))
+def test_a_generator_a_callback_holds_draws_on_from_the_point(kind: str, tmp_path: Path) -> None:
+    """A fault in epoch 1's batch 5, after the callback drew for it: its generator is set back to batch 5's start."""
+    full, interrupted, resumed = chain("typed", tmp_path, lambda: [NoisyCallback(kind)], (1, 5))
+    assert len(_noisy_callback(interrupted).draws) == 12 + 6
+    assert resumed.warned == []
+    assert len(_noisy_callback(full).draws) == 24 and _noisy_callback(resumed).draws == _noisy_callback(full).draws
+    assert _draw(_noisy_callback(resumed).rng) == _draw(_noisy_callback(full).rng)
+
+
+def test_a_generator_the_resumed_callback_does_not_hold_is_named(tmp_path: Path) -> None:
+    interrupted = fit("typed", tmp_path / "run", TypedPlanned({"fault": (1, 5)}), [NoisyCallback("numpy")])
+    assert interrupted.error is not None
+    saved = tmp_path / "run" / "on_exception.ckpt"
+    resumed = fit("typed", tmp_path / "run", TypedPlanned(), [NoisyCallback("torch")], ckpt_path=saved)
+    (message,) = resumed.warned
+    assert message.splitlines()[1].endswith(" NoisyCallback.rng (Generator, a numpy.random.Generator at the save)"), (
+        message
     )

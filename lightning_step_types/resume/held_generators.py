@@ -1,8 +1,8 @@
 """A random generator the module holds as an attribute: its state, as plain data, and put back.
 
-A module that draws from a generator of its own (noise from ``self.rng = np.random.default_rng(11)`` in
+A module or a callback that draws from a generator of its own (noise from ``self.rng = np.random.default_rng(11)`` in
 ``training_step``, a ``random.Random`` picking an augmentation, a ``torch.Generator``) draws on after a
-resume from where the generator was at the point only if the resumed module's generator is set there.
+resume from where the generator was at the point only if the resumed run's generator is set there.
 The generators followed: ``torch.Generator``, ``random.Random`` (not ``SystemRandom``, which has no
 state), numpy's ``Generator`` (its bit generator's state) and ``RandomState``.
 
@@ -14,6 +14,7 @@ whose getter copies its key array); `plain_state` writes it as plain data
 what `same` compares): torch's as its state tensor, Python's as its tuple of numbers, numpy's as its
 dict with each array written as its dtype, shape and bytes. `put_back` sets a generator to a state
 `plain_state` wrote, in place (another reference to the generator, a sampler's or a helper's, sees it).
+A callback's attribute is saved as `record` writes it (`from_record` reads it back).
 """
 
 from __future__ import annotations
@@ -24,24 +25,50 @@ from typing import Any, cast
 
 import torch
 
-__all__ = ["kind_of", "plain_state", "put_back", "state_of"]
+__all__ = ["NAMES", "kind_of", "kind_of_type", "from_record", "plain_state", "put_back", "record", "state_of"]
 
 TORCH, PYTHON, NUMPY, NUMPY_LEGACY = "torch", "random", "numpy", "numpy_legacy"
 _ARRAY = "lightning_step_types.ndarray"  # {_ARRAY: [dtype, [dimension, ...], bytes]}
+_SAVED = "lightning_step_types.generator"  # {_SAVED: [kind, plain state]}: a callback's generator
+# each kind, as a warning names it
+NAMES = {
+    TORCH: "torch.Generator",
+    PYTHON: "random.Random",
+    NUMPY: "numpy.random.Generator",
+    NUMPY_LEGACY: "numpy.random.RandomState",
+}
 
 
 def kind_of(value: Any) -> str | None:
     """Which generator ``value`` is (None: not one of those followed)."""
-    if isinstance(value, torch.Generator):
+    return kind_of_type(type(cast(object, value)))
+
+
+def kind_of_type(cls: type) -> str | None:
+    """Which generator an object of class ``cls`` is (None: not one of those followed)."""
+    if issubclass(cls, torch.Generator):
         return TORCH
-    if isinstance(value, random.Random):
-        return None if isinstance(value, random.SystemRandom) else PYTHON
-    numpy: Any = sys.modules.get("numpy")  # not imported: the module holds none of its generators
+    if issubclass(cls, random.Random):
+        return None if issubclass(cls, random.SystemRandom) else PYTHON
+    numpy: Any = sys.modules.get("numpy")  # not imported: nothing holds one of its generators
     if numpy is not None:
-        if isinstance(value, numpy.random.Generator):
+        if issubclass(cls, numpy.random.Generator):
             return NUMPY
-        if isinstance(value, numpy.random.RandomState):
+        if issubclass(cls, numpy.random.RandomState):
             return NUMPY_LEGACY
+    return None
+
+
+def record(kind: str, state: Any) -> dict[str, Any]:
+    """A generator's state `plain_state` wrote, marked as one (a callback's attribute in a checkpoint)."""
+    return {_SAVED: [kind, state]}
+
+
+def from_record(value: Any) -> tuple[str, Any] | None:
+    """What `record` wrote: the generator's kind and its state (None: ``value`` is not such a record)."""
+    if type(value) is dict and len(cast("dict[str, Any]", value)) == 1 and _SAVED in value:
+        kind, state = cast("dict[str, Any]", value)[_SAVED]
+        return str(kind), state
     return None
 
 

@@ -69,7 +69,7 @@ from lightning_step_types._lightning.module_attributes import (
     tensor_version,
     tensor_versions,
 )
-from lightning_step_types.resume.held_generators import kind_of, plain_state, put_back, state_of
+from lightning_step_types.resume.held_generators import NAMES, kind_of, plain_state, put_back, state_of
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, Problem, module_checkpoint_problem
 from lightning_step_types.resume.plain_data import same
 
@@ -627,7 +627,7 @@ class ModuleAttributes:
         for name, (kind, state) in saved.get("generators", {}).items():
             live = self.namespace.get(name, ABSENT)
             if name not in mine and not put_back(live, kind, state):
-                named.append([name, _type_name(live), f"a {_GENERATORS[kind]} at the save, which it does not hold now"])
+                named.append([name, _type_name(live), f"a {NAMES[kind]} at the save, which it does not hold now"])
         problems = [undeclared_state_problem(self.owner, named)] if named else []
         twice = self._loaded_at_the_save(saved)
         if twice:
@@ -653,15 +653,6 @@ class ModuleAttributes:
                 continue  # the module's loading gave it the point's value
             found.append((name, _entries_holding(self.loaded_entries, live)))
         return found
-
-
-# a generator's kind (`held_generators.kind_of`) as a warning names it
-_GENERATORS = {
-    "torch": "torch.Generator",
-    "random": "random.Random",
-    "numpy": "numpy.random.Generator",
-    "numpy_legacy": "numpy.random.RandomState",
-}
 
 
 # Lightning's own top-level checkpoint entries, and the library's: not the module's own data
