@@ -24,6 +24,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from test_resume_regressions import WAYS, PlainPlanned, TypedPlanned, assert_same_fit, chain, fit
 
+from lightning_step_types.resume.held_generators import from_record, record
 from lightning_step_types.resume.plain_data import decoded, encoded, is_plain, same
 
 # --- 1. a callback's deque -------------------------------------------------------------------------------
@@ -202,3 +203,10 @@ def test_a_generator_the_resumed_callback_does_not_hold_is_named(tmp_path: Path)
     assert message.splitlines()[1].endswith(" NoisyCallback.rng (Generator, a numpy.random.Generator at the save)"), (
         message
     )
+
+
+def test_a_users_dict_shaped_as_a_generators_record_stays_a_dict() -> None:
+    """A callback's dict whose one key is the record's marker is written as items: read back as that dict."""
+    lookalike = {"lightning_step_types.generator": ["numpy", {"state": 1}]}
+    assert from_record(encoded(lookalike)) is None and decoded(encoded(lookalike)) == lookalike
+    assert from_record(record("torch", torch.Generator().get_state())) is not None

@@ -1,4 +1,4 @@
-"""A random generator the module holds as an attribute: its state, as plain data, and put back.
+"""A random generator a module or a callback holds as an attribute: its state, as plain data, and put back.
 
 A module or a callback that draws from a generator of its own (noise from ``self.rng = np.random.default_rng(11)`` in
 ``training_step``, a ``random.Random`` picking an augmentation, a ``torch.Generator``) draws on after a
@@ -25,11 +25,12 @@ from typing import Any, cast
 
 import torch
 
+from lightning_step_types.resume.plain_data import GENERATOR
+
 __all__ = ["NAMES", "kind_of", "kind_of_type", "from_record", "plain_state", "put_back", "record", "state_of"]
 
 TORCH, PYTHON, NUMPY, NUMPY_LEGACY = "torch", "random", "numpy", "numpy_legacy"
 _ARRAY = "lightning_step_types.ndarray"  # {_ARRAY: [dtype, [dimension, ...], bytes]}
-_SAVED = "lightning_step_types.generator"  # {_SAVED: [kind, plain state]}: a callback's generator
 # each kind, as a warning names it
 NAMES = {
     TORCH: "torch.Generator",
@@ -61,13 +62,13 @@ def kind_of_type(cls: type) -> str | None:
 
 def record(kind: str, state: Any) -> dict[str, Any]:
     """A generator's state `plain_state` wrote, marked as one (a callback's attribute in a checkpoint)."""
-    return {_SAVED: [kind, state]}
+    return {GENERATOR: [kind, state]}  # a user's dict of that one key is written otherwise (`encoded`)
 
 
 def from_record(value: Any) -> tuple[str, Any] | None:
     """What `record` wrote: the generator's kind and its state (None: ``value`` is not such a record)."""
-    if type(value) is dict and len(cast("dict[str, Any]", value)) == 1 and _SAVED in value:
-        kind, state = cast("dict[str, Any]", value)[_SAVED]
+    if type(value) is dict and len(cast("dict[str, Any]", value)) == 1 and GENERATOR in value:
+        kind, state = cast("dict[str, Any]", value)[GENERATOR]
         return str(kind), state
     return None
 

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import torch
 
-__all__ = ["NotPlain", "decoded", "encoded", "is_plain", "same"]
+__all__ = ["GENERATOR", "NotPlain", "decoded", "encoded", "is_plain", "same"]
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -85,7 +85,8 @@ class NotPlain(Exception):
 _ENUM = "lightning_step_types.enum"  # {_ENUM: "module:Qualname.MEMBER"}
 _ITEMS = "lightning_step_types.items"  # {_ITEMS: [[key, value], ...]}: a dict with a key that is not plain
 _DEQUE = "lightning_step_types.deque"  # {_DEQUE: [[item, ...], maxlen or None]}
-_MARKERS = (_ENUM, _ITEMS, _DEQUE)
+GENERATOR = "lightning_step_types.generator"  # a random generator's state: ``resume/held_generators.py``'s record
+_MARKERS = (_ENUM, _ITEMS, _DEQUE, GENERATOR)  # a user's dict with one of these as its only key: written as items
 
 
 def encoded(value: Any) -> Any:
