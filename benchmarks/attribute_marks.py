@@ -11,7 +11,10 @@ that no checkpoint does (``ModuleAttributes.batch_start``); this times that call
 - ``a list grows``: the same, and ``self.training_step_outputs.append(loss)`` each step;
 - ``a counter and a cached tensor``: ``self.rows_seen += 4`` and ``self.last = pred.detach()`` each step;
 - ``a tensor in place``: ``self.loss_sum += loss`` each step (its value is cloned at each mark);
-- ``a dict of sums``: ``self.stats["loss"] += float(loss)`` each step.
+- ``a dict of sums``: ``self.stats["loss"] += float(loss)`` each step;
+- ``a numpy Generator`` / ``a torch.Generator`` / ``a random.Random`` / ``a numpy RandomState``: the
+  eleven, and a random generator ``self.rng`` drawn from each step (its state is read at each mark,
+  ``resume/held_generators.py``).
 
 Each setup runs the step's changes and the mark ``--steps`` times, repeated ``--repeats`` times; the
 table gives the median over repetitions of the mark's CPU µs per batch (the step's own changes are
@@ -22,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 
@@ -47,6 +52,14 @@ class Module(pl.LightningModule):
         self.stats: dict[str, float] = {"loss": 0.0}
 
 
+GENERATORS: dict[str, Callable[[], Any]] = {
+    "a numpy Generator": lambda: np.random.default_rng(0),
+    "a torch.Generator": lambda: torch.Generator().manual_seed(0),
+    "a random.Random": lambda: random.Random(0),
+    "a numpy RandomState": lambda: np.random.RandomState(0),
+}
+
+
 class Bare(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
@@ -64,6 +77,12 @@ def _changes(setup: str, module: Module, loss: torch.Tensor) -> Callable[[], Non
             module.loss_sum += loss
         elif setup == "a dict of sums":
             module.stats["loss"] += float(loss)
+        elif setup in GENERATORS:
+            rng: Any = getattr(module, "rng")
+            if isinstance(rng, torch.Generator):
+                torch.rand((), generator=rng)
+            else:
+                rng.random()
 
     return step
 
@@ -75,13 +94,23 @@ SETUPS = (
     "a counter and a cached tensor",
     "a tensor in place",
     "a dict of sums",
+    *GENERATORS,
 )
+
+
+def _module(setup: str) -> Any:
+    if setup == "no attributes":
+        return Bare()
+    module = Module()
+    if setup in GENERATORS:
+        module.rng = GENERATORS[setup]()
+    return module
 
 
 def _per_batch(setup: str, steps: int) -> tuple[float, int]:
     """CPU µs per mark, and how many attributes are followed."""
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    module: Any = Bare() if setup == "no attributes" else Module()
+    module: Any = _module(setup)
     attributes = ModuleAttributes(trainer, module)
     attributes.fit_start()
     step = _changes(setup, module, torch.tensor(0.5))
@@ -90,7 +119,7 @@ def _per_batch(setup: str, steps: int) -> tuple[float, int]:
         step()
     changes = time.thread_time_ns() - start
     attributes.stop()
-    module = Bare() if setup == "no attributes" else Module()
+    module = _module(setup)
     attributes = ModuleAttributes(trainer, module)
     attributes.fit_start()
     step = _changes(setup, module, torch.tensor(0.5))

@@ -11,7 +11,10 @@ save:
   and named); a dict by its items, each read the same way; a list by reference and length
   (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
   batch, whose prefix the save reads back) or copied, its items by reference (at the fit's start,
-  a validation's or an epoch's end's start, where a hook may empty it);
+  a validation's or an epoch's end's start, where a hook may empty it); a ``collections.deque`` copied
+  (a bounded one drops its oldest items as it appends: neither its identity nor its length tells its
+  value; the copy costs its length, at most its ``maxlen``); a random generator
+  (``resume/held_generators.py``) by reference and its state, read through its getter;
   anything else by reference (its identity).
 - `changes`: at a save, each attribute that changed in the fit (since the fit's start, after the
   ``on_train_start`` hooks) or since the point's start, and what the resumed run needs: the value at
@@ -19,11 +22,14 @@ save:
   under its name (Lightning's ``load_state_dict`` then loads it as it would), else set on the
   callback after Lightning's load; or, where the value at the point is not plain data
   (``plain_data``) or was lost (a tensor changed in place after the point), its name and type,
-  for the warning. An Enum member is plain data here too (written by its class and name).
+  for the warning. An Enum member and a deque of plain data are plain data here too (``plain_data``);
+  a random generator's state at the point is saved as plain data and set back into the callback's
+  generator of that name, in place.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -31,6 +37,7 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.module_state import tensor_version
+from lightning_step_types.resume.held_generators import kind_of_type, plain_state, record, state_of
 from lightning_step_types.resume.plain_data import NotPlain, encoded, is_plain, same
 
 __all__ = ["Changes", "Snapshot", "changes", "holds_containers", "set_up_between", "skipped_names", "snapshot"]
@@ -61,6 +68,27 @@ class _List:
 
     def __init__(self, items: list[Any], length: int) -> None:
         self.items, self.length = items, length
+
+
+class _Deque:
+    """A deque by a copy of it: its value at the snapshot."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: deque[Any]) -> None:
+        self.items = items
+
+
+class _Generator:
+    """A random generator by reference, its kind and its state as its getter gave it."""
+
+    __slots__ = ("generator", "kind", "state")
+
+    def __init__(self, generator: Any, kind: str) -> None:
+        self.generator, self.kind, self.state = generator, kind, state_of(generator, kind)
+
+    def plain(self) -> Any:
+        return plain_state(self.kind, self.state)
 
 
 class _Lost(Exception):
@@ -99,14 +127,14 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
     return read
 
 
-_SCALAR, _TENSOR, _DICT, _LIST, _TUPLE, _OTHER = range(6)
+_SCALAR, _TENSOR, _DICT, _LIST, _TUPLE, _DEQUE, _GENERATOR, _OTHER = range(8)
 # a value's type -> how a snapshot reads it; filled as types come (an isinstance check against torch.Tensor
 # runs Python code, a dict lookup by type does not)
-_KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, list: _LIST, tuple: _TUPLE}
+_KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, list: _LIST, tuple: _TUPLE, deque: _DEQUE}
 
 
 def _kind(cls: type) -> int:
-    kind = _TENSOR if issubclass(cls, torch.Tensor) else _OTHER
+    kind = _TENSOR if issubclass(cls, torch.Tensor) else _GENERATOR if kind_of_type(cast("type[Any]", cls)) else _OTHER
     _KINDS[cls] = kind
     return kind
 
@@ -129,6 +157,10 @@ def _read(value: Any, copy_lists: bool) -> Any:
         return _List(value, len(value))
     if kind == _TUPLE:
         return tuple(_read(item, copy_lists) for item in value)
+    if kind == _DEQUE:  # a shallow copy, in C, with its maxlen
+        return _Deque(value.copy())
+    if kind == _GENERATOR:
+        return _Generator(value, str(kind_of_type(cls)))
     return _Ref(value)
 
 
@@ -146,6 +178,10 @@ def _value(read: Any) -> Any:
         return read.items[: read.length]
     if isinstance(read, _Ref):
         return read.value
+    if isinstance(read, _Deque):
+        return read.items
+    if isinstance(read, _Generator):
+        return read.generator
     if isinstance(read, dict):
         items = cast(Any, read)
         return {key: _value(item) for key, item in items.items()}
@@ -176,6 +212,18 @@ def changes(obj: Any, skip: frozenset[str], point: Snapshot, start: Snapshot, en
         if name in skip:
             continue
         current = now.get(name, _MISSING)
+        if isinstance(read, _Generator):
+            at_point = read.plain()
+            first = start.get(name)
+            if (
+                not isinstance(first, _Generator)
+                or first.generator is not read.generator
+                or not same(first.plain(), at_point)
+                or current is not read.generator
+                or not same(plain_state(read.kind, state_of(current, read.kind)), at_point)
+            ):  # drawn from in the fit, or since the point: its state at the point is set back
+                found.attributes[name] = record(read.kind, at_point)
+            continue
         try:
             value = _value(read)
         except _Lost:
@@ -227,5 +275,6 @@ def set_up_between(obj: Any, skip: frozenset[str], before: Snapshot, after: Snap
 
 
 def holds_containers(reading: Snapshot) -> bool:
-    """Whether a reading holds a list, a dict or a tensor: where a callback keeps what its hooks collect."""
-    return any(isinstance(read, (_List, _Tensor, dict)) for read in reading.values())
+    """Whether a reading holds a list, a dict, a deque, a tensor or a random generator: where a callback keeps what
+    its hooks collect or draw from."""
+    return any(isinstance(read, (_List, _Tensor, _Deque, _Generator, dict)) for read in reading.values())

@@ -12,7 +12,8 @@ checkpoint already holds nor loses one.
   At a save, each attribute that changed in the fit or since the point's start is taken back to the
   point: in the checkpoint's ``state_dict()`` entry where that entry holds it under its name (the
   resumed run loads that entry in place of the checkpoint's), else set on the callback at the resumed
-  fit's start; what is not plain data (``resume/plain_data.py``) is named in one warning. So the hooks
+  fit's start (a random generator's state set back into the callback's generator, in place,
+  ``resume/held_generators.py``); what is not plain data (``resume/plain_data.py``) is named in one warning. So the hooks
   that run again start from the state they started from (``EarlyStopping`` counts one epoch once;
   ``ModelCheckpoint`` keeps and evicts the files the uninterrupted run does), and a counter outside
   ``state_dict()`` counts as in the uninterrupted run. A callback with a ``state_dict()`` whose last hook
@@ -85,6 +86,7 @@ from lightning_step_types.resume.attributes import (
     snapshot,
 )
 from lightning_step_types.resume.epoch_start_watch import EPOCH_START_HOOK, EpochStartWatch, changes_before
+from lightning_step_types.resume.held_generators import NAMES, from_record, put_back
 from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
@@ -581,8 +583,8 @@ def resume_holders(
             trainer.should_stop = True
         if nothing_runs:  # a fit with nothing left to train runs no on_train_start hook: what they set comes back
             _set_attributes(trainer, saved.get("set_up") or {})
-        _set_attributes(trainer, saved.get("attributes") or {})
         lost: list[list[str]] = list(saved.get("lost") or [])
+        lost += _set_attributes(trainer, saved.get("attributes") or {})
         if lost:
             problems.append(callback_attributes_problem([(str(cls), str(name), str(kind)) for cls, name, kind in lost]))
         if holders is not None:
@@ -684,13 +686,24 @@ def _skipped_epoch_start_hooks(
     return skipped
 
 
-def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -> None:
+def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     """Each callback's attributes as they were at the point, where its ``state_dict()`` does not hold them
-    (after Lightning loaded the callbacks, and after the on_train_start hooks, which set up from nothing)."""
+    (after Lightning loaded the callbacks, and after the on_train_start hooks, which set up from nothing); a
+    random generator's state set back into the callback's generator, in place. Returns what could not be
+    (a generator the callback no longer holds): ``[class, attribute, what]`` each."""
+    missed: list[list[str]] = []
     if not attributes:
-        return
+        return missed
     for callback in trainer.callbacks:
         key = getattr(callback, "state_key", None)
         if isinstance(key, str) and key in attributes:
             for name, value in attributes[key].items():
-                setattr(callback, name, decoded(value))
+                generator = from_record(value)
+                if generator is None:
+                    setattr(callback, name, decoded(value))
+                    continue
+                live = getattr(callback, name, None)
+                if not put_back(live, *generator):
+                    what = f"{type(live).__name__}, a {NAMES[generator[0]]} at the save"
+                    missed.append([type(callback).__name__, name, what])
+    return missed

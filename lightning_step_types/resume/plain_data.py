@@ -5,7 +5,9 @@ too): what a checkpoint loaded with ``torch.load(weights_only=True)`` holds. Any
 cannot rebuild it from a checkpoint, and the library names it rather than guess.
 
 An ``Enum`` member (Lightning's ``RunningStage``, ``EarlyStoppingReason``), as a value or a dict's key, is
-written by its class and name (`encoded`) and read back as the same member (`decoded`).
+written by its class and name (`encoded`) and read back as the same member (`decoded`); a
+``collections.deque`` of plain data (a window of recent losses) by its items and its ``maxlen``, and read
+back as a deque with the same items and bound.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import enum
 import importlib
 import sys
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
 
-__all__ = ["NotPlain", "decoded", "encoded", "is_plain", "same"]
+__all__ = ["GENERATOR", "NotPlain", "decoded", "encoded", "is_plain", "same"]
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
@@ -54,6 +57,14 @@ def same(a: Any, b: Any) -> bool:
                 and torch.equal(a.nan_to_num(), b.nan_to_num())
             )
         )
+    if type(a) is deque or type(b) is deque:
+        first, second = cast(Any, a), cast(Any, b)
+        return (
+            type(first) is type(second)
+            and first.maxlen == second.maxlen
+            and len(first) == len(second)
+            and all(map(same, first, second))
+        )
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         left, right = cast(Any, a), cast(Any, b)
         return left.keys() == right.keys() and all(same(left[key], right[key]) for key in left)
@@ -73,6 +84,9 @@ class NotPlain(Exception):
 
 _ENUM = "lightning_step_types.enum"  # {_ENUM: "module:Qualname.MEMBER"}
 _ITEMS = "lightning_step_types.items"  # {_ITEMS: [[key, value], ...]}: a dict with a key that is not plain
+_DEQUE = "lightning_step_types.deque"  # {_DEQUE: [[item, ...], maxlen or None]}
+GENERATOR = "lightning_step_types.generator"  # a random generator's state: ``resume/held_generators.py``'s record
+_MARKERS = (_ENUM, _ITEMS, _DEQUE, GENERATOR)  # a user's dict with one of these as its only key: written as items
 
 
 def encoded(value: Any) -> Any:
@@ -85,9 +99,12 @@ def encoded(value: Any) -> Any:
     if type(value) in (list, tuple):
         items = [encoded(item) for item in value]
         return items if type(value) is list else tuple(items)
+    if type(value) is deque:
+        window: deque[Any] = cast(Any, value)
+        return {_DEQUE: [[encoded(item) for item in window], window.maxlen]}
     if type(value) is dict:
         pairs = [(encoded(key), encoded(item)) for key, item in cast(Any, value).items()]
-        if all(type(key) in _SCALARS for key, _ in pairs) and not (len(pairs) == 1 and pairs[0][0] in (_ENUM, _ITEMS)):
+        if all(type(key) in _SCALARS for key, _ in pairs) and not (len(pairs) == 1 and pairs[0][0] in _MARKERS):
             return dict(pairs)
         return {_ITEMS: [list(pair) for pair in pairs]}
     raise NotPlain(type(value).__name__)
@@ -113,4 +130,7 @@ def decoded(value: Any) -> Any:
         return owner[member]
     if len(items) == 1 and _ITEMS in items:
         return {decoded(key): decoded(item) for key, item in items[_ITEMS]}
+    if len(items) == 1 and _DEQUE in items:
+        window, maxlen = items[_DEQUE]
+        return deque((decoded(item) for item in window), maxlen)
     return {key: decoded(item) for key, item in items.items()}

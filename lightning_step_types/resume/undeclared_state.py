@@ -19,16 +19,20 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
   compared with its mark at the resume point. A mark is cheap: a list's identity and length (lists
   are followed as append-only between two marks), a tensor's identity and in-place version, a
   dict's marks per key, an immutable value itself; an object of another class by its identity and
-  its own attributes' marks, a generator by where it stopped, a file by its position;
+  its own attributes' marks, a generator function's generator by where it stopped, a file by its
+  position, a random generator (``resume/held_generators.py``) by its state;
 - the value at the resume point (``resume/points.py``): where the part of the fit from a batch's
   start runs again, the value at that batch's start, from the marks the follower takes there
-  (``FitFollower.run_batch``; a mark is taken again only where an attribute changed); where a
+  (``FitFollower.run_batch``; a mark is taken again only where an attribute changed, and for each
+  random generator, whose draws move it in place); where a
   validation or an epoch's end runs again, the value at its start, copied there; otherwise the
   value now;
 - what is saved: values a checkpoint holds faithfully (tensors, numbers, strings, ``None``, bytes, and
   lists, tuples and dicts of those, nested), under the library's key with the process's running
   state, and put back into the resumed module after its ``on_train_start`` hooks (a list or a dict
-  in place: another reference to it sees the values); everything else that changed is named in one
+  in place: another reference to it sees the values); a random generator's state at the point, as
+  plain data, set back into the resumed module's generator of that name, in place (one it does not
+  hold there is named); everything else that changed is named in one
   ``StepResultWarning`` at resume, attribute by attribute;
 - what the module's own checkpoint code covers: an attribute its ``on_load_checkpoint`` or
   ``load_state_dict`` set (it changed between Lightning's read of the checkpoint, before those run,
@@ -49,7 +53,6 @@ from __future__ import annotations
 
 import gc
 import io
-import random
 import types
 import weakref
 from collections.abc import Mapping
@@ -66,6 +69,7 @@ from lightning_step_types._lightning.module_attributes import (
     tensor_version,
     tensor_versions,
 )
+from lightning_step_types.resume.held_generators import NAMES, kind_of, plain_state, put_back, state_of
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, Problem, module_checkpoint_problem
 from lightning_step_types.resume.plain_data import same
 
@@ -160,10 +164,9 @@ def _probe(value: Any, depth: int) -> Any:
             return (value.closed, value.tell() if not value.closed and value.seekable() else None)
         except (OSError, ValueError):
             return None
-    if isinstance(value, random.Random):
-        return value.getstate()
-    if isinstance(value, torch.Generator):
-        return value.get_state()
+    kind = kind_of(value)
+    if kind is not None:
+        return _GeneratorState(kind, state_of(value, kind))
     if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS:
         return None
     return tuple(_mark(item, depth=depth - 1) for item in _held_by(value))
@@ -187,7 +190,27 @@ def _same(a: Mark, b: Mark) -> bool:
     return _same_probe(a[2], b[2])
 
 
+class _GeneratorState:
+    """A generator's probe (`held_generators`): its kind and its state, as its getter gave it."""
+
+    __slots__ = ("kind", "state")
+
+    def __init__(self, kind: str, state: Any) -> None:
+        self.kind, self.state = kind, state
+
+    def plain(self) -> Any:
+        """The state as plain data: what a checkpoint holds, and what two probes compare by."""
+        return plain_state(self.kind, self.state)
+
+
 def _same_probe(a: Any, b: Any) -> bool:
+    if isinstance(a, _GeneratorState) or isinstance(b, _GeneratorState):
+        return (
+            isinstance(a, _GeneratorState)
+            and isinstance(b, _GeneratorState)
+            and a.kind == b.kind
+            and same(a.plain(), b.plain())
+        )
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
     x_held: tuple[Any, ...] = cast(Any, a) if type(a) is tuple else ()
@@ -363,6 +386,7 @@ class ModuleAttributes:
         self.tensors: tuple[torch.Tensor, ...] = ()
         self.versions: tuple[int, ...] = ()
         self.containers_at: list[int] = []
+        self.generators_at: list[tuple[int, str]] = []  # the generators (`held_generators`), and their kinds
         self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end -> name -> mark, copied
         around_module_restore(trainer, self._before_load, self._after_load)
 
@@ -428,7 +452,7 @@ class ModuleAttributes:
                 mark = marks[index] = _mark(values[index], clone=self.kept[index])
                 kinds.add(old if old is mark[0] else "moved")
             self.refs = values
-            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds:
+            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds or _OBJECT in kinds:
                 self._index()
             else:
                 if _LIST in kinds:
@@ -467,6 +491,8 @@ class ModuleAttributes:
             self.kept[index] = True
             if marks[index][0] is not mark[0]:
                 self._index()
+        for index, kind in self.generators_at:  # where each generator is: a draw moves it, in place
+            marks[index] = (_OBJECT, values[index], _GeneratorState(kind, state_of(values[index], kind)))
 
     def _index(self) -> None:
         marks = self.marks_at
@@ -480,6 +506,11 @@ class ModuleAttributes:
         self.tensors = tuple(marks[index][1] for index in self.tensor_at)
         self.versions = tuple(marks[index][2] for index in self.tensor_at)
         self.containers_at = [index for index, mark in enumerate(marks) if mark[0] is _DICT or mark[0] is _TUPLE]
+        self.generators_at = [
+            (index, kind)
+            for index, mark in enumerate(marks)
+            if mark[0] is _OBJECT and (kind := kind_of(mark[1])) is not None
+        ]
 
     def _read_names(self) -> None:
         self.size = len(self.namespace)
@@ -508,7 +539,14 @@ class ModuleAttributes:
     def saved(self, runs_again: str | None, trainer: Any) -> dict[str, Any]:
         """What a checkpoint of a point where ``runs_again`` runs again (``resume/save.py``) holds."""
         if self.start is None:  # saved before the fit's start: every attribute is as __init__ and setup left it
-            return {"values": {}, "accelerated": [], "named": [], "since_point": [], "runs_again": runs_again}
+            return {
+                "values": {},
+                "generators": {},
+                "accelerated": [],
+                "named": [],
+                "since_point": [],
+                "runs_again": runs_again,
+            }
         start_marks = self.start
         now = self.marks_now()
         shared = _held_elsewhere(trainer)
@@ -519,6 +557,7 @@ class ModuleAttributes:
         else:
             at_point = now
         values: dict[str, Any] = {}
+        generators: dict[str, list[Any]] = {}  # name -> [its kind, its state at the point]
         accelerated: list[str] = []
         named: list[list[str]] = []
         for name in sorted({*at_point, *now}):
@@ -534,6 +573,10 @@ class ModuleAttributes:
             if mark[0] is _OBJECT:
                 if id(mark[1]) in shared:
                     continue  # its holder's state: a callback's resumes through its state_dict
+                probe = mark[2]
+                if isinstance(probe, _GeneratorState):  # a generator: its mark holds its state at the point
+                    generators[name] = [probe.kind, probe.plain()]
+                    continue
                 named.append([name, _type_name(mark[1]), "not data a checkpoint holds"])
                 continue
             try:
@@ -554,6 +597,7 @@ class ModuleAttributes:
         )
         return {
             "values": values,
+            "generators": generators,
             "accelerated": accelerated,
             "named": named,
             "since_point": since_point,
@@ -580,6 +624,10 @@ class ModuleAttributes:
             else:
                 setattr(module, name, restored)
         named = [item for item in saved.get("named", []) if item[0] not in mine]
+        for name, (kind, state) in saved.get("generators", {}).items():
+            live = self.namespace.get(name, ABSENT)
+            if name not in mine and not put_back(live, kind, state):
+                named.append([name, _type_name(live), f"a {NAMES[kind]} at the save, which it does not hold now"])
         problems = [undeclared_state_problem(self.owner, named)] if named else []
         twice = self._loaded_at_the_save(saved)
         if twice:
