@@ -39,7 +39,7 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import epoch_of_iterator, train_loaders
+from lightning_step_types._lightning.data import epoch_iterator_made_again, epoch_of_iterator, train_loaders
 from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
@@ -92,7 +92,10 @@ class RandomStreams:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
                 set_global_states(trainer, loaded_streams(loaded["iterator"]))
-        self.before_iterator = {epoch_of_iterator(trainer): self.read()}
+        if not epoch_iterator_made_again(trainer):
+            # the iterator made here is the one the epoch trains from; where the loaders were made anew at an
+            # epoch's start (reload_dataloaders_every_n_epochs), the epoch loop's start makes it (`made`)
+            self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
     def _before_epoch_iterator(self) -> Any:
         """Before the epoch loop's start, which makes a new iterator from the fit's second epoch on;
