@@ -336,3 +336,56 @@ def test_check_resume_reports_exact_on_the_quick_start_model_with_a_shuffled_pla
     )
     assert [point.verdict for point in report.points] == ["exact"] * 5, str(report)
     assert all(point.lightning_warnings == () for point in report.points), str(report)
+
+
+# --- a generator the dataset holds -------------------------------------------------------------------
+
+
+class HeldNoise(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Rows with noise drawn in ``__getitem__`` from a ``torch.Generator`` the dataset holds (no state_dict())."""
+
+    def __init__(self, drawn: list[float]) -> None:
+        self.data, self.drawn = rows(), drawn
+        self.noise = torch.Generator().manual_seed(7)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.data[index]
+        noise = torch.randn(x.shape, generator=self.noise)
+        self.drawn.append(float(noise[0]))
+        return x + 0.1 * noise, y
+
+
+@pytest.mark.parametrize("checkpoint", ["step=5.ckpt", "step=10.ckpt", "step=15.ckpt"])
+def test_a_generator_the_dataset_holds_draws_on_where_the_uninterrupted_run_was(
+    checkpoint: str, tmp_path: Path
+) -> None:
+    """Resumed inside epoch 0, at epoch 1's start (the checkpoint of epoch 0's last batch) and inside epoch 1:
+    each batch's noise is the uninterrupted run's (the dataset's generator started from its seed again)."""
+    drawn: dict[str, list[float]] = {"full": [], "resumed": []}
+
+    def loader(run: str) -> Callable[[], DataLoader[Any]]:
+        return lambda: DataLoader(HeldNoise(drawn[run]), batch_size=BATCH, shuffle=True)
+
+    torch.manual_seed(5)
+    full = fit(tmp_path / "full", TypedResume, every=5, loader=loader("full"), max_epochs=2)
+    torch.manual_seed(5)
+    resumed, ours, _ = caught_fit(
+        lambda: fit(
+            tmp_path / "resumed",
+            TypedResume,
+            every=5,
+            loader=loader("resumed"),
+            ckpt_path=tmp_path / "full" / "ckpt" / checkpoint,
+            max_epochs=2,
+        )
+    )
+    assert ours == []
+    consumed = int(checkpoint[5:-5]) * BATCH
+    assert drawn["resumed"] == drawn["full"][consumed:]
+    assert_same_params(resumed.module, full.module)
+    # a later checkpoint of the resumed fit resumes the same way
+    later = tmp_path / "resumed" / "ckpt" / "step=20.ckpt"
+    assert later.exists()

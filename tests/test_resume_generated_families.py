@@ -10,6 +10,15 @@ beside its shrunk setup (tests/test_generated_regressions.py), both ways in:
    24); exact at every default point of ``check_resume``.
 3. ``ModelCheckpoint``'s ``state_dict()`` holds ``current_score``, which its ``load_state_dict()`` does not
    read: the library puts it back itself. The table of such keys is checked against Lightning's own code.
+4. ``BatchSizeFinder``, a fault in its trial: ``OnExceptionCheckpoint`` saves the finder's own checkpoint
+   (taken before the trial) as the point, the fit's start. The uninterrupted fit went on from the trial's
+   draws from torch's stream; the resumed fit's trial draws them again from the streams put back, and then
+   the streams were put back a second time, where the finder restored its checkpoint: the shuffled order and
+   dropout differed (and a later checkpoint's record of the streams).
+5. A sampler that draws its order from its own generator at the first index draw, in a ``StatefulDataLoader``
+   resumed inside an epoch: the restore drew the order as the iterator was made, and a later checkpoint
+   recorded the generator's state past it as the state after the iterator's making (a second resume from
+   that file reads the record only for a sampler that draws as its iterator is made, as torchdata's does).
 """
 
 from __future__ import annotations
@@ -20,7 +29,16 @@ from typing import Any
 
 import pytest
 import torch
-from pytorch_lightning.callbacks import Callback, LearningRateFinder, LearningRateMonitor, ModelCheckpoint
+from models import assert_same_params
+from pytorch_lightning.callbacks import (
+    BatchSizeFinder,
+    Callback,
+    LearningRateFinder,
+    LearningRateMonitor,
+    ModelCheckpoint,
+)
+from test_resume import TypedResume, dataset, no_step_result_warnings
+from test_resume import fit as resume_fit
 from test_resume_regressions import (
     WAYS,
     PlainPlanned,
@@ -28,13 +46,16 @@ from test_resume_regressions import (
     TypedPlanned,
     _data,
     assert_same_fit,
+    chain,
     fit,
     planned,
 )
+from torch.utils.data import RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from lightning_step_types import StepResultAdapter
 from lightning_step_types._lightning.checkpoint_callback import keys_not_loaded
+from lightning_step_types.resume.messages import CHECKPOINT_KEY
 
 # --- 1. a relaunch with nothing left to train --------------------------------------------------------------
 
@@ -275,3 +296,113 @@ def test_modelcheckpoints_unread_keys_are_the_ones_its_load_leaves_out(tmp_path:
         if name not in ("monitor", "dirpath") and repr(getattr(loading, name)) != repr(value)
     }
     assert unread == set(keys_not_loaded(loading)) == {"current_score"}
+
+
+# --- 4. a fault in BatchSizeFinder's trial ------------------------------------------------------------------
+
+
+def _streams_before_iterator(path: Path) -> torch.Tensor:
+    saved = torch.load(path, weights_only=False)[CHECKPOINT_KEY]["epoch_state"]["ranks"][0]
+    return saved["random_streams"]["iterator"]["torch"]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_fault_in_batch_size_finders_trial_resumes_after_the_trials_draws(way: str, tmp_path: Path) -> None:
+    """The module plans a fault at epoch 0's batch 0, which the finder's first trial reaches; the resumed fit
+    (a fresh module that plans none) finds the same batch size, and goes on from its trial's draws as the
+    uninterrupted fit did: the weights, the momentum, and epoch 1's checkpoint, with its record of the streams
+    before epoch 1's iterator."""
+    folders = iter(("full", "interrupted", "resumed"))
+
+    def callbacks() -> list[Callback]:
+        saves = ModelCheckpoint(dirpath=tmp_path / next(folders), save_top_k=-1)
+        return [BatchSizeFinder(max_trials=2, steps_per_trial=1), saves]
+
+    full, interrupted, resumed = chain(way, tmp_path, callbacks, (0, 0))
+    saved = torch.load(tmp_path / "saved.ckpt", weights_only=False)[CHECKPOINT_KEY]["epoch_state"]
+    assert (saved["point"]["kind"], saved["point"]["epoch"]) == ("epoch", 0)
+    assert interrupted.module.batch_size == 2  # the trial's fault came before a size was found
+    assert resumed.module.batch_size == full.module.batch_size == 4
+    assert resumed.warned == []
+    assert_same_fit(resumed, full)
+    later = "epoch=1-step=12.ckpt"
+    assert torch.equal(
+        _streams_before_iterator(tmp_path / "resumed" / later), _streams_before_iterator(tmp_path / "full" / later)
+    )
+    assert saved["before_loop"] is True  # the finder's own save, before its trials: the fit's start
+
+
+# --- 5. a later checkpoint's record of a sampler's generator, after a resume inside an epoch ----------------
+
+
+def _shuffled_by_a_generator() -> StatefulDataLoader[Any]:
+    """A StatefulDataLoader whose torch RandomSampler draws its order from its own generator as the first
+    index is drawn (not as the iterator is made)."""
+    rows = dataset(0)
+    return StatefulDataLoader(
+        rows, batch_size=2, sampler=RandomSampler(rows, generator=torch.Generator().manual_seed(3))
+    )
+
+
+def _sampler_record(path: Path) -> dict[str, torch.Tensor]:
+    (loader,) = torch.load(path, weights_only=False)[CHECKPOINT_KEY]["generators"]["loaders"]
+    return dict(loader["sampler"])
+
+
+def test_a_later_checkpoints_record_of_a_samplers_generator_is_the_uninterrupted_runs(tmp_path: Path) -> None:
+    """Resumed from step=4.ckpt (inside epoch 0): step=8.ckpt's record of the sampler's generator, before
+    and after epoch 0's iterator was made, is the uninterrupted run's (the resumed iterator's restore had
+    drawn the order: the generator's state past it was recorded as the state after the iterator's making)."""
+    full = resume_fit(tmp_path / "full", TypedResume, every=4, loader=_shuffled_by_a_generator)
+    resumed = no_step_result_warnings(
+        lambda: resume_fit(
+            tmp_path / "resumed",
+            TypedResume,
+            loader=_shuffled_by_a_generator,
+            every=4,
+            ckpt_path=tmp_path / "full" / "ckpt" / "step=4.ckpt",
+        )
+    )
+    assert_same_params(resumed.module, full.module)
+    mine, theirs = (
+        _sampler_record(root / "ckpt" / "step=8.ckpt") for root in (tmp_path / "resumed", tmp_path / "full")
+    )
+    assert list(mine) == list(theirs) == ["before", "after", "saved"]
+    assert [torch.equal(mine[moment], theirs[moment]) for moment in mine] == [True, True, True]
+
+
+# --- 6. a save in the first epoch's on_train_epoch_start ---------------------------------------------------
+
+
+class FailsAtTheFirstEpochsStart(Callback):
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.fail and trainer.current_epoch == 0:
+            raise PlannedFault("planned in epoch 0's on_train_epoch_start")
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_fault_in_the_first_epochs_start_resumes_on_the_uninterrupted_draws(way: str, tmp_path: Path) -> None:
+    """OnExceptionCheckpoint saves in epoch 0's on_train_epoch_start, after `FitLoop.setup_data` made the epoch's
+    iterator (a StatefulDataLoader's iterator draws its base seed from torch's stream): the resumed fit makes
+    it again from the streams before it (they were the streams after it: dropout drew other masks), and
+    epoch 1's checkpoint records the streams before epoch 1's iterator as the uninterrupted run's does."""
+
+    def callbacks(name: str, fail: bool = False) -> list[Callback]:
+        return [FailsAtTheFirstEpochsStart(fail), ModelCheckpoint(dirpath=tmp_path / name, save_top_k=-1)]
+
+    full = fit(way, tmp_path / "full", planned(way), callbacks("full"))
+    interrupted = fit(way, tmp_path / "run", planned(way), callbacks("interrupted", fail=True))
+    assert isinstance(interrupted.error, PlannedFault)
+    saved = tmp_path / "run" / "on_exception.ckpt"
+    point = torch.load(saved, weights_only=False)[CHECKPOINT_KEY]["epoch_state"]["point"]
+    assert (point["kind"], point["epoch"]) == ("epoch", 0)
+    resumed = fit(way, tmp_path / "run", planned(way), callbacks("resumed"), ckpt_path=saved)
+    assert resumed.warned == []
+    assert_same_fit(resumed, full)
+    later = "epoch=1-step=24.ckpt"
+    assert torch.equal(
+        _streams_before_iterator(tmp_path / "resumed" / later), _streams_before_iterator(tmp_path / "full" / later)
+    )

@@ -45,6 +45,7 @@ __all__ = [
     "combined_mode",
     "dataset_state",
     "follow_loader_iterators",
+    "held_generators",
     "iterable_loader",
     "load_dataset_state",
     "loader_length",
@@ -295,11 +296,37 @@ def _state_holder(loader: Any, iterator: Any) -> Any:
     return None
 
 
+def held_generators(loader: Any) -> dict[str, torch.Generator]:
+    """The ``torch.Generator``s a map-style dataset holds in its own attributes (augmentation drawn from them
+    in ``__getitem__``), by attribute name; not one the loader or its samplers draw their order from."""
+    dataset = getattr(loader, "dataset", None)
+    if dataset is None or isinstance(dataset, IterableDataset):
+        return {}
+    attributes: Any = getattr(dataset, "__dict__", {})
+    ordering = {
+        id(getattr(owner, "generator", None))
+        for owner in (
+            loader,
+            getattr(loader, "sampler", None),
+            getattr(getattr(loader, "batch_sampler", None), "sampler", None),
+        )
+    }
+    return {
+        name: value
+        for name, value in cast("dict[str, Any]", attributes).items()
+        if isinstance(value, torch.Generator) and id(value) not in ordering
+    }
+
+
 def dataset_state(loader: Any, iterator: Any) -> tuple[str, Any] | None:
     """``("iterator" | "dataset", its state_dict())`` for a single-process ``IterableDataset`` with a
-    state of its own (`_state_holder`), None elsewhere."""
-    if int(getattr(loader, "num_workers", 0)) or not iterable_loader(loader):
+    state of its own (`_state_holder`); ``("generators", name -> state)`` for a single-process map-style
+    dataset holding generators of its own (`held_generators`); None elsewhere."""
+    if int(getattr(loader, "num_workers", 0)):
         return None
+    if not iterable_loader(loader):
+        held = held_generators(loader)
+        return ("generators", {name: generator.get_state() for name, generator in held.items()}) if held else None
     holder = _state_holder(loader, iterator)
     if holder is None:
         return None
@@ -311,6 +338,11 @@ def load_dataset_state(loader: Any, iterator: Any, held_by: str, state: Any) -> 
     None; torchdata's order), into the iterator ``iter(dataset)`` returned once it is."""
     if held_by == "dataset" and iterator is None:
         loader.dataset.load_state_dict(state)
+    elif held_by == "generators" and iterator is None:
+        held = held_generators(loader)
+        for name, generator_state in cast("dict[str, torch.Tensor]", state).items():
+            if name in held:
+                held[name].set_state(generator_state)
     elif held_by == "iterator" and iterator is not None:
         holder = _state_holder(loader, iterator)
         if holder is not None and holder is not loader.dataset:

@@ -457,7 +457,11 @@ class _Randomness:
                     self._put_back(trainer, "saved", eager_only=False)
                 else:
                     self._put_back(trainer, "after", eager_only=True)
-            self.after[self.first_epoch] = _states(trainer)
+                # the epoch's record is the saving run's: a generator its sampler draws from lazily has drawn
+                # already where the restore fast-forwarded the iterator
+                self.after[self.first_epoch] = self._loaded_states(trainer, "after")
+            else:
+                self.after[self.first_epoch] = _states(trainer)
             self.first_epoch, self.loaded = None, None
         epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
         made = [watch() for watch in self.watchers]
@@ -474,6 +478,17 @@ class _Randomness:
                 call(epoch)
             self.before = {e: s for e, s in self.before.items() if e >= epoch - 1} | {epoch: before}
             self.after = {e: s for e, s in self.after.items() if e >= epoch - 1} | {epoch: _states(trainer)}
+
+    def _loaded_states(self, trainer: Any, moment: str) -> States:
+        """The generators' states now, with the loaded entry's from ``moment`` in place of those it holds."""
+        loaded = cast("Mapping[str, Any]", self.loaded)
+        states = _states(trainer)
+        for now, saved in zip(states, loaded["loaders"]):
+            for path, entry in cast("Mapping[str, Mapping[str, Any]]", saved).items():
+                state = entry.get(moment)
+                if path in now and state is not None:
+                    now[path] = state
+        return states
 
     def _put_back(self, trainer: Any, moment: str, eager_only: bool) -> None:
         loaded = cast("Mapping[str, Any]", self.loaded)

@@ -193,6 +193,10 @@ class FitFollower:
         self.first_batch_done: bool = False
         self.loop_started: bool = False  # the fit loop's run got past its start (there was something to train)
         self.checkpoints_loaded: int = 0  # in this fit: its own, then a tuner's of its own (BatchSizeFinder's)
+        # the last checkpoint loaded is a tuner's own, loaded again in a fit resumed from another of a point
+        # the fit loop had run to (load.load_running_state)
+        self.loaded_again: bool = False
+        self.loop_runs: int = 0  # the fit loop's runs in this fit so far (a tuner's trials' and the fit's own)
         self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
         self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own, at each point's start
@@ -205,8 +209,9 @@ class FitFollower:
         from a finished job's checkpoint), a resumed fit's state still goes back: the uninterrupted run
         ended with it."""
         self.loop_started = False
+        self.loop_runs += 1
         trainer = self.trainer()
-        if self.checkpoints_loaded > 1 and self.resume is not None and trainer is not None:
+        if self.loaded_again and self.resume is not None and trainer is not None:
             # a tuner's own checkpoint loaded again in a fit resumed from a checkpoint (LearningRateFinder's):
             # the fit restarts at the point it holds, whatever the tuner did to the loops' flags after
             restart_as_loaded(trainer)

@@ -111,9 +111,15 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     # a checkpoint loaded again inside the fit (BatchSizeFinder's or LearningRateFinder's own, restored
     # after their trials ran batches): the fit starts at its point from its first batch; and in a fit
     # resumed from a checkpoint of its own, with loaders made again (their iterators were the trials'),
-    # so that the point's loader states and random streams go in before its first iterator is made
+    # so that the point's loader states and random streams go in before its first iterator is made.
+    # Not where the point is the fit's start, saved before the fit loop first ran (the tuner's own save, which
+    # an exception in its trials left as the point): the uninterrupted fit's tuner loaded it as its first
+    # checkpoint, after trials that drew from the streams saved there, and went on from their draws, as the
+    # resumed fit's trials (from those streams put back) do.
     follower.first_batch_done = False
-    if follower.checkpoints_loaded > 1 and combined_train_loader(trainer) is not None:
+    before_loop = resume.saved is not None and bool(resume.saved.get("before_loop"))
+    follower.loaded_again = follower.checkpoints_loaded > 1 and not before_loop
+    if follower.loaded_again and combined_train_loader(trainer) is not None:
         make_train_loaders_again(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next

@@ -182,7 +182,9 @@ class _Followed:
                 found.first = self.owner.moment(loader)
             return draw()
         if found is not None:  # a later save in this pass resumes from the same states
-            found.first, found.drew_before = plan.first, plan.drew
+            # (none where the saving run's pass had not drawn: a point between passes, this is its first draw)
+            found.first = plan.first if plan.first is not None else self.owner.moment(loader)
+            found.drew_before = plan.drew
             found.runs_before = max(found.runs_before, plan.runs_before)
         owner = self.owner
         now = owner.reader.read()
@@ -272,7 +274,20 @@ class _Followed:
         if share is None:
             kept = persistent_iterator(loader)
             if not epoch_start or kept is None or self.runs.get(id(kept), 0) == 0:
-                return None
+                # between passes: the generators a map-style dataset holds as they are now, none of the next
+                # pass's fetches made (main process only: `dataset_state`)
+                held = dataset_state(loader, None) if not iterable_loader(loader) else None
+                if held is None:
+                    return None
+                return {
+                    "skip": 0,
+                    "making": None,
+                    "first": None,
+                    "dataset": list(held),
+                    "drew": False,
+                    "runs_before": 0,
+                    "base_seed_from": None,
+                }
             # its next pass draws no base seed in the uninterrupted run; a new iterator would
             return {
                 "skip": 0,
@@ -288,6 +303,9 @@ class _Followed:
         if found is None:
             return {"missing": f"pass {number} of the epoch was not followed"}
         held = found.fetch_states.get(skip) if found.fetch_states else None
+        current = found.iterator()
+        if held is None and found.fetch_states and max(found.fetch_states) == skip - 1 and current is not None:
+            held = dataset_state(loader, current)  # its fetch not begun (a sized loader is not fetched ahead): as now
         if found.fetch_states and held is None:
             return {"missing": f"its dataset's state before batch {skip} was not read"}
         return {

@@ -39,7 +39,7 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import epoch_of_iterator, train_loaders
+from lightning_step_types._lightning.data import epoch_iterator_made_again, epoch_of_iterator, train_loaders
 from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
@@ -92,7 +92,10 @@ class RandomStreams:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
                 set_global_states(trainer, loaded_streams(loaded["iterator"]))
-        self.before_iterator = {epoch_of_iterator(trainer): self.read()}
+        if not epoch_iterator_made_again(trainer):
+            # the iterator made here is the one the epoch trains from; where the loaders were made anew at an
+            # epoch's start (reload_dataloaders_every_n_epochs), the epoch loop's start makes it (`made`)
+            self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
     def _before_epoch_iterator(self) -> Any:
         """Before the epoch loop's start, which makes a new iterator from the fit's second epoch on;
@@ -117,8 +120,14 @@ class RandomStreams:
         record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
         generators = _generator_states(self.trainer())
-        if point.kind == "epoch":  # the epoch from its start: its iterator is made after this
-            return {"iterator": saved_streams(now), "point": None, "validation": generators}
+        if point.kind == "epoch":  # the epoch from its start: its iterator is made after this, or was before
+            # its on_train_epoch_start hooks (the fit's first epoch's, in `FitLoop.setup_data`): the streams then
+            before = self.before_iterator.get(point.epoch)
+            return {
+                "iterator": saved_streams(before if before is not None else now),
+                "point": None,
+                "validation": generators,
+            }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
             return {"iterator": None, "point": saved_streams(at_end), "validation": generators}
@@ -136,6 +145,19 @@ class RandomStreams:
         }
 
     # --- resuming ----------------------------------------------------------------------------------
+
+    def put_back_iterator(self) -> None:
+        """A resumed fit's streams to put back before its first iterator, put back now: at a save, before
+        the fit loop first ran, of a checkpoint saved there (a tuner's own, in ``on_fit_start``, before its
+        trials: the loaders its trials request, and the trials, draw after it, as they did in the fit
+        that saved it)."""
+        trainer = self.trainer()
+        loaded = self.loaded
+        if trainer is None or loaded is None or self.iterator_done:
+            return
+        self.iterator_done = True
+        if loaded.get("iterator") is not None:
+            set_global_states(trainer, loaded_streams(loaded["iterator"]))
 
     def put_back(self, module: Any, where: str, inside_epoch: bool) -> None:
         """Where the resumed fit reaches its point (its first batch, or the epoch's end where none runs):

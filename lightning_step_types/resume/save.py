@@ -77,6 +77,9 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         ours.update(resume.loaded_entry)
         # and the training state Lightning restores from it after on_fit_start, not the fresh one
         checkpoint.update(pending_training_state(trainer))
+        if follower.loop_runs == 0 and resume.saved.get("before_loop"):
+            # its point is the fit's start, saved here in the fit it came from: the streams go back here
+            follower.streams.put_back_iterator()
         return None
     position = _position(follower, trainer)
     point = point_of(position)
@@ -114,6 +117,9 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         "fit_loop": fit_loop,  # what Lightning's fit loop resumes from, in place of the checkpoint's own entry
         "losses": _losses(point, follower, trainer, module, state),
         "stopped": interrupted(trainer),
+        # saved before the fit loop first ran (a tuner's own save in on_fit_start, before its trials): the
+        # resumed fit runs what came between again, from the streams saved here (load.load_running_state)
+        "before_loop": follower.loop_runs == 0,
         "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
     }
     if held is not None:
