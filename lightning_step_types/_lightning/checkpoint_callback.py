@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+from lightning_step_types._lightning.instance_methods import pickled_as, put_on_instance, take_off_instance
 
 __all__ = ["after_own_save", "follow_own_saves", "keys_not_loaded", "saves_at_batch_end", "unfollow_own_saves"]
 
@@ -33,22 +33,33 @@ def _is_model_checkpoint(callback: Any) -> bool:
     )
 
 
+class _FollowedSave:
+    """In place of a ``ModelCheckpoint``'s ``_save_checkpoint`` for a fit: ``saving`` before the write,
+    ``saved`` after it. Pickled or copied, the callback holds its own method again (`pickled_as`)."""
+
+    def __init__(
+        self, callback: Any, saving: Callable[[Any, Any, str], None], saved: Callable[[Any], None], original: Any
+    ) -> None:
+        self.callback, self.saving, self.saved, self.original = callback, saving, saved, original
+
+    def __call__(self, trainer: Any, filepath: str, *args: Any, **kwargs: Any) -> Any:
+        self.saving(self.callback, trainer, filepath)
+        try:
+            return self.original(trainer, filepath, *args, **kwargs)
+        finally:
+            self.saved(self.callback)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return pickled_as(self.original)
+
+
 def follow_own_saves(callback: Any, saving: Callable[[Any, Any, str], None], saved: Callable[[Any], None]) -> bool:
     """Around each of a ``ModelCheckpoint``'s own saves: ``saving(callback, trainer, filepath)`` before the
     write, ``saved(callback)`` after it. False (nothing wrapped) for any other callback."""
     kind: type = callback.__class__
     if not _is_model_checkpoint(callback) or not callable(getattr(kind, _SAVE, None)):
         return False
-    original: Callable[..., Any] = getattr(callback, _SAVE)
-
-    def save(trainer: Any, filepath: str, *args: Any, **kwargs: Any) -> Any:
-        saving(callback, trainer, filepath)
-        try:
-            return original(trainer, filepath, *args, **kwargs)
-        finally:
-            saved(callback)
-
-    put_on_instance(callback, _SAVE, save)
+    put_on_instance(callback, _SAVE, _FollowedSave(callback, saving, saved, getattr(callback, _SAVE)))
     return True
 
 
