@@ -84,13 +84,13 @@ def frame() -> Any:
     return pd.DataFrame(rows)
 
 
-def model(name: str, callbacks: list[Any]) -> Any:
+def model(name: str, callbacks: list[Any], root: Path) -> Any:
     import neuralforecast.models as nm
 
     common: dict[str, Any] = dict(
         h=2, input_size=8, max_steps=MAX_STEPS, batch_size=BATCH, windows_batch_size=8, random_seed=1
     )
-    kwargs = {**common, **TRAINER, "callbacks": callbacks}
+    kwargs = {**common, **TRAINER, "default_root_dir": str(root), "callbacks": callbacks}
     if name == "NHITS":
         return nm.NHITS(mlp_units=[[16, 16]] * 3, n_pool_kernel_size=[2, 1, 1], **kwargs)
     if name == "MLP":
@@ -177,7 +177,7 @@ def one_fit(name: str, with_adapter: bool, kind: str, folder: Path) -> Outcome:
         callbacks += [Interrupt(), pl.callbacks.OnExceptionCheckpoint(dirpath=str(folder), filename="interrupted")]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        nf = NeuralForecast(models=[model(name, callbacks)], freq=1)
+        nf = NeuralForecast(models=[model(name, callbacks, folder)], freq=1)
         with resumed_from(ckpt if kind == "resumed" else None):
             try:
                 nf.fit(df=frame())
