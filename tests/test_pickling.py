@@ -158,3 +158,94 @@ def test_an_instance_getstate_of_the_users_is_kept(tmp_path: Path) -> None:
     assert duplicate.marker == "from own __getstate__"
     assert {"training_step", "validation_step", "test_step"} & set(duplicate.__dict__) == set()
     assert model.__dict__["__getstate__"] is own_getstate
+
+
+# --- the callbacks and loggers pickle too ---------------------------------------------------------
+
+
+class KeepsItsCallbacks(PlainRegressor):
+    """As neuralforecast 3.3.0's models do (``BaseModel.__init__`` takes the Trainer's keyword arguments,
+    ``callbacks=[...]`` among them, and calls ``save_hyperparameters()``): the callbacks are hyperparameters,
+    pickled into every checkpoint while the fit runs."""
+
+    def __init__(self, callbacks: list[pl.Callback]) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def fit_keeping_callbacks(root: Path, ckpt_path: Path | None = None) -> None:
+    callbacks: list[pl.Callback] = [
+        StepResultAdapter(),
+        # wrapped for the fit: its `_save_checkpoint`, its epoch's-end and validation's-end hooks
+        pl.callbacks.ModelCheckpoint(dirpath=root / "ckpts", every_n_train_steps=3, save_top_k=-1),
+        pl.callbacks.LearningRateMonitor(),  # wrapped for the fit: its `on_train_epoch_start`
+    ]
+    # the logger's `log_metrics` is wrapped for the fit
+    logger = pl.loggers.CSVLogger(root / "logs", name="", version="")
+    trainer = make_trainer(root, max_epochs=2, callbacks=callbacks, logger=logger, enable_checkpointing=True)
+    # the callbacks in the hyperparameters: torch's weights_only load refuses them
+    trainer.fit(KeepsItsCallbacks(callbacks), train_dataloaders=make_loader(), ckpt_path=ckpt_path, weights_only=False)
+    assert trainer.global_step == 8
+
+
+def library_attributes(obj: object) -> list[str]:
+    return [name for name, value in vars(obj).items() if type(value).__module__.startswith("lightning_step_types")]
+
+
+def test_callbacks_kept_as_hyperparameters_pickle_into_each_checkpoint(tmp_path: Path) -> None:
+    fit_keeping_callbacks(tmp_path)  # it saved (pickled its callbacks) after steps 3 and 6
+    assert sorted(path.name for path in (tmp_path / "ckpts").iterdir()) == [
+        "epoch=0-step=3.ckpt",
+        "epoch=1-step=6.ckpt",
+    ]
+    fit_keeping_callbacks(tmp_path / "resumed", ckpt_path=tmp_path / "ckpts" / "epoch=0-step=3.ckpt")
+    assert sorted(path.name for path in (tmp_path / "resumed" / "ckpts").iterdir()) == ["epoch=1-step=6.ckpt"]
+    for saved in (tmp_path / "ckpts" / "epoch=1-step=6.ckpt", tmp_path / "resumed" / "ckpts" / "epoch=1-step=6.ckpt"):
+        adapter, checkpoint, monitor = torch.load(saved, weights_only=False)["hyper_parameters"]["callbacks"]
+        assert (type(adapter), type(checkpoint), type(monitor)) == (
+            StepResultAdapter,
+            pl.callbacks.ModelCheckpoint,
+            pl.callbacks.LearningRateMonitor,
+        )
+        # the copies hold no wrapper of the library's: the callback's own methods, bound to the copy
+        assert library_attributes(checkpoint) == library_attributes(monitor) == []
+        assert checkpoint._save_checkpoint.__func__ is pl.callbacks.ModelCheckpoint._save_checkpoint
+        assert monitor.on_train_epoch_start.__func__ is pl.callbacks.LearningRateMonitor.on_train_epoch_start
+
+
+class CopiesCallbacksAndLoggers(pl.Callback):
+    """Pickles and deep-copies every callback and logger of the fit after each batch."""
+
+    def __init__(self) -> None:
+        self.copied: list[str] = []
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        for obj in [*trainer.callbacks, *trainer.loggers]:
+            if type(obj).__module__.startswith("lightning_step_types"):
+                continue
+            for copied in (pickle.loads(pickle.dumps(obj)), copy.deepcopy(obj)):
+                assert library_attributes(copied) == [], type(obj).__name__
+            self.copied.append(f"{type(obj).__name__}: {', '.join(sorted(library_attributes(obj)))}")
+
+
+def test_callbacks_and_loggers_copy_during_a_fit_without_the_library_s_wrappers(tmp_path: Path) -> None:
+    copier = CopiesCallbacksAndLoggers()
+    logger = pl.loggers.CSVLogger(tmp_path / "logs", name="", version="")
+    callbacks = [
+        StepResultAdapter(),
+        pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpts"),
+        pl.callbacks.LearningRateMonitor(),
+    ]
+    trainer = make_trainer(tmp_path, callbacks=[*callbacks, copier], logger=logger, enable_checkpointing=True)
+    trainer.fit(PlainRegressor(), train_dataloaders=make_loader())
+    # what the library wraps for the fit, on each of them: none of it in a copy
+    assert (
+        copier.copied
+        == [  # Lightning runs the checkpoint callbacks last
+            "LearningRateMonitor: on_train_epoch_start",
+            "CopiesCallbacksAndLoggers: ",
+            "ModelCheckpoint: __getstate__, on_train_epoch_end, on_validation_end",
+            "CSVLogger: log_metrics",
+        ]
+        * 4
+    )

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
-__all__ = ["StateWithoutOurs", "put_on_instance", "take_off_instance"]
+__all__ = ["StateWithoutOurs", "pickled_as", "put_on_instance", "take_off_instance"]
 
 
 # Lightning looks each method below up on the instance, so an instance attribute runs first. The
@@ -55,6 +55,21 @@ def take_off_instance(instance: Any, name: str) -> None:
         delattr(instance, name)
     else:
         del instance.__dict__[name]
+
+
+def _as_it_was(value: object) -> object:
+    return value
+
+
+def pickled_as(original: object) -> tuple[Callable[[object], object], tuple[object]]:
+    """``__reduce__`` of a callable object the library puts on an instance in place of ``original``: a
+    pickled or deep-copied instance holds ``original`` (a method of its class comes back bound to the
+    copy), never the library's callable, which refers to one fit's state (the trainer, through weak
+    references) and cannot be pickled. Plain Lightning's callbacks and loggers pickle in the middle of a
+    fit, and projects rely on it: neuralforecast's models keep their ``callbacks=[...]`` in
+    ``save_hyperparameters()``, so each checkpoint pickles them. (A ``ModelCheckpoint`` also gets
+    `StateWithoutOurs`, so that its pickled state holds exactly plain Lightning's attributes.)"""
+    return (_as_it_was, (original,))
 
 
 def _store(instance: Any, name: str, value: object) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from lightning_step_types._lightning.instance_methods import pickled_as
 from lightning_step_types.resume.undeclared_state import Mark, mark_of, same_mark
 
 __all__ = ["EPOCH_START_HOOK", "EpochStartWatch", "changes_before"]
@@ -130,6 +131,9 @@ class EpochStartWatch:
         self.carried: bool = carried
         self.rows: Callable[[], int] = rows
         self.original: Any = original
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled or copied: what the callback had (`pickled_as`)
+        return pickled_as(self.original)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         trainer: Any = args[0] if args else kwargs.get("trainer")

@@ -75,7 +75,7 @@ from lightning_step_types._lightning.checkpoint_callback import (
     unfollow_own_saves,
 )
 from lightning_step_types._lightning.fit_loop import interrupted, restart_inside_epoch
-from lightning_step_types._lightning.instance_methods import put_on_instance, take_off_instance
+from lightning_step_types._lightning.instance_methods import pickled_as, put_on_instance, take_off_instance
 from lightning_step_types._lightning.trainer import batch_end_hooks_not_returned
 from lightning_step_types.resume.attributes import (
     Snapshot,
@@ -192,6 +192,9 @@ class _RowRecorder:
     def __init__(self, holders: Holders, index: int, original: Any) -> None:
         self.holders, self.index, self.original = holders, index, original
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled or copied: what the instance had (`pickled_as`)
+        return pickled_as(self.original)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # forwarded as called: a logger may be a Mock that records how it was called
         metrics: Mapping[str, Any] = kwargs["metrics"] if "metrics" in kwargs else args[0]
@@ -220,6 +223,9 @@ class _NoteDone:
     def __init__(self, done: set[str], key: str, original: Any) -> None:
         self.done, self.key, self.original = done, key, original
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled or copied: what the instance had (`pickled_as`)
+        return pickled_as(self.original)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self.original(*args, **kwargs)
         self.done.add(self.key)
@@ -231,6 +237,9 @@ class _Asleep:
 
     def __init__(self, callback: Any, hooks: tuple[str, ...], original: Any) -> None:
         self.callback, self.hooks, self.original = callback, hooks, original
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled or copied: what the instance had (`pickled_as`)
+        return pickled_as(self.original)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         if getattr(self.callback, self.hooks[-1]) is self:  # the window's last hook: called again from now on
