@@ -46,7 +46,8 @@ class ConfigBuild:
     Picklable: a fresh process parses the config again from its path."""
 
     def __init__(self, path: Path, package: str) -> None:
-        self.path, self.package = path, package
+        self.path: Path = path
+        self.package: str = package
         self._cli: Any = None
 
     def __getstate__(self) -> dict[str, Any]:

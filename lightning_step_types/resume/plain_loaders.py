@@ -333,12 +333,12 @@ class PlainLoaders:
 
     def __init__(self, trainer: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
-        self.reader = GlobalStreams()
-        self.marker = 0  # epoch iterators made so far
+        self.reader: GlobalStreams = GlobalStreams()
+        self.marker: int = 0  # epoch iterators made so far
         self.followed: dict[int, _Followed] = {}  # id(loader) -> its follower
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's entry, until its loaders exist
         self.module: Any = None
-        self.where = ""
+        self.where: str = ""
         self.positioned: tuple[list[bool] | None, int] | None = None  # which cycled, batches before
         self.problems: list[Problem] = []
 
