@@ -15,7 +15,17 @@ moments a resume point can be at:
 - at each validation's start, with the validation loaders' generators (a validation loader with
   ``shuffle=True`` or ``generator=`` draws its order from them): a point inside the validation runs
   it again;
-- at the epoch's end, before its hooks.
+- at the epoch's end, before its hooks, and after it: where the next epoch's on_train_epoch_start
+  hooks start from.
+
+Past the fit's first epoch Lightning makes an epoch's iterator after its on_train_epoch_start hooks,
+but a fit resumed at the epoch's start makes its first one in ``FitLoop.setup_data``, before them
+(and before the on_train_start hooks). Such a checkpoint also carries the streams the hooks start
+from (``"hooks"``, as they were before the first hook where the save came inside them), put back
+after the on_train_start hooks; at the epoch loop's start, where the hooks drew nothing, the streams
+go back to where the iterator made before them left them (the uninterrupted run's iterator drew the
+same), and where they drew, the iterator is made again there (``data_randomness`` makes it), from
+the streams they left and the training loaders' generators as they were before the first one.
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
@@ -39,15 +49,20 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import epoch_of_iterator, train_loaders
-from lightning_step_types._lightning.plain_loader import plain_loader
+from lightning_step_types._lightning.data import epoch_of_iterator, loaders_made_at, train_loaders
+from lightning_step_types._lightning.plain_loader import plain_loader, streams_moved
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
     StreamsState,
+    lightning_states,
     set_global_states,
 )
 from lightning_step_types.resume.data_order import also_before_train_iterator
-from lightning_step_types.resume.data_randomness import loader_generators, watch_epoch_iterators
+from lightning_step_types.resume.data_randomness import (
+    loader_generators,
+    remake_epoch_iterator_when,
+    watch_epoch_iterators,
+)
 from lightning_step_types.resume.messages import warn, worker_streams_problem
 from lightning_step_types.resume.points import Point
 from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
@@ -69,6 +84,15 @@ class RandomStreams:
         # at each batch's start (`FitFollower.run_batch`): into the reader's buffers, read back at a save
         self.batch_start: Callable[[], None] = self.reader.batch_start
         self.before_iterator: dict[int, StreamsState] = {}  # epoch -> the streams before its iterator was made
+        # epoch -> the streams its on_train_epoch_start hooks start from (read where the epoch before ended,
+        # or put back at a resumed fit's start)
+        self.hooks_start: dict[int, StreamsState] = {}
+        # a fit resumed at an epoch's start whose iterator the uninterrupted run made after the hooks: the
+        # streams the hooks start from, put back; right after its first iterator was made; the training
+        # loaders' generators right before that
+        self.hooks_from: StreamsState | None = None
+        self.first_made: StreamsState | None = None
+        self.loader_states: list[dict[str, torch.Tensor]] | None = None
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
@@ -81,6 +105,7 @@ class RandomStreams:
         """At the fit's setup, after ``data_randomness.follow_randomness``."""
         also_before_train_iterator(trainer, self._before_first_iterator)
         watch_epoch_iterators(trainer, self._before_epoch_iterator)
+        remake_epoch_iterator_when(trainer, self._remake_iterator)
 
     def _before_first_iterator(self) -> None:
         """In `FitLoop.setup_data`, before it makes the training iterator: a resumed fit's streams first."""
@@ -92,9 +117,58 @@ class RandomStreams:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
                 set_global_states(trainer, loaded_streams(loaded["iterator"]))
+            if loaded.get("hooks") is not None:
+                self.loader_states = [
+                    {path: generator.get_state() for path, generator in loader_generators(loader)}
+                    for loader in train_loaders(trainer)
+                ]
         self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
-    def _before_epoch_iterator(self) -> Any:
+    def fit_starts(self) -> None:
+        """Before the on_train_start hooks: a fit resumed at an epoch's start made its first iterator."""
+        if self.loader_states is not None and self.first_made is None:
+            self.first_made = self.read()
+
+    def put_back_hooks_start(self) -> None:
+        """After the on_train_start hooks of a fit resumed at an epoch's start whose uninterrupted run made the
+        epoch's iterator after its on_train_epoch_start hooks: the streams those hooks started from, in place
+        of what the iterator `FitLoop.setup_data` made before them drew (`_remake_iterator` sees to it)."""
+        trainer, loaded = self.trainer(), self.loaded
+        if trainer is None or loaded is None or loaded.get("hooks") is None or self.first_made is None:
+            return
+        set_global_states(trainer, loaded_streams(loaded["hooks"]))
+        self.hooks_from = self.read()
+        self.hooks_start = {epoch_of_iterator(trainer): self.hooks_from}
+
+    def _remake_iterator(self) -> bool:
+        """At the epoch loop's start after `put_back_hooks_start`: where the hooks drew nothing, the streams as
+        the iterator made before them left them (the uninterrupted run's made now draws the same); else the
+        iterator is to be made again now, from the streams the hooks left and the loaders' generators as they
+        were before the first one's making."""
+        trainer, start, first_made = self.trainer(), self.hooks_from, self.first_made
+        self.hooks_from = self.first_made = None
+        states, self.loader_states = self.loader_states, None
+        if trainer is None or start is None or first_made is None:
+            return False
+        if not streams_moved(start, self.read()):
+            set_global_states(trainer, lightning_states(first_made))
+            return False
+        loaders = train_loaders(trainer)
+        if states is not None and len(states) == len(loaders):
+            for loader, saved in zip(loaders, states):
+                for path, generator in loader_generators(loader):
+                    state = saved.get(path)
+                    if state is not None:
+                        generator.set_state(state)
+        return True
+
+    def epoch_ended(self) -> None:
+        """After an epoch's end: the streams the next epoch's on_train_epoch_start hooks start from."""
+        trainer = self.trainer()
+        if trainer is not None:
+            self.hooks_start = {int(trainer.current_epoch): self.read()}
+
+    def _before_epoch_iterator(self, made_again: bool) -> Any:
         """Before the epoch loop's start, which makes a new iterator from the fit's second epoch on;
         returns what to keep for the epoch where it did."""
         state = self.read()
@@ -117,8 +191,20 @@ class RandomStreams:
         record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
         generators = _generator_states(self.trainer())
-        if point.kind == "epoch":  # the epoch from its start: its iterator is made after this
-            return {"iterator": saved_streams(now), "point": None, "validation": generators}
+        if point.kind == "epoch":  # the epoch from its start
+            epoch = point.epoch
+            start = self.hooks_start.get(epoch, now)  # a save inside the hooks: where they started
+            # the epoch's first iterator made before the hooks (the fit's first epoch, loaders made anew): drawn
+            # from the streams before it; else made after the hooks, which start from the streams here
+            made_first = self.before_iterator.get(epoch)
+            trainer = self.trainer()
+            hooks = start if epoch > 0 and trainer is not None and not loaders_made_at(trainer, epoch) else None
+            return {
+                "iterator": saved_streams(made_first if made_first is not None else start),
+                "point": None,
+                "validation": generators,
+                "hooks": saved_streams(hooks) if hooks is not None else None,
+            }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
             return {"iterator": None, "point": saved_streams(at_end), "validation": generators}
