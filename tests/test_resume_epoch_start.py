@@ -12,6 +12,7 @@ fault there) took the streams after the hooks' draws, and in the fit's first epo
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,34 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, LearningRateMonitor, ModelCheckpoint, OnExceptionCheckpoint
 from pytorch_lightning.loggers.logger import Logger
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from lightning_step_types import StepResultWarning, TrainStepResult, TypedLightningModule
 
 
 class PlannedFault(RuntimeError):
     pass
+
+
+class Stream(IterableDataset[Any]):
+    """The rows as an IterableDataset whose position is its state (``state_dict()``): a loader without a
+    length, which Lightning fetches one batch ahead of as it makes the iterator."""
+
+    def __init__(self, data: TensorDataset) -> None:
+        self.data, self.position = data, 0
+
+    def __iter__(self) -> Iterator[Any]:
+        start, self.position = self.position, 0
+        for index in range(start, len(self.data)):
+            self.position = index + 1
+            yield self.data[index]
+        self.position = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.position = state["position"]
 
 
 class DrawsAtEpochStart(TypedLightningModule):
@@ -46,7 +68,10 @@ class DrawsAtEpochStart(TypedLightningModule):
     def train_dataloader(self) -> DataLoader[Any]:
         generator = torch.Generator().manual_seed(0)
         data = TensorDataset(torch.randn(14, 3, generator=generator), torch.randn(14, 1, generator=generator))
-        return DataLoader(data, batch_size=3, **self.loader)
+        options = dict(self.loader)
+        if options.pop("stream", False):
+            return DataLoader(Stream(data), batch_size=3, **options)
+        return DataLoader(data, batch_size=3, **options)
 
     def on_train_epoch_start(self) -> None:
         self.scale = 1.0 + 0.1 * float(torch.rand(()).item())
@@ -108,13 +133,15 @@ LOADERS = {
     "shuffle": {"shuffle": True},
     "two workers": {"shuffle": True, "num_workers": 2},
     "persistent workers": {"shuffle": True, "num_workers": 2, "persistent_workers": True},
+    "an IterableDataset with a position": {"stream": True},
 }
 
 
 @pytest.mark.parametrize("loader", list(LOADERS))
 def test_a_draw_in_on_train_epoch_start_after_a_resume_at_that_epochs_start(loader: str, tmp_path: Path) -> None:
     """Resumed from epoch=0-step=5.ckpt (ModelCheckpoint's, at epoch 0's end): epoch 1's hook draws the
-    uninterrupted value, its iterator's base seed and order come after it, and the fit ends as uninterrupted."""
+        uninterrupted value, its iterator's base seed and order come after it (an IterableDataset's first batch,
+    fetched ahead, too), and the fit ends as uninterrupted."""
     full = DrawsAtEpochStart(LOADERS[loader])
     assert _fit(tmp_path / "full", full) == []
     resumed = DrawsAtEpochStart(LOADERS[loader])

@@ -25,7 +25,9 @@ from (``"hooks"``, as they were before the first hook where the save came inside
 after the on_train_start hooks; at the epoch loop's start, where the hooks drew nothing, the streams
 go back to where the iterator made before them left them (the uninterrupted run's iterator drew the
 same), and where they drew, the iterator is made again there (``data_randomness`` makes it), from
-the streams they left and the training loaders' generators as they were before the first one.
+the streams they left, the training loaders' generators and an ``IterableDataset``'s own state (Lightning
+fetches a batch ahead of a loader without a length as it makes the iterator) as they were before the
+first one.
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
@@ -43,11 +45,13 @@ worker), taken to hold its random streams.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
+from torch.utils.data import IterableDataset
 
 from lightning_step_types._lightning.data import epoch_of_iterator, loaders_made_at, train_loaders
 from lightning_step_types._lightning.plain_loader import plain_loader, streams_moved
@@ -93,6 +97,7 @@ class RandomStreams:
         self.hooks_from: StreamsState | None = None
         self.first_made: StreamsState | None = None
         self.loader_states: list[dict[str, torch.Tensor]] | None = None
+        self.dataset_states: list[Any] | None = None  # their IterableDatasets' own states (None: none) before it
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
@@ -118,10 +123,13 @@ class RandomStreams:
             if loaded.get("iterator") is not None:
                 set_global_states(trainer, loaded_streams(loaded["iterator"]))
             if loaded.get("hooks") is not None:
+                loaders = train_loaders(trainer)
                 self.loader_states = [
-                    {path: generator.get_state() for path, generator in loader_generators(loader)}
-                    for loader in train_loaders(trainer)
+                    {path: generator.get_state() for path, generator in loader_generators(loader)} for loader in loaders
                 ]
+                # an IterableDataset that keeps its position: Lightning fetches one batch ahead of a loader
+                # without a length as it makes the iterator, which moves it
+                self.dataset_states = [copy.deepcopy(_iterable_state(loader)) for loader in loaders]
         self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
     def fit_starts(self) -> None:
@@ -148,6 +156,7 @@ class RandomStreams:
         trainer, start, first_made = self.trainer(), self.hooks_from, self.first_made
         self.hooks_from = self.first_made = None
         states, self.loader_states = self.loader_states, None
+        datasets, self.dataset_states = self.dataset_states, None
         if trainer is None or start is None or first_made is None:
             return False
         if not streams_moved(start, self.read()):
@@ -160,6 +169,10 @@ class RandomStreams:
                     state = saved.get(path)
                     if state is not None:
                         generator.set_state(state)
+        if datasets is not None and len(datasets) == len(loaders):
+            for loader, held in zip(loaders, datasets):
+                if held is not None:
+                    loader.dataset.load_state_dict(copy.deepcopy(held))
         return True
 
     def epoch_ended(self) -> None:
@@ -239,6 +252,15 @@ class RandomStreams:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
+
+
+def _iterable_state(loader: Any) -> Any:
+    """The ``state_dict()`` of the loader's ``IterableDataset`` where it has one (with ``load_state_dict()``), else None."""
+    dataset = getattr(loader, "dataset", None)
+    if not isinstance(dataset, IterableDataset):
+        return None
+    state_dict, load_state_dict = getattr(dataset, "state_dict", None), getattr(dataset, "load_state_dict", None)
+    return state_dict() if callable(state_dict) and callable(load_state_dict) else None
 
 
 def _validation_loaders(trainer: Any) -> list[Any]:
