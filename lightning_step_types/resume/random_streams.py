@@ -51,10 +51,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
-from torch.utils.data import IterableDataset
 
 from lightning_step_types._lightning.data import epoch_of_iterator, loaders_made_at, train_loaders
-from lightning_step_types._lightning.plain_loader import plain_loader, streams_moved
+from lightning_step_types._lightning.plain_loader import iterable_loader, plain_loader, streams_moved
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
     StreamsState,
@@ -256,9 +255,9 @@ class RandomStreams:
 
 def _iterable_state(loader: Any) -> Any:
     """The ``state_dict()`` of the loader's ``IterableDataset`` where it has one (with ``load_state_dict()``), else None."""
-    dataset = getattr(loader, "dataset", None)
-    if not isinstance(dataset, IterableDataset):
+    if not iterable_loader(loader):
         return None
+    dataset: Any = loader.dataset
     state_dict, load_state_dict = getattr(dataset, "state_dict", None), getattr(dataset, "load_state_dict", None)
     return state_dict() if callable(state_dict) and callable(load_state_dict) else None
 
