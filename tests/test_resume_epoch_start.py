@@ -20,7 +20,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, LearningRateMonitor, ModelCheckpoint, OnExceptionCheckpoint
-from pytorch_lightning.loggers.logger import Logger
+from test_random_streams import Rows
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from lightning_step_types import StepResultWarning, TrainStepResult, TypedLightningModule
@@ -94,18 +94,31 @@ class DrawsAtEpochStart(TypedLightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
 
 
-def _fit(root: Path, module: DrawsAtEpochStart, ckpt_path: Path | None = None) -> list[str]:
+def _fit(
+    root: Path,
+    module: DrawsAtEpochStart,
+    ckpt_path: Path | None = None,
+    callbacks: tuple[Callback, ...] = (),
+    **options: Any,
+) -> pl.Trainer:
+    """One fit (with no StepResultWarning), seeded; ModelCheckpoint keeps every epoch's file under ``every``."""
     pl.seed_everything(7, verbose=False)
-    callbacks: list[Callback] = [ModelCheckpoint(dirpath=root / "every", save_top_k=-1), OnExceptionCheckpoint(root)]
     trainer = pl.Trainer(
-        accelerator="cpu",
-        max_epochs=3,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        default_root_dir=root,
-        callbacks=callbacks,
+        **{
+            "accelerator": "cpu",
+            "max_epochs": 3,
+            "logger": False,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "num_sanity_val_steps": 0,
+            "default_root_dir": root,
+            "callbacks": [
+                *callbacks,
+                ModelCheckpoint(dirpath=root / "every", save_top_k=-1),
+                OnExceptionCheckpoint(root),
+            ],
+            **options,
+        }
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -113,7 +126,8 @@ def _fit(root: Path, module: DrawsAtEpochStart, ckpt_path: Path | None = None) -
             trainer.fit(module, ckpt_path=ckpt_path, weights_only=False)
         except PlannedFault:
             pass
-    return [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)]
+    assert [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)] == []
+    return trainer
 
 
 def _state(module: DrawsAtEpochStart, optimizer: Any) -> dict[str, torch.Tensor]:
@@ -143,10 +157,9 @@ def test_a_draw_in_on_train_epoch_start_after_a_resume_at_that_epochs_start(load
         uninterrupted value, its iterator's base seed and order come after it (an IterableDataset's first batch,
     fetched ahead, too), and the fit ends as uninterrupted."""
     full = DrawsAtEpochStart(LOADERS[loader])
-    assert _fit(tmp_path / "full", full) == []
+    _fit(tmp_path / "full", full)
     resumed = DrawsAtEpochStart(LOADERS[loader])
-    warned = _fit(tmp_path / "resumed", resumed, ckpt_path=tmp_path / "full" / "every" / "epoch=0-step=5.ckpt")
-    assert warned == []
+    _fit(tmp_path / "resumed", resumed, ckpt_path=tmp_path / "full" / "every" / "epoch=0-step=5.ckpt")
     assert resumed.scales == full.scales  # epoch 0's comes back with the module's attributes
     _same(resumed, full)
 
@@ -158,13 +171,12 @@ def test_a_fault_in_on_train_epoch_start_after_its_draw(epoch: int, manual: bool
     epoch from its start): the hook draws what it drew before the fault, and the fit ends as uninterrupted
     (epoch 0: its iterator was made before the hook; epoch 1: after it)."""
     full = DrawsAtEpochStart({"shuffle": True}, manual=manual)
-    assert _fit(tmp_path / "full", full) == []
+    _fit(tmp_path / "full", full)
     interrupted = DrawsAtEpochStart({"shuffle": True}, fault_epoch=epoch, manual=manual)
-    assert _fit(tmp_path / "interrupted", interrupted) == []
+    _fit(tmp_path / "interrupted", interrupted)
     assert interrupted.scales == full.scales[: epoch + 1]
     resumed = DrawsAtEpochStart({"shuffle": True}, manual=manual)
-    warned = _fit(tmp_path / "resumed", resumed, ckpt_path=tmp_path / "interrupted" / "on_exception.ckpt")
-    assert warned == []
+    _fit(tmp_path / "resumed", resumed, ckpt_path=tmp_path / "interrupted" / "on_exception.ckpt")
     assert resumed.scales == full.scales
     _same(resumed, full)
 
@@ -179,28 +191,6 @@ class RecordsEpochStarts(Callback):
         self.epoch_starts.append(int(trainer.current_epoch))
 
 
-class Rows(Logger):
-    """The rows the loggers are given, into a list the fits share (as a file a resumed fit appends to)."""
-
-    def __init__(self, rows: list[tuple[int | None, dict[str, float]]]) -> None:
-        super().__init__()
-        self.rows = rows
-
-    @property
-    def name(self) -> str:
-        return "rows"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.rows.append((step, {name: float(value) for name, value in metrics.items()}))
-
-
 @pytest.mark.parametrize("epoch", [0, 1])
 def test_the_callbacks_epoch_start_hooks_before_a_fault_in_the_modules_run_again_once(
     epoch: int, tmp_path: Path
@@ -208,41 +198,21 @@ def test_the_callbacks_epoch_start_hooks_before_a_fault_in_the_modules_run_again
     """Lightning calls the callbacks' on_train_epoch_start before the module's, which fails; resumed at the
     epoch's start, they run again: a user callback's record, and LearningRateMonitor's row, are there once."""
 
-    def fit(root: Path, module: DrawsAtEpochStart, rows: list[Any], ckpt_path: Path | None = None) -> Any:
-        pl.seed_everything(7, verbose=False)
-        trainer = pl.Trainer(
-            accelerator="cpu",
-            max_epochs=2,
-            logger=Rows(rows),
-            log_every_n_steps=1,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            default_root_dir=root,
-            callbacks=[
-                RecordsEpochStarts(),
-                LearningRateMonitor(logging_interval="epoch"),
-                OnExceptionCheckpoint(root),
-            ],
-        )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                trainer.fit(module, ckpt_path=ckpt_path, weights_only=False)
-            except PlannedFault:
-                pass
-        assert [str(w.message) for w in caught if issubclass(w.category, StepResultWarning)] == []
-        return next(c for c in trainer.callbacks if isinstance(c, RecordsEpochStarts))
+    def fit(root: Path, module: DrawsAtEpochStart, ckpt_path: Path | None = None) -> tuple[list[int], list[Any]]:
+        monitor = RecordsEpochStarts()
+        logger = Rows()
+        options = {"max_epochs": 2, "logger": logger, "log_every_n_steps": 1}
+        _fit(root, module, ckpt_path, (monitor, LearningRateMonitor(logging_interval="epoch")), **options)
+        return monitor.epoch_starts, logger.rows
 
-    full_rows: list[Any] = []
-    full = fit(tmp_path / "full", DrawsAtEpochStart({}), full_rows)
-    assert full.epoch_starts == [0, 1]
-    rows: list[Any] = []
-    interrupted = fit(tmp_path / "interrupted", DrawsAtEpochStart({}, fault_epoch=epoch), rows)
-    assert interrupted.epoch_starts == [0, 1][: epoch + 1]
-    resumed = fit(
-        tmp_path / "resumed", DrawsAtEpochStart({}), rows, ckpt_path=tmp_path / "interrupted" / "on_exception.ckpt"
+    full, full_rows = fit(tmp_path / "full", DrawsAtEpochStart({}))
+    assert full == [0, 1]
+    interrupted, rows = fit(tmp_path / "interrupted", DrawsAtEpochStart({}, fault_epoch=epoch))
+    assert interrupted == [0, 1][: epoch + 1]
+    resumed, resumed_rows = fit(
+        tmp_path / "resumed", DrawsAtEpochStart({}), ckpt_path=tmp_path / "interrupted" / "on_exception.ckpt"
     )
-    assert [step for step, row in rows if "lr-SGD" in row] == [0, 5]
+    rows += resumed_rows
+    assert [key for key, _ in rows if key.startswith("lr-")] == ["lr-SGD", "lr-SGD"]
     assert rows == full_rows
-    assert resumed.epoch_starts == [0, 1]
+    assert resumed == [0, 1]
