@@ -204,18 +204,20 @@ class RandomStreams:
         now = self.read()
         generators = _generator_states(self.trainer())
         if point.kind == "epoch":  # the epoch from its start
-            epoch = point.epoch
+            epoch, trainer = point.epoch, self.trainer()
+            if epoch > 0 and trainer is not None and loaders_made_at(trainer, epoch):
+                # loaders made anew at the epoch's start: the uninterrupted epoch trains from the iterator its
+                # loop makes after the hooks, the resumed one from the first it makes
+                return {"iterator": saved_streams(now), "point": None, "validation": generators, "hooks": None}
             start = self.hooks_start.get(epoch, now)  # a save inside the hooks: where they started
-            # the epoch's first iterator made before the hooks (the fit's first epoch, loaders made anew): drawn
-            # from the streams before it; else made after the hooks, which start from the streams here
+            # the fit's first epoch: its iterator was made before the hooks, from the streams before it; past
+            # it, the epoch's iterator is made after the hooks, which start from ``start``
             made_first = self.before_iterator.get(epoch)
-            trainer = self.trainer()
-            hooks = start if epoch > 0 and trainer is not None and not loaders_made_at(trainer, epoch) else None
             return {
                 "iterator": saved_streams(made_first if made_first is not None else start),
                 "point": None,
                 "validation": generators,
-                "hooks": saved_streams(hooks) if hooks is not None else None,
+                "hooks": saved_streams(start) if epoch > 0 else None,
             }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
