@@ -38,6 +38,8 @@ __all__ = [
     "loader_count_offset",
     "loader_counts",
     "loader_samplers",
+    "loaders_made_at",
+    "make_epoch_iterator_again",
     "make_train_loaders_again",
     "rewindable_loader",
     "rewound_loader_states",
@@ -544,6 +546,28 @@ def epoch_iterator_made_again(trainer: Any) -> bool:
     on pytorch-lightning 2.5.0 and 2.6.6."""
     fit_loop = trainer.fit_loop
     return int(trainer.current_epoch) > 0 and not fit_loop.is_resuming and not fit_loop.epoch_loop.restarting
+
+
+def make_epoch_iterator_again(trainer: Any) -> None:
+    """Make the training iterator again, as `_TrainingEpochLoop.on_run_start` does past the first epoch
+    (``iter(data_fetcher)``, on `FitLoop._data_fetcher`, private): before the epoch loop's start, where
+    Lightning makes none (a fit resumed at an epoch's start trains from the one `FitLoop.setup_data` made
+    before the on_train_epoch_start hooks). Checked on pytorch-lightning 2.5.0 and 2.6.6."""
+    data_fetcher: Any = getattr(trainer.fit_loop, "_data_fetcher", None)
+    if data_fetcher is not None:
+        iter(data_fetcher)
+
+
+def loaders_made_at(trainer: Any, epoch: int) -> bool:
+    """Whether `FitLoop.setup_data` makes the training loaders (and an iterator) at ``epoch``'s start, before
+    its on_train_epoch_start hooks: with ``reload_dataloaders_every_n_epochs``, where the epochs since the
+    last making (`FitLoop._last_train_dl_reload_epoch`, private) reach it, or where they were made at
+    ``epoch`` already (`FitLoop._should_reload_train_dl`'s test). Checked on pytorch-lightning 2.6.6."""
+    every = int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
+    if every <= 0:
+        return False
+    last: Any = getattr(trainer.fit_loop, "_last_train_dl_reload_epoch", float("-inf"))
+    return bool(last == epoch or epoch - last >= every)
 
 
 def stop_around_epoch_iterator(trainer: Any) -> None:

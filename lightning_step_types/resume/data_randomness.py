@@ -58,6 +58,7 @@ from lightning_step_types._lightning.data import (
     epoch_of_iterator,
     load_finished_loaders_as_ended,
     loader_states_to_load,
+    make_epoch_iterator_again,
     stop_around_epoch_iterator,
     stop_around_loader_iterator,
     torchdata_loader,
@@ -93,6 +94,7 @@ __all__ = [
     "loader_generators",
     "save_randomness",
     "stop_randomness",
+    "remake_epoch_iterator_when",
     "watch_epoch_iterators",
 ]
 
@@ -376,8 +378,11 @@ class _Randomness:
         # the epoch a resumed fit started in, and which of its loaders were put back to a pass's states
         self.resumed_epoch: int | None = None
         self.loaded_passes: list[bool] = []
-        # called before each epoch loop's start; what each returns is called with the epoch where it made an iterator
-        self.watchers: list[Callable[[], Callable[[int], None]]] = []
+        # called before each epoch loop's start (with whether an iterator is made there); what each returns is
+        # called with the epoch where it made one
+        self.watchers: list[Callable[[bool], Callable[[int], None]]] = []
+        # called before each epoch loop's start: whether the epoch's iterator is to be made again there
+        self.remakers: list[Callable[[], bool]] = []
         # epoch -> the global streams at its first fetch, where a stateful loader draws its order from them there
         self.first_fetch: dict[int, dict[str, Any]] = {}
         self.reader: GlobalStreams | None = None
@@ -463,8 +468,11 @@ class _Randomness:
             else:
                 self.after[self.first_epoch] = _states(trainer)
             self.first_epoch, self.loaded = None, None
+        again = [remake() for remake in self.remakers]  # each one asked: each puts back what it keeps
         epoch, iterator, before = epoch_of_iterator(trainer), train_iterator(trainer), _states(trainer)
-        made = [watch() for watch in self.watchers]
+        made = [watch(any(again) or epoch_iterator_made_again(trainer)) for watch in self.watchers]
+        if any(again):
+            make_epoch_iterator_again(trainer)
         run()
         # the first fetch comes next (`_TrainingEpochLoop.run` calls `advance` right after): a resumed
         # epoch's first fetch is not its first (its streams came with the checkpoint)
@@ -558,12 +566,21 @@ def follow_randomness(trainer: Any) -> None:
     around_epoch_iterator(trainer, randomness.epoch_starts)
 
 
-def watch_epoch_iterators(trainer: Any, watch: Callable[[], Callable[[int], None]]) -> None:
-    """In a followed fit, call ``watch()`` before each epoch loop's start, and what it returns with the
-    epoch where that start made the epoch's training iterator."""
+def watch_epoch_iterators(trainer: Any, watch: Callable[[bool], Callable[[int], None]]) -> None:
+    """In a followed fit, call ``watch(made)`` before each epoch loop's start (``made``: whether an iterator
+    is made there), and what it returns with the epoch where that start made the epoch's training iterator."""
     randomness = _FITS.get(trainer)
     if randomness is not None:
         randomness.watchers.append(watch)
+
+
+def remake_epoch_iterator_when(trainer: Any, remake: Callable[[], bool]) -> None:
+    """In a followed fit, ask ``remake()`` before each epoch loop's start whether the epoch's training iterator
+    is to be made again there (a fit resumed at an epoch's start, whose iterator was made before the
+    on_train_epoch_start hooks drew from the streams it draws from)."""
+    randomness = _FITS.get(trainer)
+    if randomness is not None:
+        randomness.remakers.append(remake)
 
 
 def stop_randomness(trainer: Any) -> None:

@@ -230,6 +230,7 @@ class FitFollower:
         self.attributes.fit_start()
         if self.holders is not None:
             self.holders.before_train_start()
+        self.streams.fit_starts()
         original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         if self.holders is not None:
             self.holders.begin()
@@ -244,6 +245,15 @@ class FitFollower:
             self.stats = running_stats_buffers(trainer.lightning_module)
         if self.resume is not None:
             self.resume.fit_started(self)
+        self._epoch_starts()
+
+    def _epoch_starts(self) -> None:
+        """Before an epoch's on_train_epoch_start hooks, which a resume at the epoch's start runs again (all of
+        them, the callbacks' first): the callbacks' and the module's attributes as they were there, for a save
+        inside the hooks (a fault there), so that the hooks run again from where they first ran."""
+        if self.holders is not None:
+            self.holders.mark("epoch_start")
+        self.attributes.mark("epoch_start")
 
     def run_batch(self, original: Callable[[Any], None], data_fetcher: Any) -> None:
         trainer: Any = self.trainer()  # alive: its loop calls this
@@ -348,6 +358,8 @@ class FitFollower:
             self.holders.mark("epoch_end")
         self.attributes.mark("epoch_end")
         original()
+        self.streams.epoch_ended()
+        self._epoch_starts()
         self.phase = Phase.OUTSIDE
 
     def find_loaders(self, trainer: Any) -> None:

@@ -340,7 +340,8 @@ class Holders:
                 _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
         self.before: dict[str, Snapshot] = {}  # state_key -> the attributes before the on_train_start hooks
         self.start: dict[str, Snapshot] = {}  # state_key -> the attributes after the on_train_start hooks
-        self.marks: dict[str, dict[str, Snapshot]] = {}  # batch | validation | epoch_end -> state_key -> attributes
+        # batch | validation | epoch_end | epoch_start -> state_key -> attributes
+        self.marks: dict[str, dict[str, Snapshot]] = {}
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
         self.written: list[tuple[int, int | None, dict[str, Any]]] = []  # a resumed run's rows written already
@@ -408,7 +409,8 @@ class Holders:
             self.marks["batch"] = {key: snapshot(callback, skip, False) for key, callback, skip in self.in_batch}
 
     def mark(self, name: str) -> None:
-        """At a validation's start (``validation``) and an epoch's end's start (``epoch_end``)."""
+        """At a validation's start (``validation``), an epoch's end's start (``epoch_end``) and before an
+        epoch's on_train_epoch_start hooks (``epoch_start``)."""
         self.row_marks[name] = len(self.rows)
         self.done.clear()
         if self.tracked:

@@ -197,6 +197,7 @@ class Resume:
         elif trainer is not None and follower.plain_loaders.positioned is not None:
             continue_loader_iterator(trainer, *follower.plain_loaders.positioned)
         self._put_back(follower, False)
+        follower.streams.put_back_hooks_start()
         if trainer is None or state is None:
             return
         if self.pending:

@@ -161,6 +161,7 @@ _RUNS_AGAIN = {
     "batch": "the batch it was saved in runs again from its fetch (its training_step and hooks)",
     "validation": "the validation it was saved in runs again",
     "epoch_end": "the epoch's end it was saved in runs again (its on_train_epoch_end hooks)",
+    "epoch_start": "the epoch's start it was saved in runs again (its on_train_epoch_start hooks)",
 }
 
 

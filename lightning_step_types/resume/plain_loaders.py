@@ -50,7 +50,7 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import epoch_iterator_made_again, train_loaders
+from lightning_step_types._lightning.data import train_loaders
 from lightning_step_types._lightning.plain_loader import (
     WorkerDraws,
     base_seed_source,
@@ -366,9 +366,8 @@ class PlainLoaders:
             self._position(trainer, loaders, self.loaded)
             self.loaded = None
 
-    def _before_epoch_loop(self) -> Any:
-        trainer = self.trainer()
-        if trainer is not None and epoch_iterator_made_again(trainer):
+    def _before_epoch_loop(self, made_again: bool) -> Any:
+        if made_again:
             self.marker += 1
 
         def made(epoch: int) -> None:

@@ -15,7 +15,19 @@ moments a resume point can be at:
 - at each validation's start, with the validation loaders' generators (a validation loader with
   ``shuffle=True`` or ``generator=`` draws its order from them): a point inside the validation runs
   it again;
-- at the epoch's end, before its hooks.
+- at the epoch's end, before its hooks, and after it: where the next epoch's on_train_epoch_start
+  hooks start from.
+
+Past the fit's first epoch Lightning makes an epoch's iterator after its on_train_epoch_start hooks,
+but a fit resumed at the epoch's start makes its first one in ``FitLoop.setup_data``, before them
+(and before the on_train_start hooks). Such a checkpoint also carries the streams the hooks start
+from (``"hooks"``, as they were before the first hook where the save came inside them), put back
+after the on_train_start hooks; at the epoch loop's start, where the hooks drew nothing, the streams
+go back to where the iterator made before them left them (the uninterrupted run's iterator drew the
+same), and where they drew, the iterator is made again there (``data_randomness`` makes it), from
+the streams they left, the training loaders' generators and an ``IterableDataset``'s own state (Lightning
+fetches a batch ahead of a loader without a length as it makes the iterator) as they were before the
+first one.
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
@@ -33,21 +45,32 @@ worker), taken to hold its random streams.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import epoch_iterator_made_again, epoch_of_iterator, train_loaders
-from lightning_step_types._lightning.plain_loader import plain_loader
+from lightning_step_types._lightning.data import (
+    epoch_iterator_made_again,
+    epoch_of_iterator,
+    loaders_made_at,
+    train_loaders,
+)
+from lightning_step_types._lightning.plain_loader import iterable_loader, plain_loader, streams_moved
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
     StreamsState,
+    lightning_states,
     set_global_states,
 )
 from lightning_step_types.resume.data_order import also_before_train_iterator
-from lightning_step_types.resume.data_randomness import loader_generators, watch_epoch_iterators
+from lightning_step_types.resume.data_randomness import (
+    loader_generators,
+    remake_epoch_iterator_when,
+    watch_epoch_iterators,
+)
 from lightning_step_types.resume.messages import warn, worker_streams_problem
 from lightning_step_types.resume.points import Point
 from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
@@ -69,6 +92,16 @@ class RandomStreams:
         # at each batch's start (`FitFollower.run_batch`): into the reader's buffers, read back at a save
         self.batch_start: Callable[[], None] = self.reader.batch_start
         self.before_iterator: dict[int, StreamsState] = {}  # epoch -> the streams before its iterator was made
+        # epoch -> the streams its on_train_epoch_start hooks start from (read where the epoch before ended,
+        # or put back at a resumed fit's start)
+        self.hooks_start: dict[int, StreamsState] = {}
+        # a fit resumed at an epoch's start whose iterator the uninterrupted run made after the hooks: the
+        # streams the hooks start from, put back; right after its first iterator was made; the training
+        # loaders' generators right before that
+        self.hooks_from: StreamsState | None = None
+        self.first_made: StreamsState | None = None
+        self.loader_states: list[dict[str, torch.Tensor]] | None = None
+        self.dataset_states: list[Any] | None = None  # their IterableDatasets' own states (None: none) before it
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
@@ -81,6 +114,7 @@ class RandomStreams:
         """At the fit's setup, after ``data_randomness.follow_randomness``."""
         also_before_train_iterator(trainer, self._before_first_iterator)
         watch_epoch_iterators(trainer, self._before_epoch_iterator)
+        remake_epoch_iterator_when(trainer, self._remake_iterator)
 
     def _before_first_iterator(self) -> None:
         """In `FitLoop.setup_data`, before it makes the training iterator: a resumed fit's streams first."""
@@ -92,12 +126,69 @@ class RandomStreams:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
                 set_global_states(trainer, loaded_streams(loaded["iterator"]))
+            if loaded.get("hooks") is not None:
+                loaders = train_loaders(trainer)
+                self.loader_states = [
+                    {path: generator.get_state() for path, generator in loader_generators(loader)} for loader in loaders
+                ]
+                # an IterableDataset that keeps its position: Lightning fetches one batch ahead of a loader
+                # without a length as it makes the iterator, which moves it
+                self.dataset_states = [copy.deepcopy(_iterable_state(loader)) for loader in loaders]
         if not epoch_iterator_made_again(trainer):
             # the iterator made here is the one the epoch trains from; where the loaders were made anew at an
             # epoch's start (reload_dataloaders_every_n_epochs), the epoch loop's start makes it (`made`)
             self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
-    def _before_epoch_iterator(self) -> Any:
+    def fit_starts(self) -> None:
+        """Before the on_train_start hooks: a fit resumed at an epoch's start made its first iterator."""
+        if self.loader_states is not None and self.first_made is None:
+            self.first_made = self.read()
+
+    def put_back_hooks_start(self) -> None:
+        """After the on_train_start hooks of a fit resumed at an epoch's start whose uninterrupted run made the
+        epoch's iterator after its on_train_epoch_start hooks: the streams those hooks started from, in place
+        of what the iterator `FitLoop.setup_data` made before them drew (`_remake_iterator` sees to it)."""
+        trainer, loaded = self.trainer(), self.loaded
+        if trainer is None or loaded is None or loaded.get("hooks") is None or self.first_made is None:
+            return
+        set_global_states(trainer, loaded_streams(loaded["hooks"]))
+        self.hooks_from = self.read()
+        self.hooks_start = {epoch_of_iterator(trainer): self.hooks_from}
+
+    def _remake_iterator(self) -> bool:
+        """At the epoch loop's start after `put_back_hooks_start`: where the hooks drew nothing, the streams as
+        the iterator made before them left them (the uninterrupted run's made now draws the same); else the
+        iterator is to be made again now, from the streams the hooks left and the loaders' generators as they
+        were before the first one's making."""
+        trainer, start, first_made = self.trainer(), self.hooks_from, self.first_made
+        self.hooks_from = self.first_made = None
+        states, self.loader_states = self.loader_states, None
+        datasets, self.dataset_states = self.dataset_states, None
+        if trainer is None or start is None or first_made is None:
+            return False
+        if not streams_moved(start, self.read()):
+            set_global_states(trainer, lightning_states(first_made))
+            return False
+        loaders = train_loaders(trainer)
+        if states is not None and len(states) == len(loaders):
+            for loader, saved in zip(loaders, states):
+                for path, generator in loader_generators(loader):
+                    state = saved.get(path)
+                    if state is not None:
+                        generator.set_state(state)
+        if datasets is not None and len(datasets) == len(loaders):
+            for loader, held in zip(loaders, datasets):
+                if held is not None:
+                    loader.dataset.load_state_dict(copy.deepcopy(held))
+        return True
+
+    def epoch_ended(self) -> None:
+        """After an epoch's end: the streams the next epoch's on_train_epoch_start hooks start from."""
+        trainer = self.trainer()
+        if trainer is not None:
+            self.hooks_start = {int(trainer.current_epoch): self.read()}
+
+    def _before_epoch_iterator(self, made_again: bool) -> Any:
         """Before the epoch loop's start, which makes a new iterator from the fit's second epoch on;
         returns what to keep for the epoch where it did."""
         state = self.read()
@@ -120,13 +211,21 @@ class RandomStreams:
         record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
         generators = _generator_states(self.trainer())
-        if point.kind == "epoch":  # the epoch from its start: its iterator is made after this, or was before
-            # its on_train_epoch_start hooks (the fit's first epoch's, in `FitLoop.setup_data`): the streams then
-            before = self.before_iterator.get(point.epoch)
+        if point.kind == "epoch":  # the epoch from its start
+            epoch, trainer = point.epoch, self.trainer()
+            if epoch > 0 and trainer is not None and loaders_made_at(trainer, epoch):
+                # loaders made anew at the epoch's start: the uninterrupted epoch trains from the iterator its
+                # loop makes after the hooks, the resumed one from the first it makes
+                return {"iterator": saved_streams(now), "point": None, "validation": generators, "hooks": None}
+            start = self.hooks_start.get(epoch, now)  # a save inside the hooks: where they started
+            # the fit's first epoch: its iterator was made before the hooks, from the streams before it; past
+            # it, the epoch's iterator is made after the hooks, which start from ``start``
+            made_first = self.before_iterator.get(epoch)
             return {
-                "iterator": saved_streams(before if before is not None else now),
+                "iterator": saved_streams(made_first if made_first is not None else start),
                 "point": None,
                 "validation": generators,
+                "hooks": saved_streams(start) if epoch > 0 else None,
             }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
@@ -175,6 +274,15 @@ class RandomStreams:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
+
+
+def _iterable_state(loader: Any) -> Any:
+    """The ``state_dict()`` of the loader's ``IterableDataset`` where it has one (with ``load_state_dict()``), else None."""
+    if not iterable_loader(loader):
+        return None
+    dataset: Any = loader.dataset
+    state_dict, load_state_dict = getattr(dataset, "state_dict", None), getattr(dataset, "load_state_dict", None)
+    return state_dict() if callable(state_dict) and callable(load_state_dict) else None
 
 
 def _validation_loaders(trainer: Any) -> list[Any]:

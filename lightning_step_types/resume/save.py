@@ -140,7 +140,10 @@ def saved_as_loaded(trainer: Any, module: Any) -> bool:
 def _runs_again(follower: FitFollower, point: Point, position: Position) -> str | None:
     """Where the part of the fit that runs again after a resume from ``point`` began (None: nothing that ran
     before the save runs again): ``fetch`` (the batch, of which nothing past its fetch ran), ``batch``
-    (its on_train_batch_start hooks ran, and what follows them may have), ``validation``, ``epoch_end``."""
+    (its on_train_batch_start hooks ran, and what follows them may have), ``validation``, ``epoch_end``,
+    ``epoch_start`` (the epoch's on_train_epoch_start hooks, all of which a resume at its start runs again)."""
+    if point.kind == "epoch" and position.in_epoch_start:
+        return "epoch_start"
     if point.kind == "batch" and follower.phase == Phase.BATCH:
         return "batch" if position.step_started or position.batch_hooks_done else "fetch"
     if point.kind == "epoch_end" and follower.phase == Phase.EPOCH_END:

@@ -387,7 +387,7 @@ class ModuleAttributes:
         self.versions: tuple[int, ...] = ()
         self.containers_at: list[int] = []
         self.generators_at: list[tuple[int, str]] = []  # the generators (`held_generators`), and their kinds
-        self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end -> name -> mark, copied
+        self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end | epoch_start -> name -> mark, copied
         around_module_restore(trainer, self._before_load, self._after_load)
 
     def _before_load(self) -> None:
@@ -528,8 +528,9 @@ class ModuleAttributes:
         return dict(zip(self.names, self.marks_at))
 
     def mark(self, name: str) -> None:
-        """At a validation's start and an epoch's end's start: the lists copied (they may be cleared in
-        what runs again), the tensors seen to change in place cloned (a large cached tensor is not)."""
+        """At a validation's start, an epoch's end's start and before an epoch's on_train_epoch_start hooks:
+        the lists copied (they may be cleared in what runs again), the tensors seen to change in place
+        cloned (a large cached tensor is not)."""
         kept = dict(zip(self.names, self.kept))
         self.marks[name] = {
             attribute: _mark(value, clone=kept.get(attribute, False), copy=True)
@@ -640,7 +641,7 @@ class ModuleAttributes:
         (``on_load_checkpoint``, ``load_state_dict``) set to another value than the point's: the value its
         ``on_save_checkpoint`` saved at the save. Each with the checkpoint's entries holding that value."""
         runs_again = saved.get("runs_again")
-        if runs_again not in ("batch", "validation", "epoch_end"):
+        if runs_again not in ("batch", "validation", "epoch_end", "epoch_start"):
             return []
         values: Mapping[str, Any] = saved.get("values") or {}
         found: list[tuple[str, list[str]]] = []
