@@ -6,8 +6,8 @@ verdict's name (its outcome and what differs first, a regular expression here) a
 alone would cover other causes, what the setup has (``where``). A verdict ``unnamed: X (warned: ...)``
 (a warning came, but not about X) is matched as ``silent: X`` would be: X's cause is the family's.
 
-Each family is kept as a shrunk test in ``tests/test_generated_regressions.py``, marked as an
-expected failure: when its fix lands, that test passes, its mark goes, and so does the family here.
+A family is kept as a test in ``tests/test_generated_regressions.py`` (shrunk where it has been), marked
+as an expected failure: when its fix lands, that test passes, its mark goes, and so does the family here.
 """
 
 from __future__ import annotations
@@ -56,15 +56,6 @@ _DRAWS = r"(weights|running statistics|optimizer|scheduler|counters|rows|metrics
 
 KNOWN: tuple[Family, ...] = (
     Family(
-        "a finder's trial: the interrupted fit's configuration reaches its resume",
-        r"crash in the resumed fit( \(same process\))?: (PlannedFault|Killed|SIGTERMException|ChildFailed): .*",
-        _finder,
-    ),
-    Family(
-        "a plain DataLoader inside an epoch (Lightning warns that it cannot resume it)",
-        _silent(".*") + r".*\(Lightning warned: a loader it cannot resume inside the epoch\)",
-    ),
-    Family(
         "an IterableDataset in a plain DataLoader inside an epoch",
         _silent(_DRAWS),
         lambda setup, verdict: setup.data.loader == "plain" and setup.data.dataset == "iterable",
@@ -103,40 +94,14 @@ KNOWN: tuple[Family, ...] = (
         r"false alarm: data order(, .*)?",
     ),
     Family(
-        "the module-checkpoint-data warning where what the module saves is not changed by what runs again",
-        r"false alarm: (.*, )?module checkpoint data(, .*)?",
-    ),
-    Family(
-        "the undeclared-module-state warning where nothing differs",
-        r"false alarm: (.*, )?undeclared module state(, .*)?",
-    ),
-    Family(
-        "the batch-end-callbacks warning where nothing differs",
-        r"false alarm: (.*, )?batch-end callbacks(, .*)?",
-    ),
-    Family(
-        "the running-statistics warning where nothing differs",
-        r"false alarm: (.*, )?running statistics(, .*)?",
-    ),
-    Family(
         "a fault at an epoch's start: the callbacks' on_train_epoch_start that ran before it run again",
         _silent("(module attributes|callback attributes|callback states|rows|metrics)"),
         lambda setup, verdict: verdict.plan is not None and verdict.plan["batch"] == -1,
     ),
     Family(
-        "a callback's collections.deque: lost at a resume, and not named",
-        _silent("(callback attributes|callback states|rows|metrics)"),
-        lambda setup, verdict: any("_recent" in difference for difference in verdict.differences),
-    ),
-    Family(
         "ModelPruning's _global_kwargs after a resume",
         _silent("(callback attributes|callback states|checkpoint files)"),
         lambda setup, verdict: any("ModelPruning" in difference for difference in verdict.differences),
-    ),
-    Family(
-        "a fault in the module's on_train_batch_end after ModelCheckpoint's save there: the batch's row is lost",
-        _silent("rows"),
-        lambda setup, verdict: setup.interruption.where == "on_train_batch_end",
     ),
     Family(
         "an exception in a logger's write: the logger's step is one behind",
@@ -159,23 +124,9 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: setup.data.reload,
     ),
     Family(
-        "an exception in on_train_batch_end after the optimizer step: the warning names less than differs",
-        r"unnamed: .* \(warned: (.*, )?batch-end callbacks(, .*)?\)",
-        lambda setup, verdict: setup.interruption.where in ("on_train_batch_end", "callback_batch_end"),
-    ),
-    Family(
         "a draw in the module's on_train_epoch_start, resumed at that epoch's start: not from the restored stream",
         _silent(_DRAWS),
         lambda setup, verdict: setup.module.epoch_hook,
-    ),
-    Family(
-        "manual optimization, a fault in on_train_epoch_start: dropout's draws differ",
-        _silent(_DRAWS),
-        lambda setup, verdict: (
-            setup.module.optimization == "manual"
-            and verdict.plan is not None
-            and verdict.plan["hook"] == "on_train_epoch_start"
-        ),
     ),
     Family(
         "loader workers that draw at random, resumed at an epoch's start: not named",
@@ -183,33 +134,21 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: setup.data.workers > 0 and setup.data.augment == "torch",
     ),
     Family(
-        "a numpy Generator the module holds: not put back, and not named",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.module.held_generator == "numpy",
-    ),
-    Family(
-        "StochasticWeightAveraging's _init_n_averaged and _scheduler_state after a resume",
-        _silent("(callback attributes|callback states|checkpoint files|weights)"),
-        lambda setup, verdict: any("StochasticWeightAveraging" in difference for difference in verdict.differences),
-    ),
-    Family(
-        "64-true: float64 weights pass through float32 at a resume",
-        _silent(".*"),
-        lambda setup, verdict: setup.trainer.precision == "64-true",
-    ),
-    Family(
         "GradientAccumulationScheduler: its window across the point",
         _silent(_DRAWS),
         lambda setup, verdict: any(spec.kind == "accumulation_scheduler" for spec in setup.callbacks),
     ),
     Family(
-        "a plain DataLoader inside an epoch, where Lightning gives no warning",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.data.loader == "plain" and _inside_an_epoch(verdict),
+        "a save the user makes in a callback's on_train_batch_end: the callbacks after it miss that batch",
+        _silent("(callback attributes|callback states|checkpoint files)"),
+        lambda setup, verdict: setup.interruption.how == "save" and setup.interruption.where == "callback_batch_end",
     ),
     Family(
-        "under DDP, a rank's callback attributes after a restart from last.ckpt",
-        r"(silent|unnamed): rank [0-9]+'s .*",
+        "LearningRateFinder, a kill after a periodic save: the resumed fit's attributes and metrics",
+        _silent(".*"),
+        lambda setup, verdict: (
+            setup.interruption.how == "kill" and any(spec.kind == "lr_finder" for spec in setup.callbacks)
+        ),
     ),
 )
 
