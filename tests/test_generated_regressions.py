@@ -44,6 +44,7 @@ def known(family: str) -> pytest.MarkDecorator:
 
 RELOAD = "a reload with a draw in train_dataloader(), a loader with a generator"
 SAVE_IN_BATCH_END = "a save the user makes in a callback's on_train_batch_end: the callbacks after it miss that batch"
+RANK_MONITOR = "under DDP, a ModelCheckpoint's monitor records on a rank other than 0 after a resume"
 FINDER_KILL = "LearningRateFinder, a kill after a periodic save: the resumed fit's attributes and metrics"
 RECORDS = (("state_dict", False), ("per_rank", False), ("epoch_start", "records"), ("logs", False), ("deque", False))
 PLAIN_USER = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", False))
@@ -464,3 +465,13 @@ def test_learning_rate_finder_a_kill_after_a_periodic_save(tmp_path: Path) -> No
     setup = drawn("ci", 130)
     assert setup.interruption.how == "kill" and any(spec.kind == "lr_finder" for spec in setup.callbacks)
     resumes_exactly_or_named(setup, tmp_path, FINDER_KILL)
+
+
+@pytest.mark.slow
+@known(RANK_MONITOR)
+def test_ddp_a_model_checkpoints_monitor_records_on_rank_1(tmp_path: Path) -> None:
+    """Seed ci, DDP setup 3: ModelCheckpoint(monitor="train_loss_step", save_top_k=2) every 2 steps, an exception
+    on rank 0, restart from last.ckpt: rank 1's best_model_score, best_k_models and kth_value differ, silently."""
+    setup = drawn("ci", 3, processes=2)
+    assert setup.processes == 2 and setup.checkpoint.monitor == "train_loss_step"
+    resumes_exactly_or_named(setup, tmp_path, RANK_MONITOR)

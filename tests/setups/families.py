@@ -139,6 +139,13 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: any(spec.kind == "accumulation_scheduler" for spec in setup.callbacks),
     ),
     Family(
+        "under DDP, a ModelCheckpoint's monitor records on a rank other than 0 after a resume",
+        r"(silent|unnamed): rank [0-9]+'s callback (states|attributes)",
+        lambda setup, verdict: (
+            setup.processes == 2 and any("ModelCheckpoint" in difference for difference in verdict.differences)
+        ),
+    ),
+    Family(
         "a save the user makes in a callback's on_train_batch_end: the callbacks after it miss that batch",
         _silent("(callback attributes|callback states|checkpoint files)"),
         lambda setup, verdict: setup.interruption.how == "save" and setup.interruption.where == "callback_batch_end",
