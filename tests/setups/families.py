@@ -90,10 +90,6 @@ KNOWN: tuple[Family, ...] = (
         r"false alarm: (.*, )?epoch-start hooks(, .*)?",
     ),
     Family(
-        "the sampler-order warning where the order is the uninterrupted run's",
-        r"false alarm: data order(, .*)?",
-    ),
-    Family(
         "a fault at an epoch's start: the callbacks' on_train_epoch_start that ran before it run again",
         _silent("(module attributes|callback attributes|callback states|rows|metrics)"),
         lambda setup, verdict: verdict.plan is not None and verdict.plan["batch"] == -1,
