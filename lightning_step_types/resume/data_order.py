@@ -45,6 +45,7 @@ __all__ = [
     "also_before_train_iterator",
     "follow_data_order",
     "load_data_order",
+    "order_named",
     "save_data_order",
     "saved_part",
     "stop_data_order",
@@ -79,6 +80,7 @@ class _Order:
         self.trainer = weakref.ref(trainer)
         self.wrapped: list[_Wrapped | None] = []  # per training loader
         self.loaded: list[Mapping[str, Any]] | None = None  # a resumed fit's saved entries
+        self.named = False  # the resume's warning named a sampler whose order no checkpoint holds
         self.also: list[Callable[[], None]] = []  # what else runs there (also_before_train_iterator)
 
     def before_iterator(self) -> None:
@@ -173,8 +175,16 @@ def load_data_order(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) ->
     order.loaded = saved
     point = saved_part(saved_part(ours, "epoch_state"), "point")
     missing: list[str] = [str(entry["sampler"]) for entry in saved if entry["state"] is None]
+    order.named = bool(missing)
     if missing and int(getattr(trainer, "global_rank", 0)) == 0:
         warn(module, where_resumed(point), sampler_order_problem(missing))
+
+
+def order_named(trainer: Any) -> bool:
+    """Whether this fit's resume named a training sampler whose order no checkpoint holds: its batches
+    differ from there on, and a warning about the same order says nothing more."""
+    order = _ORDERS.get(trainer) if trainer is not None else None
+    return order is not None and order.named
 
 
 def saved_part(saved: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -75,7 +75,7 @@ from lightning_step_types._lightning.random_state import (
     set_global_states,
     torch_state,
 )
-from lightning_step_types.resume.data_order import also_before_train_iterator, saved_part, where_resumed
+from lightning_step_types.resume.data_order import also_before_train_iterator, order_named, saved_part, where_resumed
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     cycled_order_problem,
@@ -429,7 +429,12 @@ class _Randomness:
         """One warning (global rank 0) for the stateful loaders whose restore drew their order again from
         other global streams than the uninterrupted run's (`_watched_restore`)."""
         trainer = self.trainer()
-        if self.restored_again and self.named is not None and int(getattr(trainer, "global_rank", 0)) == 0:
+        if (
+            self.restored_again
+            and self.named is not None
+            and int(getattr(trainer, "global_rank", 0)) == 0
+            and not order_named(trainer)  # the same order, named already by the sampler's warning
+        ):
             warn(self.named[0], self.named[1], restored_order_problem(self.restored_again))
         self.restored_again = []
 
