@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint, StochasticWeightAveraging
-from pytorch_lightning.loggers import Logger
+from test_lightning_parity import Rows
 from test_resume_regressions import (
     WAYS,
     Fit,
@@ -92,28 +92,6 @@ def test_stochastic_weight_averaging_keeps_what_its_own_start_loaded_after_a_res
 
 
 # --- 2. a batch's logged row after a save inside the batch ------------------------------------------------
-
-
-class Rows(Logger):
-    """Every row Lightning writes: (step, {name: value})."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[int | None, dict[str, float]]] = []
-
-    @property
-    def name(self) -> str:
-        return "rows"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: Any, step: int | None = None) -> None:
-        self.rows.append((step, {name: float(value) for name, value in metrics.items()}))
 
 
 class _FailsAtBatchEnd:
