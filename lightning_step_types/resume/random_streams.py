@@ -19,7 +19,10 @@ moments a resume point can be at:
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
-the resumed run makes its first training iterator (``"iterator"``), and those to put back where it
+the resumed run makes its first training iterator (``"iterator"``), or right before it asks for its
+training loaders (``"loaders"``: a point at an epoch's start, saved before the uninterrupted run asked for
+that epoch's loaders anew, with ``reload_dataloaders_every_n_epochs``; a ``train_dataloader()`` that draws
+from the streams draws there, and the iterator after it, from the streams it left), and those to put back where it
 reaches the point, at its first batch, or at the epoch's end where no batch runs (``"point"``, with
 the validation loaders' generators). The training loaders' own generators are ``data_randomness``'s.
 
@@ -39,7 +42,15 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import epoch_iterator_made_again, epoch_of_iterator, train_loaders
+from lightning_step_types._lightning.data import (
+    before_train_loaders_request,
+    epoch_iterator_made_again,
+    epoch_of_iterator,
+    make_epoch_iterator_again,
+    stop_before_train_loaders_request,
+    train_loaders,
+    train_loaders_requested_again_at,
+)
 from lightning_step_types._lightning.plain_loader import plain_loader
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
@@ -81,6 +92,21 @@ class RandomStreams:
         """At the fit's setup, after ``data_randomness.follow_randomness``."""
         also_before_train_iterator(trainer, self._before_first_iterator)
         watch_epoch_iterators(trainer, self._before_epoch_iterator)
+        before_train_loaders_request(trainer, self._before_loaders_request)
+
+    def stop(self, trainer: Any) -> None:
+        stop_before_train_loaders_request(trainer)
+
+    def _before_loaders_request(self) -> None:
+        """Before `FitLoop.setup_data` asks for the training loaders: a resumed fit's streams, where its point
+        was saved before the uninterrupted run asked for them anew (its iterator then draws after them)."""
+        trainer = self.trainer()
+        loaded = self.loaded
+        if trainer is None or loaded is None or self.iterator_done or loaded.get("loaders") is None:
+            return
+        self.iterator_done = True
+        set_global_states(trainer, loaded_streams(loaded["loaders"]))
+        make_epoch_iterator_again(trainer)  # the uninterrupted epoch trained from the second iterator of these loaders
 
     def _before_first_iterator(self) -> None:
         """In `FitLoop.setup_data`, before it makes the training iterator: a resumed fit's streams first."""
@@ -123,14 +149,20 @@ class RandomStreams:
         if point.kind == "epoch":  # the epoch from its start: its iterator is made after this, or was before
             # its on_train_epoch_start hooks (the fit's first epoch's, in `FitLoop.setup_data`): the streams then
             before = self.before_iterator.get(point.epoch)
+            trainer = self.trainer()
+            if before is None and trainer is not None and train_loaders_requested_again_at(trainer, point.epoch):
+                # the epoch's loaders are asked for anew after this save: `train_dataloader()` draws from
+                # the streams now, and the epoch's iterator from what it left
+                return {"loaders": saved_streams(now), "iterator": None, "point": None, "validation": generators}
             return {
+                "loaders": None,
                 "iterator": saved_streams(before if before is not None else now),
                 "point": None,
                 "validation": generators,
             }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
-            return {"iterator": None, "point": saved_streams(at_end), "validation": generators}
+            return {"loaders": None, "iterator": None, "point": saved_streams(at_end), "validation": generators}
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
         if point.kind == "batch" and inside:
@@ -139,6 +171,7 @@ class RandomStreams:
             at_point, generators = self.validation
         before = self.before_iterator.get(point.epoch)
         return {
+            "loaders": None,
             "iterator": saved_streams(before) if before is not None else None,
             "point": saved_streams(at_point),
             "validation": generators,
