@@ -206,7 +206,7 @@ def stop_before_train_iterator(trainer: Any) -> None:
 def before_train_loaders_request(trainer: Any, call: Callable[[], None]) -> None:
     """Call ``call()`` right before `FitLoop.setup_data` asks for the training loaders (``train_dataloader()``)."""
     source: Any = trainer.fit_loop._data_source
-    own: Callable[[Any], Any] = type(source).dataloader
+    own: Callable[[Any], Any] = source.__class__.dataloader  # the class's: an instance attribute is ours
 
     def dataloader() -> Any:
         call()

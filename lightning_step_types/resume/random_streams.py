@@ -19,10 +19,11 @@ moments a resume point can be at:
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
-the resumed run makes its first training iterator (``"iterator"``), or right before it asks for its
-training loaders (``"loaders"``: a point at an epoch's start, saved before the uninterrupted run asked for
-that epoch's loaders anew, with ``reload_dataloaders_every_n_epochs``; a ``train_dataloader()`` that draws
-from the streams draws there, and the iterator after it, from the streams it left), and those to put back where it
+the resumed run makes its first training iterator (``"iterator"``), those to put back right before it
+asks for its training loaders (``"loaders"``: where the uninterrupted run asked for the point's epoch's
+loaders anew, with ``reload_dataloaders_every_n_epochs``, a ``train_dataloader()`` that draws from the
+streams draws there; saved before that request, ``"iterator_again"`` says the iterator then draws from what
+the request left, made twice as in the uninterrupted epoch), and those to put back where it
 reaches the point, at its first batch, or at the epoch's end where no batch runs (``"point"``, with
 the validation loaders' generators). The training loaders' own generators are ``data_randomness``'s.
 
@@ -84,6 +85,9 @@ class RandomStreams:
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
         self.iterator_done: bool = False
+        self.loaders_done: bool = False
+        # (epoch, the streams) before the last request of the training loaders, at that epoch's start
+        self.before_request: tuple[int, StreamsState] | None = None
         self.point_done: bool = False
 
     # --- following ---------------------------------------------------------------------------------
@@ -98,15 +102,21 @@ class RandomStreams:
         stop_before_train_loaders_request(trainer)
 
     def _before_loaders_request(self) -> None:
-        """Before `FitLoop.setup_data` asks for the training loaders: a resumed fit's streams, where its point
-        was saved before the uninterrupted run asked for them anew (its iterator then draws after them)."""
+        """Before `FitLoop.setup_data` asks for the training loaders: a resumed fit's streams, where the
+        uninterrupted run asked for them anew at the point's epoch's start, after the save (its iterators then
+        draw after them) or before it (the streams then, and those before its iterator later); and the
+        streams now, for a save in this epoch."""
         trainer = self.trainer()
-        loaded = self.loaded
-        if trainer is None or loaded is None or self.iterator_done or loaded.get("loaders") is None:
+        if trainer is None:
             return
-        self.iterator_done = True
-        set_global_states(trainer, loaded_streams(loaded["loaders"]))
-        make_epoch_iterator_again(trainer)  # the uninterrupted epoch trained from the second iterator of these loaders
+        loaded = self.loaded
+        if loaded is not None and not self.loaders_done and loaded.get("loaders") is not None:
+            self.loaders_done = True
+            set_global_states(trainer, loaded_streams(loaded["loaders"]))
+            if loaded.get("iterator_again"):
+                self.iterator_done = True  # the iterator draws from what the request left
+                make_epoch_iterator_again(trainer)  # the uninterrupted epoch trained from its second iterator
+        self.before_request = (int(trainer.current_epoch), self.read())
 
     def _before_first_iterator(self) -> None:
         """In `FitLoop.setup_data`, before it makes the training iterator: a resumed fit's streams first."""
@@ -153,16 +163,27 @@ class RandomStreams:
             if before is None and trainer is not None and train_loaders_requested_again_at(trainer, point.epoch):
                 # the epoch's loaders are asked for anew after this save: `train_dataloader()` draws from
                 # the streams now, and the epoch's iterator from what it left
-                return {"loaders": saved_streams(now), "iterator": None, "point": None, "validation": generators}
+                return {
+                    "loaders": saved_streams(now),
+                    "iterator_again": True,
+                    "iterator": None,
+                    "point": None,
+                    "validation": generators,
+                }
             return {
-                "loaders": None,
+                "loaders": self._before_request(point.epoch),
                 "iterator": saved_streams(before if before is not None else now),
                 "point": None,
                 "validation": generators,
             }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
-            return {"loaders": None, "iterator": None, "point": saved_streams(at_end), "validation": generators}
+            return {
+                "loaders": self._before_request(point.epoch),
+                "iterator": None,
+                "point": saved_streams(at_end),
+                "validation": generators,
+            }
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
         if point.kind == "batch" and inside:
@@ -171,11 +192,23 @@ class RandomStreams:
             at_point, generators = self.validation
         before = self.before_iterator.get(point.epoch)
         return {
-            "loaders": None,
+            "loaders": self._before_request(point.epoch),
             "iterator": saved_streams(before) if before is not None else None,
             "point": saved_streams(at_point),
             "validation": generators,
         }
+
+    def _before_request(self, epoch: int) -> dict[str, Any] | None:
+        """The streams before the request of ``epoch``'s loaders, where Lightning asked for them anew at its start
+        (``reload_dataloaders_every_n_epochs``; not the fit's first epoch, whose request a tuner's trials repeat):
+        a resumed fit asks for them again, and a ``train_dataloader()`` that draws draws as they did."""
+        trainer = self.trainer()
+        request = self.before_request
+        if trainer is None or request is None or request[0] != epoch or epoch == 0:
+            return None
+        if int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0) <= 0:
+            return None
+        return saved_streams(request[1])
 
     # --- resuming ----------------------------------------------------------------------------------
 
