@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -21,6 +22,7 @@ __all__ = [
     "DatasetStates",
     "around_epoch_iterator",
     "before_train_iterator",
+    "before_train_loaders_request",
     "before_wrapped_draw",
     "combined_train_loader",
     "continue_loader_iterator",
@@ -40,6 +42,7 @@ __all__ = [
     "loader_samplers",
     "loaders_made_at",
     "make_epoch_iterator_again",
+    "make_epoch_iterator_again_at_loop_start",
     "make_train_loaders_again",
     "rewindable_loader",
     "rewound_loader_states",
@@ -48,10 +51,12 @@ __all__ = [
     "stateful_loader_states",
     "stop_around_epoch_iterator",
     "stop_before_train_iterator",
+    "stop_before_train_loaders_request",
     "stop_before_wrapped_draw",
     "train_iterator",
     "torchdata_loader",
     "train_loaders",
+    "train_loaders_requested_again_at",
     "wrapped_sampler",
 ]
 
@@ -189,6 +194,44 @@ def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
 
 def stop_before_train_iterator(trainer: Any) -> None:
     take_off_instance(trainer.fit_loop, "_load_combined_loader_states")
+
+
+# `FitLoop.setup_data` asks for the training loaders with `_request_dataloader(self._data_source)`, which calls
+# `_DataLoaderSource.dataloader()` (the module's or datamodule's `train_dataloader()`): at the fit's first
+# `setup_data`, and again at an epoch's start where `FitLoop._should_reload_train_dl` (private) holds, that is
+# ``reload_dataloaders_every_n_epochs`` (public) epochs after `FitLoop._last_train_dl_reload_epoch` (private;
+# ``-inf`` until the first request, then the epoch of the last). `FitLoop._data_source` (private) is one
+# object for the fit (`attach_data` sets its `instance`), a dataclass whose `dataloader` is looked up on the
+# instance, so an instance attribute runs first. Checked on pytorch-lightning 2.6.6.
+
+
+def before_train_loaders_request(trainer: Any, call: Callable[[], None]) -> None:
+    """Call ``call()`` right before `FitLoop.setup_data` asks for the training loaders (``train_dataloader()``)."""
+    source: Any = trainer.fit_loop._data_source
+    own: Callable[[Any], Any] = source.__class__.dataloader  # the class's: an instance attribute is ours
+
+    def dataloader() -> Any:
+        call()
+        return own(source)
+
+    put_on_instance(source, "dataloader", dataloader)
+
+
+def stop_before_train_loaders_request(trainer: Any) -> None:
+    _AGAIN.pop(trainer.fit_loop, None)  # an epoch the fit did not reach
+    source: Any = getattr(trainer.fit_loop, "_data_source", None)
+    if source is not None:
+        take_off_instance(source, "dataloader")
+
+
+def train_loaders_requested_again_at(trainer: Any, epoch: int) -> bool:
+    """Whether the fit, having asked for its training loaders already, asks for them anew at ``epoch``'s start
+    (``reload_dataloaders_every_n_epochs``), as `FitLoop._should_reload_train_dl` will compute it there."""
+    every = int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
+    last: Any = getattr(trainer.fit_loop, "_last_train_dl_reload_epoch", float("-inf"))
+    if every <= 0 or not isinstance(last, int):  # ``-inf``: not asked for yet in this fit
+        return False
+    return epoch - last >= every
 
 
 def combined_train_loader(trainer: Any) -> Any:
@@ -529,11 +572,18 @@ def around_epoch_iterator(trainer: Any, around: Callable[[Callable[[], None]], N
     """Run `_TrainingEpochLoop.on_run_start` (looked up on the instance) as ``around(run)``, where
     ``run()`` calls what the instance had (Lightning's own, or another wrapper): once per epoch,
     before its first batch."""
-    epoch_loop = trainer.fit_loop.epoch_loop
+    fit_loop = trainer.fit_loop
+    epoch_loop = fit_loop.epoch_loop
     original: Callable[[Any], None] = epoch_loop.on_run_start
 
+    def run(data_fetcher: Any) -> None:
+        again = _AGAIN.pop(fit_loop, None)
+        if again == int(trainer.current_epoch) and (fit_loop.is_resuming or epoch_loop.restarting):
+            iter(data_fetcher)  # what Lightning's own does past the first epoch of a fit not resuming
+        original(data_fetcher)
+
     def on_run_start(data_fetcher: Any) -> None:
-        around(lambda: original(data_fetcher))
+        around(lambda: run(data_fetcher))
 
     put_on_instance(epoch_loop, "on_run_start", on_run_start)
 
@@ -545,6 +595,8 @@ def epoch_iterator_made_again(trainer: Any) -> bool:
     is resuming (`FitLoop.is_resuming`, public) or the epoch loop restarting (`_Loop.restarting`). Checked
     on pytorch-lightning 2.5.0 and 2.6.6."""
     fit_loop = trainer.fit_loop
+    if _AGAIN.get(fit_loop) == int(trainer.current_epoch):
+        return True
     return int(trainer.current_epoch) > 0 and not fit_loop.is_resuming and not fit_loop.epoch_loop.restarting
 
 
@@ -568,6 +620,21 @@ def loaders_made_at(trainer: Any, epoch: int) -> bool:
         return False
     last: Any = getattr(trainer.fit_loop, "_last_train_dl_reload_epoch", float("-inf"))
     return bool(last == epoch or epoch - last >= every)
+
+
+# a resumed fit's fit loop -> the epoch whose loop start makes its training iterator again (`make_epoch_iterator_again_at_loop_start`)
+_AGAIN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def make_epoch_iterator_again_at_loop_start(trainer: Any) -> None:
+    """Have the epoch about to run make its training iterator again at its loop's start, as a fit not resuming
+    does past its first epoch (`_TrainingEpochLoop.on_run_start` calls `iter(data_fetcher)`; a resumed fit's
+    does not): a resumed fit whose point, at that epoch's start, was saved before the uninterrupted run made the
+    epoch's loaders anew (`reload_dataloaders_every_n_epochs`) and then two iterators of them, in `FitLoop.setup_data`
+    and at the epoch loop's start. A loader with ``generator=`` draws its workers' base seed from the generator
+    for each iterator, before the order: the epoch trains from the second. Only through `around_epoch_iterator`,
+    which a followed fit has."""
+    _AGAIN[trainer.fit_loop] = int(trainer.current_epoch)
 
 
 def stop_around_epoch_iterator(trainer: Any) -> None:

@@ -64,6 +64,7 @@ from lightning_step_types._lightning.data import (
     torchdata_loader,
     train_iterator,
     train_loaders,
+    train_loaders_requested_again_at,
     wrapped_sampler,
 )
 from lightning_step_types._lightning.fit_loop import batch_counters, training_batches
@@ -517,6 +518,10 @@ class _Randomness:
         where a loader is in a pass ``max_size_cycle`` started inside the epoch (``LoaderPasses.at``)."""
         trainer = self.trainer()
         if trainer is None:
+            return None
+        if epoch not in self.before and train_loaders_requested_again_at(trainer, epoch):
+            # saved before the epoch's loaders are asked for anew (reload_dataloaders_every_n_epochs): their
+            # generators are the ones `train_dataloader()` makes then, not these
             return None
         now = _states(trainer)  # before the epoch's iterator, where it is not made yet
         before, after = self.before.get(epoch, now), self.after.get(epoch, [])

@@ -460,6 +460,7 @@ class FitFollower:
             self.holders.stop()
         self.attributes.stop()
         self.plain_loaders.stop()
+        self.streams.stop(trainer)
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []

@@ -127,6 +127,7 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     loaded_holders(checkpoint, resume.holders)
     follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
     follower.streams.iterator_done = follower.streams.point_done = False  # this checkpoint's, not put back yet
+    follower.streams.loaders_done = False
     plain: Any = resume.state.get(PLAIN_LOADERS) if resume.state is not None else None
     where = _where(resume.point) if resume.point is not None else ""
     follower.plain_loaders.load(cast("Mapping[str, Any]", plain) if isinstance(plain, Mapping) else None, module, where)

@@ -31,7 +31,11 @@ first one.
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
-the resumed run makes its first training iterator (``"iterator"``), and those to put back where it
+the resumed run makes its first training iterator (``"iterator"``), those to put back right before it
+asks for its training loaders (``"loaders"``: where the uninterrupted run asked for the point's epoch's
+loaders anew, with ``reload_dataloaders_every_n_epochs``, a ``train_dataloader()`` that draws from the
+streams draws there; saved before that request, ``"iterator_again"`` says the iterator then draws from what
+the request left, made twice as in the uninterrupted epoch), and those to put back where it
 reaches the point, at its first batch, or at the epoch's end where no batch runs (``"point"``, with
 the validation loaders' generators). The training loaders' own generators are ``data_randomness``'s.
 
@@ -53,10 +57,14 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.data import (
+    before_train_loaders_request,
     epoch_iterator_made_again,
     epoch_of_iterator,
     loaders_made_at,
+    make_epoch_iterator_again_at_loop_start,
+    stop_before_train_loaders_request,
     train_loaders,
+    train_loaders_requested_again_at,
 )
 from lightning_step_types._lightning.plain_loader import iterable_loader, plain_loader, streams_moved
 from lightning_step_types._lightning.random_state import (
@@ -106,6 +114,9 @@ class RandomStreams:
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
         self.iterator_done: bool = False
+        self.loaders_done: bool = False
+        # (epoch, the streams) before the last request of the training loaders, at that epoch's start
+        self.before_request: tuple[int, StreamsState] | None = None
         self.point_done: bool = False
 
     # --- following ---------------------------------------------------------------------------------
@@ -115,6 +126,29 @@ class RandomStreams:
         also_before_train_iterator(trainer, self._before_first_iterator)
         watch_epoch_iterators(trainer, self._before_epoch_iterator)
         remake_epoch_iterator_when(trainer, self._remake_iterator)
+        before_train_loaders_request(trainer, self._before_loaders_request)
+
+    def stop(self, trainer: Any) -> None:
+        stop_before_train_loaders_request(trainer)
+
+    def _before_loaders_request(self) -> None:
+        """Before `FitLoop.setup_data` asks for the training loaders: a resumed fit's streams, where the
+        uninterrupted run asked for them anew at the point's epoch's start, after the save (its iterators then
+        draw after them) or before it (the streams then, and those before its iterator later); and the
+        streams now, for a save in this epoch."""
+        trainer = self.trainer()
+        if trainer is None:
+            return
+        loaded = self.loaded
+        if loaded is not None and not self.loaders_done and loaded.get("loaders") is not None:
+            self.loaders_done = True
+            set_global_states(trainer, loaded_streams(loaded["loaders"]))
+            if loaded.get("iterator_again"):
+                self.iterator_done = True  # the iterator draws from what the request left
+                make_epoch_iterator_again_at_loop_start(
+                    trainer
+                )  # the uninterrupted epoch trained from its second iterator
+        self.before_request = (int(trainer.current_epoch), self.read())
 
     def _before_first_iterator(self) -> None:
         """In `FitLoop.setup_data`, before it makes the training iterator: a resumed fit's streams first."""
@@ -213,15 +247,40 @@ class RandomStreams:
         generators = _generator_states(self.trainer())
         if point.kind == "epoch":  # the epoch from its start
             epoch, trainer = point.epoch, self.trainer()
+            if (
+                epoch > 0
+                and trainer is not None
+                and epoch not in self.before_iterator
+                and train_loaders_requested_again_at(trainer, epoch)
+            ):
+                # saved before the epoch's loaders are asked for anew (reload_dataloaders_every_n_epochs):
+                # `train_dataloader()` draws from the streams now, the iterator `FitLoop.setup_data` makes from
+                # what it left, and the epoch trains from the second one its loop makes after the hooks
+                return {
+                    "loaders": saved_streams(now),
+                    "iterator_again": True,
+                    "iterator": None,
+                    "point": None,
+                    "validation": generators,
+                    "hooks": None,
+                }
             if epoch > 0 and trainer is not None and loaders_made_at(trainer, epoch):
-                # loaders made anew at the epoch's start: the uninterrupted epoch trains from the iterator its
-                # loop makes after the hooks, the resumed one from the first it makes
-                return {"iterator": saved_streams(now), "point": None, "validation": generators, "hooks": None}
+                # loaders made anew at the epoch's start, before this save (in its hooks): the uninterrupted
+                # epoch trains from the iterator its loop makes after the hooks, the resumed one from the first
+                # it makes; its request draws as the uninterrupted one did
+                return {
+                    "loaders": self._before_request(epoch),
+                    "iterator": saved_streams(now),
+                    "point": None,
+                    "validation": generators,
+                    "hooks": None,
+                }
             start = self.hooks_start.get(epoch, now)  # a save inside the hooks: where they started
             # the fit's first epoch: its iterator was made before the hooks, from the streams before it; past
             # it, the epoch's iterator is made after the hooks, which start from ``start``
             made_first = self.before_iterator.get(epoch)
             return {
+                "loaders": None,
                 "iterator": saved_streams(made_first if made_first is not None else start),
                 "point": None,
                 "validation": generators,
@@ -229,7 +288,12 @@ class RandomStreams:
             }
         if point.kind == "epoch_end":
             at_end = self.epoch_end if phase == "epoch_end" and self.epoch_end is not None else now
-            return {"iterator": None, "point": saved_streams(at_end), "validation": generators}
+            return {
+                "loaders": self._before_request(point.epoch),
+                "iterator": None,
+                "point": saved_streams(at_end),
+                "validation": generators,
+            }
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
         if point.kind == "batch" and inside:
@@ -238,10 +302,23 @@ class RandomStreams:
             at_point, generators = self.validation
         before = self.before_iterator.get(point.epoch)
         return {
+            "loaders": self._before_request(point.epoch),
             "iterator": saved_streams(before) if before is not None else None,
             "point": saved_streams(at_point),
             "validation": generators,
         }
+
+    def _before_request(self, epoch: int) -> dict[str, Any] | None:
+        """The streams before the request of ``epoch``'s loaders, where Lightning asked for them anew at its start
+        (``reload_dataloaders_every_n_epochs``; not the fit's first epoch, whose request a tuner's trials repeat):
+        a resumed fit asks for them again, and a ``train_dataloader()`` that draws draws as they did."""
+        trainer = self.trainer()
+        request = self.before_request
+        if trainer is None or request is None or request[0] != epoch or epoch == 0:
+            return None
+        if int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0) <= 0:
+            return None
+        return saved_streams(request[1])
 
     # --- resuming ----------------------------------------------------------------------------------
 
