@@ -35,6 +35,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from lightning_step_types.resume.source import Moment
 from lightning_step_types.resume.undeclared_state import ModuleAttributes
 
 
@@ -112,7 +113,7 @@ def _per_batch(setup: str, steps: int) -> tuple[float, int]:
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     module: Any = _module(setup)
     attributes = ModuleAttributes(trainer, module)
-    attributes.fit_start()
+    attributes.mark(Moment.FIT_START)
     step = _changes(setup, module, torch.tensor(0.5))
     start = time.thread_time_ns()
     for _ in range(steps):
@@ -121,7 +122,7 @@ def _per_batch(setup: str, steps: int) -> tuple[float, int]:
     attributes.stop()
     module = _module(setup)
     attributes = ModuleAttributes(trainer, module)
-    attributes.fit_start()
+    attributes.mark(Moment.FIT_START)
     step = _changes(setup, module, torch.tensor(0.5))
     start = time.thread_time_ns()
     for _ in range(steps):

@@ -8,7 +8,7 @@ save:
 
 - `snapshot`: each attribute's value, cheaply. Numbers and strings are held as they are; a tensor
   by reference and its in-place version (changed in place after the point: its value there is lost,
-  and named); a dict by its items, each read the same way; a list by reference and length
+  and named); a dict (an ``OrderedDict``, a ``defaultdict`` too) by its items, each read the same way; a list by reference and length
   (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
   batch, whose prefix the save reads back) or copied, its items by reference (at the fit's start,
   a validation's or an epoch's end's start, where a hook may empty it); a ``collections.deque`` copied
@@ -134,6 +134,9 @@ _KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, lis
 
 
 def _kind(cls: type) -> int:
+    if issubclass(cls, dict):  # an OrderedDict, a defaultdict: read by its items (its identity stays as it changes)
+        _KINDS[cls] = _DICT
+        return _DICT
     kind = _TENSOR if issubclass(cls, torch.Tensor) else _GENERATOR if kind_of_type(cast("type[Any]", cls)) else _OTHER
     _KINDS[cls] = kind
     return kind

@@ -70,10 +70,11 @@ from lightning_step_types._lightning.module_state import (
 from lightning_step_types._lightning.result_collection import LoggedSnapshot, logged_snapshot, training_epoch_results
 from lightning_step_types._lightning.trainer import running
 from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
-from lightning_step_types.resume.holders import Holders
+from lightning_step_types.resume.holders import CallbackState, Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
 from lightning_step_types.resume.plain_loaders import PlainLoaders
 from lightning_step_types.resume.random_streams import RandomStreams
+from lightning_step_types.resume.source import Moment, Source
 from lightning_step_types.resume.undeclared_state import ModuleAttributes
 
 __all__ = ["FitFollower", "Phase", "ResumeHooks", "any_resuming", "follower_of", "start_following", "stop_following"]
@@ -197,10 +198,26 @@ class FitFollower:
         # the fit loop had run to (load.load_running_state)
         self.loaded_again: bool = False
         self.loop_runs: int = 0  # the fit loop's runs in this fit so far (a tuner's trials' and the fit's own)
-        self.holders: Holders | None = None  # the callbacks' attributes and loggers' rows at each point's start
-        self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams at each point's start
-        self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own, at each point's start
+        # the sources of state (resume/source.py), side by side: each is told the fit's moments, read at each
+        # batch's start where it reads anything, asked for its entry at a save and given it back at a load
+        self.callbacks: CallbackState = CallbackState(trainer)  # the callbacks' attributes and loggers' rows
+        self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own attributes
+        self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams
         self.plain_loaders: PlainLoaders = PlainLoaders(trainer)  # plain DataLoaders' passes, at each iterator's making
+        self.sources: tuple[Source, ...] = (self.callbacks, self.attributes, self.plain_loaders, self.streams)
+        self.batch_reads: tuple[Callable[[], None], ...] = tuple(
+            source.batch_start for source in self.sources if source.reads_each_batch
+        )
+
+    @property
+    def holders(self) -> Holders | None:
+        """The callbacks' and loggers' holder of this run of the fit loop (made at its start), or None before."""
+        return self.callbacks.holders
+
+    def mark(self, moment: Moment) -> None:
+        """Tell every source of a moment of the fit."""
+        for source in self.sources:
+            source.mark(moment)
 
     # --- the wrappers (_lightning.fit_loop.follow_fit_loop) --------------------------------------------
 
@@ -217,7 +234,7 @@ class FitFollower:
             restart_as_loaded(trainer)
         original()
         if not self.loop_started and self.resume is not None:
-            self.attributes.fit_start()
+            self.attributes.mark(Moment.FIT_START)  # no on_train_start hook ran: the module's as its __init__ left it
             self.metrics = resumed_metrics(self.module())
             resume, self.resume = self.resume, None
             resume.nothing_to_train(self)
@@ -225,15 +242,9 @@ class FitFollower:
     def run_fit_start(self, original: Callable[[], None]) -> None:
         self.loop_started = True
         trainer = self.trainer()
-        if trainer is not None:
-            self.holders = Holders(trainer)
-        self.attributes.fit_start()
-        if self.holders is not None:
-            self.holders.before_train_start()
-        self.streams.fit_starts()
+        self.mark(Moment.FIT_START)
         original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
-        if self.holders is not None:
-            self.holders.begin()
+        self.mark(Moment.TRAIN_STARTED)
         if trainer is not None:
             optimizers = trainer.optimizers
             self._step_hooks = [_count_steps(optimizer, self.steps) for optimizer in optimizers]
@@ -251,9 +262,7 @@ class FitFollower:
         """Before an epoch's on_train_epoch_start hooks, which a resume at the epoch's start runs again (all of
         them, the callbacks' first): the callbacks' and the module's attributes as they were there, for a save
         inside the hooks (a fault there), so that the hooks run again from where they first ran."""
-        if self.holders is not None:
-            self.holders.mark("epoch_start")
-        self.attributes.mark("epoch_start")
+        self.mark(Moment.EPOCH_START)
 
     def run_batch(self, original: Callable[[Any], None], data_fetcher: Any) -> None:
         trainer: Any = self.trainer()  # alive: its loop calls this
@@ -278,12 +287,8 @@ class FitFollower:
             self.offset_epoch = epoch
         self.epoch, self.batch = epoch, completed
         self.phase = Phase.BATCH
-        holders = self.holders
-        # `Holders.batch_start`, called only where it has something to do: rows written since the last
-        # batch's start, callbacks whose batch hooks change their state, or the first batch's mark
-        if holders is not None and (holders.rows or holders.in_batch or "batch" not in holders.row_marks):
-            holders.batch_start()
-        self.attributes.batch_start()
+        for read in self.batch_reads:  # what each source reads at a batch's start (its stated cost)
+            read()
         # gradients may be held over into this batch: Lightning zeroes them only where this index is a
         # multiple of accumulate_grad_batches (manual optimization: wherever the user does)
         if self.manual or (self.window > 1 and next_zero_grad_index(trainer) % self.window):
@@ -292,7 +297,6 @@ class FitFollower:
             self.gradient_marks = None
         record = self.record
         record.epoch, record.batch = epoch, completed
-        self.streams.batch_start()
         results = self.results
         if results:
             record.logged, _ = logged_snapshot(results)
@@ -332,10 +336,7 @@ class FitFollower:
         self.validated = True
         self.validation_views = {name: dict(view) for name, view in logger_metric_dicts(trainer).items()}
         self.validation_metrics = {name: metric_states_on_device(metric) for name, metric in self.metrics.items()}
-        self.streams.validation_starts()
-        if self.holders is not None:
-            self.holders.mark("validation")
-        self.attributes.mark("validation")
+        self.mark(Moment.VALIDATION)
         outputs = original()  # an exception leaves the phase where it came: a save in on_exception reads it
         self.phase = Phase.TAIL
         return outputs
@@ -353,12 +354,9 @@ class FitFollower:
         if self.resume is not None:
             self.resume.epoch_ending(self)
             self.resume = None
-        self.streams.epoch_end_starts()
-        if self.holders is not None:
-            self.holders.mark("epoch_end")
-        self.attributes.mark("epoch_end")
+        self.mark(Moment.EPOCH_END)
         original()
-        self.streams.epoch_ended()
+        self.mark(Moment.EPOCH_ENDED)
         self._epoch_starts()
         self.phase = Phase.OUTSIDE
 
@@ -456,11 +454,8 @@ class FitFollower:
         unfollow_fit_loop(trainer)
         if self.passes is not None:
             self.passes.stop()
-        if self.holders is not None:
-            self.holders.stop()
-        self.attributes.stop()
-        self.plain_loaders.stop()
-        self.streams.stop(trainer)
+        for source in self.sources:
+            source.stop()
         for handle in self._step_hooks:
             handle.remove()
         self._step_hooks = []

@@ -95,9 +95,19 @@ from lightning_step_types.resume.messages import (
     plain_epoch_end_problem,
     pruning_problem,
 )
-from lightning_step_types.resume.plain_data import decoded, is_plain
+from lightning_step_types.resume.plain_data import decoded, is_plain, put_into
+from lightning_step_types.resume.source import Loading, Moment, Saving
 
-__all__ = ["Holders", "RANK_SAVED", "SAVED", "fit_limits", "holders_at_resume", "loaded_holders", "resume_holders"]
+__all__ = [
+    "RANK_SAVED",
+    "SAVED",
+    "CallbackState",
+    "Holders",
+    "fit_limits",
+    "holders_at_resume",
+    "loaded_holders",
+    "resume_holders",
+]
 
 # The fit's part (the rows the loggers were given, the stop): checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
 SAVED = "holders"
@@ -517,6 +527,70 @@ class Holders:
         ]
 
 
+class CallbackState:
+    """The callbacks' attributes and states, and the loggers' rows: a source of state (``resume/source.py``).
+    Its `Holders` is made at each start of the fit loop (a tuner's trials start it too), from the Trainer's
+    callbacks and loggers then. Per batch: nothing, but where a callback's batch hooks may change its attributes
+    (those callbacks' attributes read, `snapshot`) or the loggers were given rows since the last batch's start."""
+
+    key = RANK_SAVED
+    reads_each_batch = True
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
+        self.holders: Holders | None = None
+        self.loaded: Mapping[str, Any] | None = None  # this process's view of a resumed fit's (`holders_at_resume`)
+        self.plain: bool = False  # the resumed checkpoint has no state of the library's (plain Lightning's)
+
+    def mark(self, moment: Moment) -> None:
+        if moment is Moment.FIT_START:
+            trainer = self.trainer()
+            if trainer is not None:
+                self.holders = Holders(trainer)
+        holders = self.holders
+        if holders is None:
+            return
+        if moment is Moment.FIT_START:
+            holders.before_train_start()
+        elif moment is Moment.TRAIN_STARTED:
+            holders.begin()
+        elif moment in (Moment.EPOCH_START, Moment.VALIDATION, Moment.EPOCH_END):
+            holders.mark(moment.value)
+
+    def batch_start(self) -> None:
+        holders = self.holders
+        # only where there is something to do: rows written since the last batch's start, callbacks whose
+        # batch hooks change their state, or the first batch's mark
+        if holders is not None and (holders.rows or holders.in_batch or "batch" not in holders.row_marks):
+            holders.batch_start()
+
+    def encode(self, saving: Saving) -> dict[str, Any] | None:
+        if self.holders is None:
+            return None
+        shared, own = self.holders.saved(saving.runs_again, saving.stop, saving.unfinished, saving.callback_entries)
+        saving.shared[SAVED] = shared
+        return own
+
+    def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
+        saved = loading.saved
+        self.plain = saved is None
+        self.loaded = holders_at_resume(saved.get(SAVED), list(saved["ranks"]), loading.rank) if saved else None
+        loaded_holders(checkpoint, self.loaded)
+
+    def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
+        trainer = loading.trainer()
+        if trainer is None:
+            return []
+        return resume_holders(trainer, loading.module(), self.holders, self.loaded, self.plain, nothing_runs)
+
+    def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self.holders is not None:
+            self.holders.stop()
+
+
 def holders_at_resume(shared: Any, ranks: list[Any], rank: int) -> Mapping[str, Any] | None:
     """What this process resumes its holders from: the fit's part with this process's own (``ranks[rank]``'s,
     None where its state is missing: its callbacks keep what Lightning's load and the fresh run give them).
@@ -711,7 +785,10 @@ def _set_attributes(trainer: Any, attributes: Mapping[str, Mapping[str, Any]]) -
             for name, value in attributes[key].items():
                 generator = from_record(value)
                 if generator is None:
-                    setattr(callback, name, decoded(value))
+                    live = getattr(callback, name, None)
+                    put = put_into(live, decoded(value))  # a list or dict: the same object (another may hold it)
+                    if put is not live:
+                        setattr(callback, name, put)
                     continue
                 live = getattr(callback, name, None)
                 if not put_back(live, *generator):

@@ -56,13 +56,7 @@ from lightning_step_types._lightning.result_collection import (
     write_logged_tensors,
 )
 from lightning_step_types.resume.fit_follower import FitFollower, follower_of
-from lightning_step_types.resume.holders import (
-    SAVED,
-    attributes_named,
-    holders_at_resume,
-    loaded_holders,
-    resume_holders,
-)
+from lightning_step_types.resume.holders import attributes_named
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     Problem,
@@ -79,10 +73,9 @@ from lightning_step_types.resume.messages import (
     warn,
     world_size_problem,
 )
-from lightning_step_types.resume.plain_loaders import PLAIN_LOADERS
 from lightning_step_types.resume.points import Point
-from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.save import FORMAT, READ_FORMATS, STATE
+from lightning_step_types.resume.source import Loading
 from lightning_step_types.resume.state import restore_gradients, restore_metrics, restore_views
 from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
@@ -124,13 +117,8 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
-    loaded_holders(checkpoint, resume.holders)
-    follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
-    follower.streams.iterator_done = follower.streams.point_done = False  # this checkpoint's, not put back yet
-    follower.streams.loaders_done = False
-    plain: Any = resume.state.get(PLAIN_LOADERS) if resume.state is not None else None
-    where = _where(resume.point) if resume.point is not None else ""
-    follower.plain_loaders.load(cast("Mapping[str, Any]", plain) if isinstance(plain, Mapping) else None, module, where)
+    for source in follower.sources:  # each source keeps its entry for the moments it puts its state back at
+        source.load(resume.state.get(source.key) if resume.state is not None else None, resume.loading, checkpoint)
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
@@ -153,8 +141,9 @@ class Resume:
         self.not_restored: list[str] = []  # named in one warning at the first epoch's end
         self.where: str = ""
         self.results: Any = None
-        self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (resume/holders.py)
         self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
+        # what the sources are told of this resume (resume/source.py)
+        self.loading = Loading(weakref.ref(trainer), weakref.ref(module), "", None, None, -1)
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:
@@ -166,8 +155,16 @@ class Resume:
         self.encoded = ResumePoint(**saved["encoded"])
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
-        # each process's callbacks resume from its own part (none where the world size differs)
-        self.holders = holders_at_resume(saved.get(SAVED), ranks, rank if len(ranks) == world_size else -1)
+        own = ranks[rank] if len(ranks) == world_size else None
+        # each process's sources resume from its own part (none where the world size differs)
+        self.loading = Loading(
+            self.loading.trainer,
+            self.loading.module,
+            _where(self.point),
+            saved,
+            cast("Mapping[str, Any]", own) if isinstance(own, Mapping) else None,
+            rank if len(ranks) == world_size else -1,
+        )
         owner = type(module).__qualname__
         classes = {
             callback.state_key: type(callback).__name__
@@ -198,7 +195,6 @@ class Resume:
         elif trainer is not None and follower.plain_loaders.positioned is not None:
             continue_loader_iterator(trainer, *follower.plain_loaders.positioned)
         self._put_back(follower, False)
-        follower.streams.put_back_hooks_start()
         if trainer is None or state is None:
             return
         if self.pending:
@@ -231,12 +227,9 @@ class Resume:
         trainer, module, state = follower.trainer(), follower.module(), self.state
         if trainer is not None:  # warned now: a restart at an epoch's end reaches no first batch
             where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
-            holders = resume_holders(trainer, module, follower.holders, self.holders, self.saved is None, nothing_runs)
-            for problem in holders:
-                warn(module, where, problem)
-            attributes = state.get(ATTRIBUTES) if state is not None else None
-            for problem in follower.attributes.restore(attributes, trainer.strategy.root_device):
-                warn(module, where, problem)
+            for source in follower.sources:
+                for problem in source.restore(self.loading, nothing_runs):
+                    warn(module, where, problem)
         if trainer is None or state is None:
             return
         self.not_restored += restore_metrics(follower.metrics, state["metrics"])
@@ -262,10 +255,9 @@ class Resume:
         if point is None:  # Lightning's own checkpoint: its own resume
             return True
         take_over_restart(trainer)
-        follower.plain_loaders.first_batch()
-        follower.streams.put_back(
-            module, self.where, self.encoded is not None and self.encoded.loader_states is not None
-        )
+        inside_epoch = self.encoded is not None and self.encoded.loader_states is not None
+        for source in follower.sources:
+            source.reach_point(self.loading, True, inside_epoch)
         if point.kind == "batch_end":
             if self.state is not None and "step_row" in self.state:
                 log_step_row(trainer, self.state["step_row"])
@@ -283,8 +275,8 @@ class Resume:
     def epoch_ending(self, follower: FitFollower) -> None:
         """At the first epoch's end: name, in one warning, what could not be restored."""
         trainer = follower.trainer()
-        where = self.where or (_where(self.point) if self.point is not None else "")
-        follower.streams.put_back(self.module(), where, False)  # where no batch ran (the point was the epoch's end)
+        for source in follower.sources:  # where no batch ran (the point was the epoch's end)
+            source.reach_point(self.loading, False, False)
         self._create_pending(trainer, follower)  # no batch ran (the point was the epoch's end)
         if self.results is not None:
             unguard_logged_keys(self.results)

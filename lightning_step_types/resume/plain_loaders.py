@@ -88,6 +88,8 @@ from lightning_step_types.resume.messages import (
     worker_draws_problem,
 )
 from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
+from lightning_step_types.resume.source import Loading, Saving
+from lightning_step_types.resume.source import Moment as FitMoment
 
 __all__ = ["PLAIN_LOADERS", "PlainLoaders"]
 
@@ -328,8 +330,12 @@ def worker_drew(draws: WorkerDraws | None) -> bool:
 
 class PlainLoaders:
     """One followed fit's plain training loaders: a source of state for exact resume (see the module
-    docstring). ``follow`` at the fit's setup; ``saved`` at a save; ``load`` at a load, which acts when
-    the resumed fit makes its training iterators."""
+    docstring; ``resume/source.py``). ``follow`` at the fit's setup; ``encode`` at a save; ``load`` at a load,
+    which acts when the resumed fit makes its training iterators. Per batch: nothing (the states are read as
+    each iterator is made and at its first index draw)."""
+
+    key = PLAIN_LOADERS
+    reads_each_batch = False
 
     def __init__(self, trainer: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
@@ -341,6 +347,24 @@ class PlainLoaders:
         self.where: str = ""
         self.positioned: tuple[list[bool] | None, int] | None = None  # which cycled, batches before
         self.problems: list[Problem] = []
+
+    # --- the source protocol (resume/source.py), beside following, saving and resuming below ------------
+
+    def mark(self, moment: FitMoment) -> None:
+        pass
+
+    def batch_start(self) -> None:
+        pass
+
+    def encode(self, saving: Saving) -> dict[str, Any] | None:
+        return self.saved(saving.point.kind, saving.batches_done, saving.last_batch)
+
+    def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
+        return []
+
+    def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
+        if batch:
+            self.first_batch()
 
     # --- following ---------------------------------------------------------------------------------
 
@@ -432,9 +456,10 @@ class PlainLoaders:
 
     # --- resuming ----------------------------------------------------------------------------------
 
-    def load(self, entry: Mapping[str, Any] | None, module: Any, where: str) -> None:
+    def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
         """Keep a checkpoint's entry for the resumed fit's loaders (made next, in ``setup_data``)."""
-        self.loaded, self.module, self.where = entry, module, where
+        self.loaded = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
+        self.module, self.where = loading.module(), loading.where
 
     def _position(self, trainer: Any, loaders: list[Any], entry: Mapping[str, Any]) -> None:
         saved: list[Any] = list(entry.get("loaders") or [])

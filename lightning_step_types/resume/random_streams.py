@@ -79,9 +79,10 @@ from lightning_step_types.resume.data_randomness import (
     remake_epoch_iterator_when,
     watch_epoch_iterators,
 )
-from lightning_step_types.resume.messages import warn, worker_streams_problem
+from lightning_step_types.resume.messages import Problem, warn, worker_streams_problem
 from lightning_step_types.resume.points import Point
 from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
+from lightning_step_types.resume.source import Loading, Moment, Saving
 
 __all__ = ["RANDOM_STREAMS", "RandomStreams"]
 
@@ -91,7 +92,12 @@ Generators = list[dict[str, torch.Tensor]]  # per validation loader: a generator
 
 
 class RandomStreams:
-    """One followed fit's streams at the moments a point can be at, and a resumed fit's to put back."""
+    """One followed fit's streams at the moments a point can be at, and a resumed fit's to put back: a source of
+    state (``resume/source.py``). Per batch: the three streams' states copied into preallocated buffers
+    (`GlobalStreams.batch_start`), no Python object built."""
+
+    key = RANDOM_STREAMS
+    reads_each_batch = True
 
     def __init__(self, trainer: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
@@ -119,6 +125,38 @@ class RandomStreams:
         self.before_request: tuple[int, StreamsState] | None = None
         self.point_done: bool = False
 
+    # --- the source protocol (resume/source.py) ----------------------------------------------------------
+
+    def mark(self, moment: Moment) -> None:
+        if moment is Moment.FIT_START:
+            self.fit_starts()
+        elif moment is Moment.VALIDATION:
+            self.validation_starts()
+        elif moment is Moment.EPOCH_END:
+            self.epoch_end_starts()
+        elif moment is Moment.EPOCH_ENDED:
+            self.epoch_ended()
+
+    def encode(self, saving: Saving) -> dict[str, Any]:
+        return self.saved(saving.point, saving.phase, saving.record_batch, saving.record_epoch)
+
+    def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
+        self.loaded = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
+        self.iterator_done = self.point_done = self.loaders_done = False  # this checkpoint's, not put back yet
+
+    def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
+        if not nothing_runs:  # where the on_train_start hooks ran: the streams the epoch-start hooks start from
+            self.put_back_hooks_start()
+        return []
+
+    def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
+        self.put_back(loading.module(), loading.where, inside_epoch)
+
+    def stop(self) -> None:
+        trainer = self.trainer()
+        if trainer is not None:
+            stop_before_train_loaders_request(trainer)
+
     # --- following ---------------------------------------------------------------------------------
 
     def follow(self, trainer: Any) -> None:
@@ -127,9 +165,6 @@ class RandomStreams:
         watch_epoch_iterators(trainer, self._before_epoch_iterator)
         remake_epoch_iterator_when(trainer, self._remake_iterator)
         before_train_loaders_request(trainer, self._before_loaders_request)
-
-    def stop(self, trainer: Any) -> None:
-        stop_before_train_loaders_request(trainer)
 
     def _before_loaders_request(self) -> None:
         """Before `FitLoop.setup_data` asks for the training loaders: a resumed fit's streams, where the

@@ -37,14 +37,12 @@ from lightning_step_types._lightning.result_collection import epoch_results_mism
 from lightning_step_types._lightning.trainer import pending_training_state
 from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
-from lightning_step_types.resume.holders import RANK_SAVED, SAVED, fit_limits
+from lightning_step_types.resume.holders import fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
-from lightning_step_types.resume.plain_loaders import PLAIN_LOADERS
 from lightning_step_types.resume.points import Point, Position, point_of
-from lightning_step_types.resume.random_streams import RANDOM_STREAMS
 from lightning_step_types.resume.rank_exchange import gathered_states
+from lightning_step_types.resume.source import Saving
 from lightning_step_types.resume.state import rank_state
-from lightning_step_types.resume.undeclared_state import ATTRIBUTES
 
 __all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state", "saved_as_loaded"]
 
@@ -90,26 +88,29 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         return None
     state = rank_state(follower, point, trainer, module)
     record = follower.record
-    state[RANDOM_STREAMS] = follower.streams.saved(point, follower.phase, record.batch, record.epoch)
-    runs_again = _runs_again(follower, point, position)
-    state[ATTRIBUTES] = follower.attributes.saved(runs_again, trainer)
-    last = encoded.is_last_batch or encoded.batches_done >= training_batches(trainer)
-    state[PLAIN_LOADERS] = follower.plain_loaders.saved(point.kind, encoded.batches_done, last)
-    held: dict[str, Any] | None = None
-    if follower.holders is not None:
-        unfinished = (
+    entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
+    saving = Saving(
+        trainer=trainer,
+        point=point,
+        phase=follower.phase,
+        record_epoch=record.epoch,
+        record_batch=record.batch,
+        runs_again=_runs_again(follower, point, position),
+        batches_done=encoded.batches_done,
+        last_batch=encoded.is_last_batch or encoded.batches_done >= training_batches(trainer),
+        stop=fit_limits(trainer) if getattr(trainer, "should_stop", False) else None,
+        unfinished=(
             point.batch
             if point.kind == "batch_end"
             and follower.phase == Phase.BATCH
             and position.interrupted
             and not position.batch_hooks_done
             else None
-        )
-        stop = fit_limits(trainer) if getattr(trainer, "should_stop", False) else None
-        entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
-        held, state[RANK_SAVED] = follower.holders.saved(
-            runs_again, stop, unfinished, cast("dict[str, Any]", entries) if isinstance(entries, dict) else None
-        )
+        ),
+        callback_entries=cast("dict[str, Any]", entries) if isinstance(entries, dict) else None,
+    )
+    for source in follower.sources:  # each source's entry, side by side
+        state[source.key] = source.encode(saving)
     ours[STATE] = {
         "format": FORMAT,
         "point": {**asdict(point), "losses": []},
@@ -121,9 +122,8 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         # resumed fit runs what came between again, from the streams saved here (load.load_running_state)
         "before_loop": follower.loop_runs == 0,
         "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
+        **saving.shared,  # the sources' parts the processes share
     }
-    if held is not None:
-        ours[STATE][SAVED] = held
     return follower.pass_states_before(fetch)
 
 

@@ -51,10 +51,13 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
 
 from __future__ import annotations
 
+import enum
 import gc
 import io
+import sys
 import types
 import weakref
+from collections import deque
 from collections.abc import Mapping
 from functools import partial
 from operator import is_, itemgetter
@@ -71,7 +74,8 @@ from lightning_step_types._lightning.module_attributes import (
 )
 from lightning_step_types.resume.held_generators import NAMES, kind_of, plain_state, put_back, state_of
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, Problem, module_checkpoint_problem
-from lightning_step_types.resume.plain_data import same
+from lightning_step_types.resume.plain_data import NotPlain, decoded, encoded, put_into, same
+from lightning_step_types.resume.source import Loading, Moment, Saving
 
 __all__ = ["ATTRIBUTES", "Mark", "ModuleAttributes", "mark_of", "same_mark", "undeclared_state_problem"]
 
@@ -110,8 +114,10 @@ ABSENT: Any = _Absent()
 #   (_TENSOR, tensor, version, clone or None)  the value is the tensor while its version is the same
 #   (_DICT, dict, {key: mark}, a copy where every item is a _LEAF, else None)
 #   (_TUPLE, tuple, (mark, ...))
+#   (_DEQUE, deque, its items copied, its maxlen)   a bounded deque drops its oldest items as it appends: its
+#                                                   length does not tell its value (copied at each mark)
 #   (_OBJECT, object, probe)                   anything else: not data a checkpoint holds
-_LEAF, _LIST, _TENSOR, _DICT, _TUPLE, _OBJECT = "leaf", "list", "tensor", "dict", "tuple", "object"
+_LEAF, _LIST, _TENSOR, _DICT, _TUPLE, _DEQUE, _OBJECT = "leaf", "list", "tensor", "dict", "tuple", "deque", "object"
 Mark = tuple[Any, ...]
 _ABSENT_MARK: Mark = (_LEAF, ABSENT)
 
@@ -123,6 +129,9 @@ def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJ
     if kind is list:
         items = cast("list[Any]", value)
         return (_LIST, items, len(items), list(items) if copy else None)
+    if kind is deque:
+        window = cast("deque[Any]", value)
+        return (_DEQUE, window, tuple(window), window.maxlen)
     if isinstance(value, torch.Tensor):
         return (_TENSOR, value, tensor_version(value), value.detach().clone() if clone else None)
     if isinstance(value, dict):
@@ -135,9 +144,17 @@ def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJ
         if all(mark[0] is _LEAF for mark in marks_of):
             return (_LEAF, value)  # immutable all through
         return (_TUPLE, value, marks_of)
-    if value is None or value is ABSENT or isinstance(value, _LEAVES):
+    if value is None or value is ABSENT or isinstance(value, _LEAVES) or _immutable_scalar(value):
         return (_LEAF, value)
     return (_OBJECT, value, _probe(value, depth))
+
+
+def _immutable_scalar(value: Any) -> bool:
+    """An Enum member or a NumPy scalar: immutable, and plain data (``plain_data``)."""
+    if isinstance(value, enum.Enum):
+        return True
+    numpy: Any = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic)
 
 
 def mark_of(value: Any) -> Mark:
@@ -187,6 +204,8 @@ def _same(a: Mark, b: Mark) -> bool:
         return bool(a[2].keys() == b[2].keys()) and all(_same(mark, b[2][key]) for key, mark in a[2].items())
     if kind is _TUPLE:
         return all(_same(x, y) for x, y in zip(a[2], b[2]))
+    if kind is _DEQUE:
+        return len(a[2]) == len(b[2]) and all(x is y or same(x, y) for x, y in zip(a[2], b[2]))
     return _same_probe(a[2], b[2])
 
 
@@ -258,6 +277,8 @@ def _value_at(mark: Mark) -> Any:
         return mark[1]
     if kind is _DICT:
         return {key: _value_at(item) for key, item in cast("dict[Any, Mark]", mark[2]).items()}
+    if kind is _DEQUE:
+        return deque(mark[2], mark[3])
     return tuple(_value_at(item) for item in mark[2])
 
 
@@ -266,24 +287,17 @@ class _NotData(Exception):
 
 
 def _saved_form(value: Any, accelerated: list[bool]) -> Any:
-    """The value as the checkpoint holds it: tensors copied to the CPU, containers as plain ones."""
-    if isinstance(value, torch.Tensor):
-        if value.device.type != "cpu":
+    """The value as the checkpoint holds it (``plain_data.encoded``): tensors copied to the CPU."""
+
+    def on_cpu(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.device.type != "cpu":
             accelerated[0] = True
-        return value.detach().cpu().clone()
-    if value is None or isinstance(value, _LEAVES):
-        return value
-    kind: type = type(cast(object, value))
-    if kind is list or kind is tuple:
-        items = [_saved_form(item, accelerated) for item in cast("list[Any]", value)]
-        return items if kind is list else tuple(items)
-    if isinstance(value, dict):
-        entries = cast(Any, value)
-        for key in entries:
-            if not (key is None or isinstance(key, _LEAVES)):
-                raise _NotData(f"a {_type_name(key)} key")
-        return {key: _saved_form(item, accelerated) for key, item in entries.items()}
-    raise _NotData(f"a {_type_name(value)}")
+        return tensor.detach().cpu().clone()
+
+    try:
+        return encoded(value, on_cpu)
+    except NotPlain as not_plain:
+        raise _NotData(f"a {_type_name(not_plain.value)}") from None
 
 
 def _on_device(value: Any, device: torch.device | None) -> Any:
@@ -353,7 +367,12 @@ def _held_by(holder: object) -> list[Any]:
 
 
 class ModuleAttributes:
-    """One fit of one module: its attributes' marks at the fit's start and at the points' starts."""
+    """One fit of one module: its attributes' marks at the fit's start and at the points' starts; a source of
+    state (``resume/source.py``). Per batch: one read of the followed attributes (one C call), compared by
+    identity; a list's length, a tensor's version, a small dict's items compared only where there is one."""
+
+    key = ATTRIBUTES
+    reads_each_batch = True
 
     def __init__(self, trainer: Any, module: Any) -> None:
         self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
@@ -388,7 +407,30 @@ class ModuleAttributes:
         self.containers_at: list[int] = []
         self.generators_at: list[tuple[int, str]] = []  # the generators (`held_generators`), and their kinds
         self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end | epoch_start -> name -> mark, copied
+        self.resumed: Mapping[str, Any] | None = None  # a resumed fit's entry, until its start
         around_module_restore(trainer, self._before_load, self._after_load)
+
+    # --- the source protocol (resume/source.py) ----------------------------------------------------------
+
+    def mark(self, moment: Moment) -> None:
+        if moment is Moment.FIT_START:
+            self._fit_start()
+        elif moment in (Moment.EPOCH_START, Moment.VALIDATION, Moment.EPOCH_END):
+            self._mark_moment(moment.value)
+
+    def encode(self, saving: Saving) -> dict[str, Any]:
+        return self.saved(saving.runs_again, saving.trainer)
+
+    def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
+        self.resumed = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
+
+    def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
+        trainer = loading.trainer()
+        saved, self.resumed = self.resumed, None
+        return self._restore(saved, trainer.strategy.root_device) if trainer is not None else []
+
+    def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
+        pass
 
     def _before_load(self) -> None:
         self.before_load = self.marks_now()
@@ -413,7 +455,7 @@ class ModuleAttributes:
 
     # --- the follower's moments ---------------------------------------------------------------------
 
-    def fit_start(self) -> None:
+    def _fit_start(self) -> None:
         """Before the on_train_start hooks: the marks every change is measured from."""
         self.start = self.marks_now()
         self.size = len(self.namespace)
@@ -452,7 +494,7 @@ class ModuleAttributes:
                 mark = marks[index] = _mark(values[index], clone=self.kept[index])
                 kinds.add(old if old is mark[0] else "moved")
             self.refs = values
-            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds or _OBJECT in kinds:
+            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds or _DEQUE in kinds or _OBJECT in kinds:
                 self._index()
             else:
                 if _LIST in kinds:
@@ -505,7 +547,7 @@ class ModuleAttributes:
         self.tensor_at = [index for index, mark in enumerate(marks) if mark[0] is _TENSOR]
         self.tensors = tuple(marks[index][1] for index in self.tensor_at)
         self.versions = tuple(marks[index][2] for index in self.tensor_at)
-        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] is _DICT or mark[0] is _TUPLE]
+        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] in (_DICT, _TUPLE, _DEQUE)]
         self.generators_at = [
             (index, kind)
             for index, mark in enumerate(marks)
@@ -527,7 +569,7 @@ class ModuleAttributes:
         """The marks at the last batch's start, by name."""
         return dict(zip(self.names, self.marks_at))
 
-    def mark(self, name: str) -> None:
+    def _mark_moment(self, name: str) -> None:
         """At a validation's start, an epoch's end's start and before an epoch's on_train_epoch_start hooks:
         the lists copied (they may be cleared in what runs again), the tensors seen to change in place
         cloned (a large cached tensor is not)."""
@@ -605,7 +647,7 @@ class ModuleAttributes:
             "runs_again": runs_again,
         }
 
-    def restore(self, saved: Mapping[str, Any] | None, device: Any) -> list[Problem]:
+    def _restore(self, saved: Mapping[str, Any] | None, device: Any) -> list[Problem]:
         """Put the saved values back (after the on_train_start hooks); what could not be, as a problem."""
         module = self.module()
         if saved is None or module is None:
@@ -614,16 +656,11 @@ class ModuleAttributes:
         for name, value in saved.get("values", {}).items():
             if name in mine:
                 continue  # the module's own on_load_checkpoint set it
-            restored = _on_device(value, device if name in saved.get("accelerated", ()) else None)
+            restored = _on_device(decoded(value), device if name in saved.get("accelerated", ()) else None)
             live = self.namespace.get(name, ABSENT)
-            if type(live) is list and type(restored) is list:
-                live[:] = restored
-            elif isinstance(live, dict) and type(restored) is dict and type(cast(object, live)) is not dict:
-                held: dict[Any, Any] = cast(Any, live)  # a defaultdict, an OrderedDict: the same object
-                held.clear()
-                held.update(cast(Any, restored))
-            else:
-                setattr(module, name, restored)
+            put = put_into(live, restored)  # a list or dict: the same object (another may hold it)
+            if put is not live:
+                setattr(module, name, put)
         named = [item for item in saved.get("named", []) if item[0] not in mine]
         for name, (kind, state) in saved.get("generators", {}).items():
             live = self.namespace.get(name, ABSENT)
