@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from setups.space import CallbackSpec, CheckpointSpec, InterruptionSpec, Setup, TrainerSpec
+from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, Setup, TrainerSpec
 from test_generated_regressions import resumes_exactly_or_named
 
 
@@ -26,3 +26,17 @@ def test_learning_rate_monitors_row_at_an_epochs_start_resumed_inside_that_epoch
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert (verdict.outcome, verdict.warnings) == ("exact", [])
     assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (1, 2)
+
+
+def test_learning_rate_monitors_epoch_start_row_resumed_at_the_next_epochs_start(tmp_path: Path) -> None:
+    """Seed ci, setup 176, shrunk: LearningRateMonitor() writes a row at each epoch's start and one at each batch's
+    start; resumed at epoch 1's start (from epoch=0-step=5.ckpt), each is written once, as uninterrupted. The check
+    placed the epoch-start row after the last epoch's batches (the batch count there is still the last epoch's), so
+    a later row of that place was taken for it: silent rows that did not differ; now exact."""
+    setup = Setup(
+        data=DataSpec(val_loaders=0),
+        callbacks=(CallbackSpec("lr_monitor", (("logging_interval", None),)),),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert (verdict.outcome, verdict.warnings) == ("exact", [])
+    assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (1, 0)
