@@ -279,9 +279,10 @@ EPOCH_START_CASES: dict[str, tuple[Callable[[], list[Callback]], str | None]] = 
         f"{_NAMED_HOOKS}BackboneFinetuning.on_train_epoch_start (it changed requires_grad of 2 parameters, the"
         " optimizers' parameter groups)\n",
     ),
+    # its row was written by the run that saved, before the save: nothing is lost
     "LearningRateMonitor writes a row at each epoch's start": (
         lambda: [LearningRateMonitor(logging_interval="epoch")],
-        f"{_NAMED_HOOKS}LearningRateMonitor.on_train_epoch_start (it changed rows written to the loggers)\n",
+        None,
     ),
     # named once, by the warning on callback attributes: the epoch-start hook's is not repeated
     "an object of the user's class": (lambda: [SetsUpAnObject()], "SetsUpAnObject.schedule (Schedule)"),
@@ -309,8 +310,9 @@ def test_an_epoch_start_hook_is_named_only_where_skipping_it_leaves_something_di
         assert resumed.warned == []
         assert_same_fit(resumed, full)
         record, reference = resumed.trainer.callbacks[0], full.trainer.callbacks[0]
-        assert (record.started, record.seen) == (reference.started, reference.seen)  # type: ignore[attr-defined]
-        assert record.started == [0, 1]  # type: ignore[attr-defined]
+        if isinstance(record, RecordsEpochs):
+            assert (record.started, record.seen) == (reference.started, reference.seen)  # type: ignore[attr-defined]
+            assert record.started == [0, 1]
         return
     (message,) = resumed.warned
     assert message.splitlines()[0].endswith(": resuming epoch 1 at batch 3"), message

@@ -71,9 +71,9 @@ class Setup:
 
 @dataclass(frozen=True)
 class Row:
-    """One row a logger was given: where in the fit (epoch, batches completed, what logged it: 0 a
-    training batch, 1 a validation, 2 the epoch's end; its index among the rows logged there), the
-    step column and the values."""
+    """One row a logger was given: where in the fit (epoch, batches completed (0 in the epoch's
+    on_train_epoch_start hooks), what logged it: 0 a training batch, 1 a validation, 2 the epoch's end;
+    its index among the rows logged there), the step column and the values."""
 
     position: tuple[int, int, int, int]
     step: int
@@ -169,10 +169,14 @@ class _RowRecorder:
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         trainer = self.trainer
-        at_epoch_end = self.interrupter is not None and self.interrupter.in_epoch_end
+        # in the on_train_epoch_start hooks (the epoch counted ready, not yet started): before the epoch's first
+        # batch, though the batch counts are the last epoch's until the epoch's loop resets them after the hooks
+        epoch = trainer.fit_loop.epoch_progress.current
+        at_epoch_start = int(epoch.ready) > int(epoch.started)
+        at_epoch_end = self.interrupter is not None and self.interrupter.in_epoch_end and not at_epoch_start
         place = (
             int(trainer.current_epoch),
-            int(trainer.fit_loop.epoch_loop.batch_progress.current.completed),
+            0 if at_epoch_start else int(trainer.fit_loop.epoch_loop.batch_progress.current.completed),
             1 if trainer.validating else 2 if at_epoch_end else 0,
         )
         index = sum(row.position[:3] == place for row in self.rows)

@@ -15,13 +15,15 @@ into the callback's own attributes leaves nothing different, since those come ba
 - the optimizers' parameter groups and the LR schedulers (a checkpoint holds their states, not which
   parameters a group holds, nor a scheduler added);
 - the Trainer's settings a checkpoint does not hold (``accumulate_grad_batches``, gradient clipping,
-  the limits and the validation interval);
-- the rows it wrote to the loggers, which the resumed run does not write.
+  the limits and the validation interval).
+
+The rows it wrote to the loggers (``LearningRateMonitor``'s) are not among them: the call ran in the
+run that saved, before the save, so that run wrote them and the resumed run goes on after them.
 
 A checkpoint carries, per callback, what its last call changed that no resume carries, and what its
-earlier calls in the fit (and in the fits it resumed from) changed that lasts past their epoch (all of
-the above but the rows: ``BackboneFinetuning`` unfreezes the backbone once, and a resumed module is
-frozen again by its ``setup``). A run resumed inside an epoch names, in one warning, each hook whose
+earlier calls in the fit (and in the fits it resumed from) changed that lasts past their epoch
+(``BackboneFinetuning`` unfreezes the backbone once, and a resumed module is frozen again by its
+``setup``). A run resumed inside an epoch names, in one warning, each hook whose
 skipped call changed such state or whose earlier calls did, with what and in which epoch, and any hook
 of which it knows nothing (a checkpoint of plain Lightning, a callback whose hook was not watched in
 that epoch). What a hook changes elsewhere (a dataset's attribute, a global) is not seen.
@@ -29,7 +31,6 @@ that epoch). What a hook changes elsewhere (a dataset's attribute, a global) is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, cast
 
 from lightning_step_types._lightning.instance_methods import pickled_as
@@ -39,8 +40,9 @@ __all__ = ["EPOCH_START_HOOK", "EpochStartWatch", "changes_before"]
 
 EPOCH_START_HOOK = "on_train_epoch_start"
 
+# what a checkpoint of an earlier release notes for the rows a call wrote: not a change (the run that saved wrote them)
+_EARLIER_ROWS = "rows written to the loggers"
 # Trainer settings a callback may change at an epoch's start and a checkpoint does not hold
-_ROWS = "rows written to the loggers"  # what a later resume does not lose: the run that saved wrote them
 _SETTINGS = (
     "accumulate_grad_batches",
     "gradient_clip_val",
@@ -55,7 +57,7 @@ _SETTINGS = (
 class _Reading:
     """What the hook can change that a resume may not carry, read before and after its call."""
 
-    def __init__(self, trainer: Any, module: Any, callback: Any, skip: frozenset[str] | None, rows: int) -> None:
+    def __init__(self, trainer: Any, module: Any, callback: Any, skip: frozenset[str] | None) -> None:
         parameters: list[tuple[str, Any]] = list(module.named_parameters()) if module is not None else []
         self.parameters = tuple((name, id(parameter)) for name, parameter in parameters)
         self.requires_grad = tuple(bool(parameter.requires_grad) for _, parameter in parameters)
@@ -68,7 +70,6 @@ class _Reading:
         configs: list[Any] = list(getattr(trainer, "lr_scheduler_configs", []) or [])
         self.schedulers = tuple(id(config.scheduler) for config in configs)
         self.settings = tuple(getattr(trainer, name, None) for name in _SETTINGS)
-        self.rows = rows
         # the callback's own attributes, where the library does not follow them (``skip`` None: it does)
         own: dict[str, Any] = (
             cast("dict[str, Any]", vars(callback)) if skip is not None and hasattr(callback, "__dict__") else {}
@@ -94,8 +95,6 @@ def _changes(before: _Reading, after: _Reading, callback: Any, carried: bool) ->
     if before.schedulers != after.schedulers:
         found.append("the LR schedulers")
     found += [f"Trainer.{name}" for name, a, b in zip(_SETTINGS, before.settings, after.settings) if a != b]
-    if after.rows > before.rows:
-        found.append(_ROWS)
     if carried:  # its attributes come back at the point, or the warning on callback attributes names them
         return found
     now: dict[str, Any] = cast("dict[str, Any]", vars(callback)) if hasattr(callback, "__dict__") else {}
@@ -111,8 +110,7 @@ def _changes(before: _Reading, after: _Reading, callback: Any, carried: bool) ->
 class EpochStartWatch:
     """In place of a callback's ``on_train_epoch_start`` for a fit: calls it, and notes in ``found``
     under the callback's state key the epoch, the hook's name and what the call changed that no
-    resume carries. ``carried``: the callback's attributes are followed (and so come back);
-    ``rows``: how many rows the loggers were given so far in the fit."""
+    resume carries. ``carried``: the callback's attributes are followed (and so come back)."""
 
     def __init__(
         self,
@@ -121,7 +119,6 @@ class EpochStartWatch:
         callback: Any,
         skip: frozenset[str],
         carried: bool,
-        rows: Callable[[], int],
         original: Any,
     ) -> None:
         self.found: dict[str, dict[str, Any]] = found
@@ -129,7 +126,6 @@ class EpochStartWatch:
         self.callback: Any = callback
         self.skip: frozenset[str] = skip
         self.carried: bool = carried
-        self.rows: Callable[[], int] = rows
         self.original: Any = original
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled or copied: what the callback had (`pickled_as`)
@@ -139,9 +135,9 @@ class EpochStartWatch:
         trainer: Any = args[0] if args else kwargs.get("trainer")
         module: Any = args[1] if len(args) > 1 else kwargs.get("pl_module", getattr(trainer, "lightning_module", None))
         skip = None if self.carried else self.skip
-        before = _Reading(trainer, module, self.callback, skip, self.rows())
+        before = _Reading(trainer, module, self.callback, skip)
         result = self.original(*args, **kwargs)
-        after = _Reading(trainer, module, self.callback, skip, self.rows())
+        after = _Reading(trainer, module, self.callback, skip)
         changed = _changes(before, after, self.callback, self.carried)
         last: Any = self.found.get(self.key)
         earlier: dict[str, int] = {}
@@ -150,7 +146,7 @@ class EpochStartWatch:
             lasting: dict[str, int] = record.get("earlier") or {}
             changed_then: list[str] = record.get("changed") or []
             earlier.update(lasting)
-            earlier.update({what: int(record["epoch"]) for what in changed_then if what != _ROWS})
+            earlier.update({what: int(record["epoch"]) for what in changed_then if what != _EARLIER_ROWS})
         self.found[self.key] = {
             "hook": f"{type(self.callback).__name__}.{EPOCH_START_HOOK}",
             "epoch": int(getattr(trainer, "current_epoch", -1)),
@@ -168,7 +164,7 @@ def changes_before(record: Any, epoch: int) -> list[str] | None:
         return None
     watched = cast("dict[str, Any]", record)
     changed: list[Any] = watched.get("changed") or []
-    now = [str(what) for what in changed]
+    now = [str(what) for what in changed if what != _EARLIER_ROWS]
     earlier: dict[str, Any] = watched.get("earlier") or {}
     by_epoch: dict[int, list[str]] = {}
     for what, when in earlier.items():

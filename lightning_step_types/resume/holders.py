@@ -322,7 +322,6 @@ class Holders:
                 callback,
                 skipped_names(callback),
                 id(callback) in tracked,
-                self._rows_given,
                 getattr(callback, EPOCH_START_HOOK),
             )
             _wrap(callback, EPOCH_START_HOOK, watch)
@@ -380,10 +379,6 @@ class Holders:
 
     def _own_save_ends(self, callback: Any) -> None:
         self.saving.pop(callback.state_key, None)
-
-    def _rows_given(self) -> int:
-        """Rows the loggers were given since the batch's start (none is reset inside an epoch-start hook)."""
-        return len(self.rows)
 
     def stop(self) -> None:
         for logger in self.loggers:
