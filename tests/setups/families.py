@@ -58,7 +58,9 @@ KNOWN: tuple[Family, ...] = (
     Family(
         "an IterableDataset in a plain DataLoader inside an epoch",
         _silent(_DRAWS),
-        lambda setup, verdict: setup.data.loader == "plain" and setup.data.dataset == "iterable",
+        lambda setup, verdict: (
+            setup.data.loader == "plain" and setup.data.dataset == "iterable" and _inside_an_epoch(verdict)
+        ),
     ),
     Family(
         "a resume with nothing left to train: the module's and callbacks' attributes, the metrics",
@@ -86,13 +88,12 @@ KNOWN: tuple[Family, ...] = (
         ),
     ),
     Family(
-        "the epoch-start warning where the hook only records or sets up plain attributes",
-        r"false alarm: (.*, )?epoch-start hooks(, .*)?",
-    ),
-    Family(
-        "a fault at an epoch's start: the callbacks' on_train_epoch_start that ran before it run again",
+        "a save the user makes in on_train_epoch_end, then a fault in the same hooks: the rest of the epoch's end is lost",
         _silent("(module attributes|callback attributes|callback states|rows|metrics)"),
-        lambda setup, verdict: verdict.plan is not None and verdict.plan["batch"] == -1,
+        lambda setup, verdict: (
+            setup.interruption.how == "save"
+            and setup.interruption.where in ("on_train_epoch_end", "callback_epoch_end")
+        ),
     ),
     Family(
         "ModelPruning's _global_kwargs after a resume",
@@ -120,9 +121,9 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: setup.data.reload,
     ),
     Family(
-        "a draw in the module's on_train_epoch_start, resumed at that epoch's start: not from the restored stream",
+        "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset",
         _silent(_DRAWS),
-        lambda setup, verdict: setup.module.epoch_hook,
+        lambda setup, verdict: setup.data.dataset == "iterable",
     ),
     Family(
         "loader workers that draw at random, resumed at an epoch's start: not named",
