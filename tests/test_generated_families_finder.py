@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from setups.oracle import _fresh, _job  # the oracle's fit in a fresh process, with or without the library
 from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, ModuleSpec, Setup, TrainerSpec
 from test_generated_regressions import resumes_exactly_or_named
+
+from lightning_step_types.check_resume.compare import differences
 
 FINDER = (CallbackSpec("batch_size_finder"),)
 
@@ -79,3 +82,25 @@ def test_a_reload_in_the_second_epoch_after_the_finder(tmp_path: Path) -> None:
     )
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (0, 1)
+
+
+def test_an_uninterrupted_fit_with_the_finder_and_a_reload_trains_as_plain_lightnings(tmp_path: Path) -> None:
+    """The same setup uninterrupted, with the library and without (``exact_resume=False``): the same weights,
+    metrics and rows; only the library's own entries differ (its checkpoint key, the module's flag). The
+    second epoch's reloaded iterator drew from the fit's start streams with the library."""
+    setup = Setup(
+        module=ModuleSpec(dropout=True),
+        data=DataSpec(via="datamodule", reload=True),
+        callbacks=FINDER,
+        checkpoint=CheckpointSpec(every="steps", every_n=2, top_k=-1),
+    )
+    ((ours,),) = _fresh(setup, [_job(setup, tmp_path / "ours", None, True)])
+    ((plain,),) = _fresh(setup, [_job(setup, tmp_path / "plain", None, False)])
+    found = [str(difference) for difference in differences(plain, [ours])]
+    assert found == [
+        "at the resume (epoch 0, batch 0) module attribute exact_resume: absent after the resume, False uninterrupted",
+        "module attribute exact_resume: absent after the resume, False uninterrupted",
+        "<root>/checkpoints/epoch=0-step=2.ckpt keys: ['lightning_step_types'] after the resume, [] uninterrupted",
+        "<root>/checkpoints/epoch=1-step=4.ckpt keys: ['lightning_step_types'] after the resume, [] uninterrupted",
+        "<root>/checkpoints/epoch=1-step=6.ckpt keys: ['lightning_step_types'] after the resume, [] uninterrupted",
+    ]
