@@ -21,6 +21,7 @@ __all__ = [
     "ResumePoint",
     "batch_counters",
     "batch_start_counters",
+    "clear_logger_views",
     "data_exhausted",
     "epoch_end_done",
     "epoch_end_views",
@@ -350,6 +351,13 @@ def epoch_end_views(trainer: Any) -> dict[str, dict[str, Any]]:
         "logged_metrics": dict(metrics["log"]),
         "progress_bar_metrics": dict(metrics["pbar"]),
     }
+
+
+def clear_logger_views(trainer: Any) -> None:
+    """Empty the logger connector's running views, as `Trainer._run_stage` does around its sanity check:
+    `_LoggerConnector.reset_metrics` (public method of the private `Trainer._logger_connector`; it gives
+    `_callback_metrics`, `_logged_metrics` and `_progress_bar_metrics` new empty dicts)."""
+    trainer._logger_connector.reset_metrics()
 
 
 def logger_metric_dicts(trainer: Any) -> dict[str, dict[str, Any]]:

@@ -37,6 +37,7 @@ from lightning_step_types._lightning.data import (
 from lightning_step_types._lightning.fit_loop import (
     ResumePoint,
     batch_counters,
+    clear_logger_views,
     log_step_row,
     plateau_epoch_schedulers,
     resume_from_fit_loop,
@@ -114,11 +115,21 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     follower.loaded_again = follower.checkpoints_loaded > 1 and not before_loop
     if follower.loaded_again and combined_train_loader(trainer) is not None:
         make_train_loaders_again(trainer)
+    if follower.loaded_again:
+        # what the tuner's trials logged: the uninterrupted fit's sanity check emptied the views after its
+        # trials (a resumed one runs none), or they held the uninterrupted trials' values, which the
+        # checkpoint's views hold; the resumed trials' values (from the point's weights) are neither
+        clear_logger_views(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     for source in follower.sources:  # each source keeps its entry for the moments it puts its state back at
         source.load(resume.state.get(source.key) if resume.state is not None else None, resume.loading, checkpoint)
+    if before_loop and follower.loop_runs > 0:
+        # the tuner's own save at the fit's start, loaded after its trials (as the fit that saved it loaded
+        # it): the fit goes on from the trials' draws, and nothing of the streams saved there goes back (the
+        # first iterator the fit made after this load, at a later epoch's reload, drew from them again)
+        follower.streams.loaded = None
     follower.loaded_loaders = loaded_loader_states(checkpoint)
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)

@@ -345,11 +345,13 @@ class RandomStreams:
 
     def _before_request(self, epoch: int) -> dict[str, Any] | None:
         """The streams before the request of ``epoch``'s loaders, where Lightning asked for them anew at its start
-        (``reload_dataloaders_every_n_epochs``; not the fit's first epoch, whose request a tuner's trials repeat):
-        a resumed fit asks for them again, and a ``train_dataloader()`` that draws draws as they did."""
+        (``reload_dataloaders_every_n_epochs``): a resumed fit asks for them again, and a ``train_dataloader()``
+        that draws draws as they did. In the fit's first epoch, the last request before the save: a tuner's
+        trials (``BatchSizeFinder``'s) asked for them again after its trials, and the resumed fit's tuner, whose
+        checkpoint loads the streams again (``resume/load.py``), asks for the loaders again after its own."""
         trainer = self.trainer()
         request = self.before_request
-        if trainer is None or request is None or request[0] != epoch or epoch == 0:
+        if trainer is None or request is None or request[0] != epoch:
             return None
         if int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0) <= 0:
             return None

@@ -116,11 +116,6 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: setup.data.augment == "held",
     ),
     Family(
-        "a reload with a draw in train_dataloader(), a loader with a generator",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.data.reload,
-    ),
-    Family(
         "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset",
         _silent(_DRAWS),
         lambda setup, verdict: setup.data.dataset == "iterable",
