@@ -1,0 +1,21 @@
+"""Families of failures the generator of setups found, fixed since: each kept as a shrunk setup, judged by the
+oracle as ``tests/test_generated_regressions.py`` judges its own (uninterrupted against interrupted-and-resumed,
+each fit in a fresh process). ``Setup(...)`` shows only what differs from the simplest setup (see that file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from setups.space import CheckpointSpec, InterruptionSpec, Setup
+from test_generated_regressions import resumes_exactly_or_named
+
+# --- ModelCheckpoint's last file after a resume from one of its own top-k files ---------------------------------
+
+
+def test_modelcheckpoints_last_link_after_a_resume_from_it(tmp_path: Path) -> None:
+    """ModelCheckpoint(save_last="link") writes epoch=0-step=5.ckpt before it sets last_model_path to last.ckpt (the
+    link it makes to that file), so the file held the path before it (''): resumed from last.ckpt, the resumed
+    ModelCheckpoint found last.ckpt "taken" and linked last-v1.ckpt from then on (epoch=1-step=10.ckpt's entry, its
+    state, its files differed). Now the file's point holds the last path that save went on to set."""
+    setup = Setup(checkpoint=CheckpointSpec(save_last="link"), interruption=InterruptionSpec(resume="last"))
+    resumes_exactly_or_named(setup, tmp_path)
