@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from setups.space import CheckpointSpec, InterruptionSpec, Setup
+from setups.space import CheckpointSpec, InterruptionSpec, Setup, TrainerSpec
 from test_generated_regressions import resumes_exactly_or_named
 
 # --- ModelCheckpoint's last file after a resume from one of its own top-k files ---------------------------------
@@ -18,4 +18,23 @@ def test_modelcheckpoints_last_link_after_a_resume_from_it(tmp_path: Path) -> No
     ModelCheckpoint found last.ckpt "taken" and linked last-v1.ckpt from then on (epoch=1-step=10.ckpt's entry, its
     state, its files differed). Now the file's point holds the last path that save went on to set."""
     setup = Setup(checkpoint=CheckpointSpec(save_last="link"), interruption=InterruptionSpec(resume="last"))
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+# --- a later checkpoint's record of the validation loaders, after a resume before the first validation -----------
+
+
+def test_a_later_checkpoints_record_of_the_validation_loaders_before_a_resumed_fits_first_validation(
+    tmp_path: Path,
+) -> None:
+    """The sanity check made the validation loader before epoch 0; a fit resumed inside epoch 0 (from the user's
+    save at its first batch's end) runs none, and validates first at epoch 1's end: its later checkpoints
+    (epoch=0-step=2.ckpt on) recorded no validation loader's generators ([]) where the uninterrupted run's
+    recorded its one loader's ([{}]). Now, until it makes its validation loaders, a resumed fit records the ones its
+    checkpoint held."""
+    setup = Setup(
+        trainer=TrainerSpec(check_val_every_n_epoch=2, num_sanity_val_steps=2),
+        checkpoint=CheckpointSpec(every="steps", every_n=2, top_k=-1),
+        interruption=InterruptionSpec(how="save", where="on_train_batch_end"),
+    )
     resumes_exactly_or_named(setup, tmp_path)

@@ -105,6 +105,10 @@ class RandomStreams:
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
+        # a resumed fit's saved validation loaders' generators, where it reached its point before it made its
+        # validation loaders (Lightning runs no sanity check in a resumed fit; with check_val_every_n_epoch or
+        # val_check_interval its first validation comes later): what it records for them until it makes them
+        self.validation_unmade: Generators | None = None
         self.iterator_done: bool = False
         self.point_done: bool = False
 
@@ -199,7 +203,7 @@ class RandomStreams:
         return made
 
     def validation_starts(self) -> None:
-        self.validation = (self.read(), _generator_states(self.trainer()))
+        self.validation = (self.read(), self._validation_generators())
 
     def epoch_end_starts(self) -> None:
         self.epoch_end = self.read()
@@ -210,7 +214,7 @@ class RandomStreams:
         """This process's entry for ``point``; ``phase`` is the follower's (fit_follower.Phase), whose
         record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
-        generators = _generator_states(self.trainer())
+        generators = self._validation_generators()
         if point.kind == "epoch":  # the epoch from its start
             epoch, trainer = point.epoch, self.trainer()
             if epoch > 0 and trainer is not None and loaders_made_at(trainer, epoch):
@@ -269,11 +273,23 @@ class RandomStreams:
         self.point_done = True
         if loaded.get("point") is not None:
             set_global_states(trainer, loaded_streams(loaded["point"]))
-        _set_generator_states(trainer, loaded.get("validation") or [])
+        generators: Generators = loaded.get("validation") or []
+        if _validation_loaders(trainer):
+            _set_generator_states(trainer, generators)
+        else:
+            self.validation_unmade = generators
         if int(getattr(trainer, "global_rank", 0)) == 0:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
+
+    def _validation_generators(self) -> Generators:
+        """The validation loaders' generators now; a resumed fit's saved ones while it has made no validation
+        loader (the uninterrupted run's, made before, were where the point left them)."""
+        trainer = self.trainer()
+        if self.validation_unmade is not None and not _validation_loaders(trainer):
+            return [dict(states) for states in self.validation_unmade]
+        return _generator_states(trainer)
 
 
 def _iterable_state(loader: Any) -> Any:
