@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from setups.space import CheckpointSpec, InterruptionSpec, Setup, TrainerSpec
+from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, Setup, TrainerSpec
 from test_generated_regressions import resumes_exactly_or_named
 
 # --- ModelCheckpoint's last file after a resume from one of its own top-k files ---------------------------------
@@ -36,5 +36,35 @@ def test_a_later_checkpoints_record_of_the_validation_loaders_before_a_resumed_f
         trainer=TrainerSpec(check_val_every_n_epoch=2, num_sanity_val_steps=2),
         checkpoint=CheckpointSpec(every="steps", every_n=2, top_k=-1),
         interruption=InterruptionSpec(how="save", where="on_train_batch_end"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+# --- a later checkpoint's record of the resume machinery's own, after a resume -----------------------------------
+
+
+def test_a_later_checkpoints_record_of_a_persistent_loaders_passes(tmp_path: Path) -> None:
+    """A plain DataLoader with 2 persistent workers, killed in epoch 1 and resumed from epoch=0-step=5.ckpt: the
+    resumed fit's new iterator makes the pass the uninterrupted run's persistent iterator ran as its second, and
+    epoch=1-step=10.ckpt recorded it as the iterator's first (runs_before 1 where the uninterrupted run's has 2)."""
+    setup = Setup(
+        data=DataSpec(workers=2, persistent=True),
+        checkpoint=CheckpointSpec(every="epochs", top_k=-1),
+        interruption=InterruptionSpec(how="kill", where="on_train_batch_end", at=57),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_a_later_checkpoints_record_of_an_epoch_start_hooks_rows(tmp_path: Path) -> None:
+    """LearningRateMonitor(logging_interval="epoch") writes a row in on_train_epoch_start; the second logger fails
+    there, and the fit resumed at the epoch's start leaves out the row the first logger got already. Its
+    epoch=0-step=4.ckpt recorded that the hook wrote no row (the uninterrupted run's: one): a row left out is given in
+    the fit's history all the same."""
+    setup = Setup(
+        trainer=TrainerSpec(max_epochs=1),
+        callbacks=(CallbackSpec("lr_monitor", (("logging_interval", "epoch"),)),),
+        checkpoint=CheckpointSpec(every="steps", every_n=2, on_exception=True),
+        loggers=("csv", "failing"),
+        interruption=InterruptionSpec(where="logger"),
     )
     resumes_exactly_or_named(setup, tmp_path)
