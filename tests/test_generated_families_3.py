@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, Setup, TrainerSpec
+from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, ModuleSpec, Setup, TrainerSpec
 from test_generated_regressions import resumes_exactly_or_named
 
 # --- ModelCheckpoint's last file after a resume from one of its own top-k files ---------------------------------
@@ -36,6 +36,21 @@ def test_a_later_checkpoints_record_of_the_validation_loaders_before_a_resumed_f
         trainer=TrainerSpec(check_val_every_n_epoch=2, num_sanity_val_steps=2),
         checkpoint=CheckpointSpec(every="steps", every_n=2, top_k=-1),
         interruption=InterruptionSpec(how="save", where="on_train_batch_end"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_a_later_checkpoints_record_of_the_validation_loaders_made_at_a_resumed_fits_start(tmp_path: Path) -> None:
+    """check_val_every_n_epoch=2, resumed inside epoch 1: Lightning makes the validation loaders at the resumed
+    fit's start (the epoch validates), where the uninterrupted run makes them at epoch 1's validation, so the
+    resumed fit's later checkpoints in epoch 1 recorded one loader's generators ([{}]) where the uninterrupted run's
+    recorded none ([])."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="step", accumulate=2),
+        data=DataSpec(via="datamodule", train_loaders=2),
+        trainer=TrainerSpec(precision="bf16-true", check_val_every_n_epoch=2),
+        checkpoint=CheckpointSpec(every="time", top_k=-1),
+        interruption=InterruptionSpec(at=59),
     )
     resumes_exactly_or_named(setup, tmp_path)
 

@@ -105,10 +105,12 @@ class RandomStreams:
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
-        # a resumed fit's saved validation loaders' generators, where it reached its point before it made its
-        # validation loaders (Lightning runs no sanity check in a resumed fit; with check_val_every_n_epoch or
-        # val_check_interval its first validation comes later): what it records for them until it makes them
-        self.validation_unmade: Generators | None = None
+        # a resumed fit's saved validation loaders' generators: what it records for them until its first
+        # validation starts. Only a validation draws from them, but which loaders exist before it differs: the
+        # uninterrupted run's sanity check made them (a resumed fit runs none), or a fit resumed in an epoch that
+        # validates made them at its start (Lightning's `FitLoop.on_run_start`), where the uninterrupted run makes
+        # them at that validation
+        self.validation_loaded: Generators | None = None
         self.iterator_done: bool = False
         self.point_done: bool = False
 
@@ -204,6 +206,7 @@ class RandomStreams:
 
     def validation_starts(self) -> None:
         self.validation = (self.read(), self._validation_generators())
+        self.validation_loaded = None
 
     def epoch_end_starts(self) -> None:
         self.epoch_end = self.read()
@@ -273,23 +276,18 @@ class RandomStreams:
         self.point_done = True
         if loaded.get("point") is not None:
             set_global_states(trainer, loaded_streams(loaded["point"]))
-        generators: Generators = loaded.get("validation") or []
-        if _validation_loaders(trainer):
-            _set_generator_states(trainer, generators)
-        else:
-            self.validation_unmade = generators
+        self.validation_loaded = loaded.get("validation") or []
+        _set_generator_states(trainer, self.validation_loaded)
         if int(getattr(trainer, "global_rank", 0)) == 0:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
 
     def _validation_generators(self) -> Generators:
-        """The validation loaders' generators now; a resumed fit's saved ones while it has made no validation
-        loader (the uninterrupted run's, made before, were where the point left them)."""
-        trainer = self.trainer()
-        if self.validation_unmade is not None and not _validation_loaders(trainer):
-            return [dict(states) for states in self.validation_unmade]
-        return _generator_states(trainer)
+        """The validation loaders' generators now; before a resumed fit's first validation, its checkpoint's."""
+        if self.validation_loaded is not None:
+            return [dict(states) for states in self.validation_loaded]
+        return _generator_states(self.trainer())
 
 
 def _iterable_state(loader: Any) -> Any:
