@@ -276,8 +276,9 @@ class RandomStreams:
         self.point_done = True
         if loaded.get("point") is not None:
             set_global_states(trainer, loaded_streams(loaded["point"]))
-        self.validation_loaded = loaded.get("validation") or []
-        _set_generator_states(trainer, self.validation_loaded)
+        generators: Generators = loaded.get("validation") or []
+        self.validation_loaded = generators
+        _set_generator_states(trainer, generators)
         if int(getattr(trainer, "global_rank", 0)) == 0:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
