@@ -21,6 +21,19 @@ def test_modelcheckpoints_last_link_after_a_resume_from_it(tmp_path: Path) -> No
     resumes_exactly_or_named(setup, tmp_path)
 
 
+def test_modelcheckpoints_deferred_save_resumed_from(tmp_path: Path) -> None:
+    """ModelCheckpoint(monitor=..., every_n_train_steps=5): the save due at epoch 0's last batch, which a validation
+    follows, is deferred to on_validation_end, which sets _defer_save_until_validation back to False after writing
+    epoch=0-step=5.ckpt; the file held True, and the fit resumed from it saved again at its first validation's end
+    (epoch=1-step=9.ckpt, which the uninterrupted run never wrote: its best_k_models, scores and files differed)."""
+    setup = Setup(
+        trainer=TrainerSpec(num_sanity_val_steps=2, val_check_interval=0.5),
+        checkpoint=CheckpointSpec(every="steps", every_n=5, monitor="train_loss_step", top_k=-1),
+        interruption=InterruptionSpec(how="kill", where="on_train_batch_end", at=70),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
 # --- a later checkpoint's record of the validation loaders, after a resume before the first validation -----------
 
 

@@ -28,6 +28,10 @@ _SET_AFTER_THE_WRITE = ("_last_global_step_saved", "_last_checkpoint_saved")
 # A top-k file is written before that, with the previous path: a resume from it finds its own `last.ckpt` "taken"
 # and writes `last-v1.ckpt` from then on.
 _LAST_PATH = "last_model_path"
+# `on_validation_end` (2.6) makes the save `on_train_batch_end` deferred to it (`_defer_save_until_validation`:
+# the monitored key was missing, or the epoch's last batch is followed by a validation) and sets the flag back to
+# False after it: the file holds True, and a fit resumed from it would save again at its next validation's end.
+_DEFERRED = "_defer_save_until_validation"
 
 # Keys of a Lightning callback's `state_dict()` that its `load_state_dict` does not read (2.1 to 2.6):
 # `ModelCheckpoint.current_score` is saved, and a resumed ModelCheckpoint starts it at None.
@@ -69,14 +73,17 @@ def unfollow_own_saves(callback: Any) -> None:
 
 
 def after_own_save(callback: Any, trainer: Any, filepath: str) -> dict[str, Any]:
-    """The attributes ``ModelCheckpoint._save_checkpoint`` sets once the file at ``filepath`` is written, and
-    the last file's path the hook saving it sets next (with ``save_last``, after a top-k file)."""
+    """The attributes ``ModelCheckpoint._save_checkpoint`` sets once the file at ``filepath`` is written, and what
+    the hook saving it sets next: the last file's path (with ``save_last``, after a top-k file), the deferred
+    save's flag (in ``on_validation_end``)."""
     values = {"_last_global_step_saved": int(trainer.global_step), "_last_checkpoint_saved": filepath}
     present: dict[str, Any] = cast("dict[str, Any]", vars(callback))
     found = {name: values[name] for name in _SET_AFTER_THE_WRITE if name in present}
     last = _last_path_next(callback, trainer, filepath)
     if last is not None:
         found[_LAST_PATH] = last
+    if present.get(_DEFERRED) is True and bool(getattr(trainer, "validating", False)):
+        found[_DEFERRED] = False  # the deferred save, in on_validation_end (the only save that hook makes with it)
     return found
 
 
