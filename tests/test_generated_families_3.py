@@ -1,16 +1,104 @@
-"""Setups the generator found failing (families of its third round), shrunk: one test each.
-
-Each runs its setup through the oracle (``tests/setups/oracle.py``: uninterrupted against interrupted-and-resumed,
-each fit in a fresh process) with ``resumes_exactly_or_named`` from ``tests/test_generated_regressions.py``: the
-resume is exact, or warned with what differs named.
-"""
+"""Families of failures the generator of setups found, fixed since: each kept as a shrunk setup, judged by the
+oracle as ``tests/test_generated_regressions.py`` judges its own (uninterrupted against interrupted-and-resumed,
+each fit in a fresh process). ``Setup(...)`` shows only what differs from the simplest setup (see that file)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, Setup, TrainerSpec
+from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, ModuleSpec, Setup, TrainerSpec
 from test_generated_regressions import resumes_exactly_or_named
+
+# --- ModelCheckpoint's last file after a resume from one of its own top-k files ---------------------------------
+
+
+def test_modelcheckpoints_last_link_after_a_resume_from_it(tmp_path: Path) -> None:
+    """ModelCheckpoint(save_last="link") writes epoch=0-step=5.ckpt before it sets last_model_path to last.ckpt (the
+    link it makes to that file), so the file held the path before it (''): resumed from last.ckpt, the resumed
+    ModelCheckpoint found last.ckpt "taken" and linked last-v1.ckpt from then on (epoch=1-step=10.ckpt's entry, its
+    state, its files differed). Now the file's point holds the last path that save went on to set."""
+    setup = Setup(checkpoint=CheckpointSpec(save_last="link"), interruption=InterruptionSpec(resume="last"))
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_modelcheckpoints_deferred_save_resumed_from(tmp_path: Path) -> None:
+    """ModelCheckpoint(monitor=..., every_n_train_steps=5): the save due at epoch 0's last batch, which a validation
+    follows, is deferred to on_validation_end, which sets _defer_save_until_validation back to False after writing
+    epoch=0-step=5.ckpt; the file held True, and the fit resumed from it saved again at its first validation's end
+    (epoch=1-step=9.ckpt, which the uninterrupted run never wrote: its best_k_models, scores and files differed)."""
+    setup = Setup(
+        trainer=TrainerSpec(num_sanity_val_steps=2, val_check_interval=0.5),
+        checkpoint=CheckpointSpec(every="steps", every_n=5, monitor="train_loss_step", top_k=-1),
+        interruption=InterruptionSpec(how="kill", where="on_train_batch_end", at=70),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+# --- a later checkpoint's record of the validation loaders, after a resume before the first validation -----------
+
+
+def test_a_later_checkpoints_record_of_the_validation_loaders_before_a_resumed_fits_first_validation(
+    tmp_path: Path,
+) -> None:
+    """The sanity check made the validation loader before epoch 0; a fit resumed inside epoch 0 (from the user's
+    save at its first batch's end) runs none, and validates first at epoch 1's end: its later checkpoints
+    (epoch=0-step=2.ckpt on) recorded no validation loader's generators ([]) where the uninterrupted run's
+    recorded its one loader's ([{}]). Now, until it makes its validation loaders, a resumed fit records the ones its
+    checkpoint held."""
+    setup = Setup(
+        trainer=TrainerSpec(check_val_every_n_epoch=2, num_sanity_val_steps=2),
+        checkpoint=CheckpointSpec(every="steps", every_n=2, top_k=-1),
+        interruption=InterruptionSpec(how="save", where="on_train_batch_end"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_a_later_checkpoints_record_of_the_validation_loaders_made_at_a_resumed_fits_start(tmp_path: Path) -> None:
+    """check_val_every_n_epoch=2, resumed inside epoch 1: Lightning makes the validation loaders at the resumed
+    fit's start (the epoch validates), where the uninterrupted run makes them at epoch 1's validation, so the
+    resumed fit's later checkpoints in epoch 1 recorded one loader's generators ([{}]) where the uninterrupted run's
+    recorded none ([])."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="step", accumulate=2),
+        data=DataSpec(via="datamodule", train_loaders=2),
+        trainer=TrainerSpec(precision="bf16-true", check_val_every_n_epoch=2),
+        checkpoint=CheckpointSpec(every="time", top_k=-1),
+        interruption=InterruptionSpec(at=59),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+# --- a later checkpoint's record of the resume machinery's own, after a resume -----------------------------------
+
+
+def test_a_later_checkpoints_record_of_a_persistent_loaders_passes(tmp_path: Path) -> None:
+    """A plain DataLoader with 2 persistent workers, killed in epoch 1 and resumed from epoch=0-step=5.ckpt: the
+    resumed fit's new iterator makes the pass the uninterrupted run's persistent iterator ran as its second, and
+    epoch=1-step=10.ckpt recorded it as the iterator's first (runs_before 1 where the uninterrupted run's has 2)."""
+    setup = Setup(
+        data=DataSpec(workers=2, persistent=True),
+        checkpoint=CheckpointSpec(every="epochs", top_k=-1),
+        interruption=InterruptionSpec(how="kill", where="on_train_batch_end", at=57),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+def test_a_later_checkpoints_record_of_an_epoch_start_hooks_rows(tmp_path: Path) -> None:
+    """LearningRateMonitor(logging_interval="epoch") writes a row in on_train_epoch_start; the second logger fails
+    there, and the fit resumed at the epoch's start leaves out the row the first logger got already. Its
+    epoch=0-step=4.ckpt recorded that the hook wrote no row (the uninterrupted run's: one): a row left out is given in
+    the fit's history all the same."""
+    setup = Setup(
+        trainer=TrainerSpec(max_epochs=1),
+        callbacks=(CallbackSpec("lr_monitor", (("logging_interval", "epoch"),)),),
+        checkpoint=CheckpointSpec(every="steps", every_n=2, on_exception=True),
+        loggers=("csv", "failing"),
+        interruption=InterruptionSpec(where="logger"),
+    )
+    resumes_exactly_or_named(setup, tmp_path)
+
+
+# --- LearningRateMonitor's row at an epoch's start ---------------------------------------------------------------
 
 
 def test_learning_rate_monitors_row_at_an_epochs_start_resumed_inside_that_epoch(tmp_path: Path) -> None:

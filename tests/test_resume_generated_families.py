@@ -19,6 +19,10 @@ beside its shrunk setup (tests/test_generated_regressions.py), both ways in:
    resumed inside an epoch: the restore drew the order as the iterator was made, and a later checkpoint
    recorded the generator's state past it as the state after the iterator's making (a second resume from
    that file reads the record only for a sampler that draws as its iterator is made, as torchdata's does).
+6. A save in the first epoch's ``on_train_epoch_start``: the epoch's iterator is made again from the streams
+   before it.
+7. ``ModelCheckpoint(save_last=True)`` writes a top-k file before it sets ``last_model_path`` to the last file:
+   a fit resumed from that file found its ``last.ckpt`` "taken" and wrote ``last-v1.ckpt`` from then on.
 """
 
 from __future__ import annotations
@@ -406,3 +410,41 @@ def test_a_fault_in_the_first_epochs_start_resumes_on_the_uninterrupted_draws(wa
     assert torch.equal(
         _streams_before_iterator(tmp_path / "resumed" / later), _streams_before_iterator(tmp_path / "full" / later)
     )
+
+
+# --- 7. ModelCheckpoint's last file after a resume from one of its top-k files ----------------------------
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_resume_from_a_top_k_file_goes_on_writing_the_same_last_file(way: str, tmp_path: Path) -> None:
+    """Resumed from epoch=0-step=12.ckpt (written before ModelCheckpoint set last_model_path, which it held as
+    ''): the resumed ModelCheckpoint overwrites last.ckpt, as the uninterrupted one does (it wrote last-v1.ckpt,
+    and epoch=1-step=24.ckpt held last_model_path '')."""
+
+    def callbacks(name: str) -> list[Callback]:
+        return [ModelCheckpoint(dirpath=tmp_path / name, save_top_k=-1, save_last=True)]
+
+    full = fit(way, tmp_path / "full", planned(way), callbacks("full"))
+    interrupted = fit(way, tmp_path / "run", planned(way, {"fault": (1, 3)}), callbacks("run"))
+    assert isinstance(interrupted.error, PlannedFault)
+    resumed = fit(
+        way, tmp_path / "run", planned(way), callbacks("run"), ckpt_path=tmp_path / "run" / "epoch=0-step=12.ckpt"
+    )
+    assert resumed.warned == []
+    assert_same_fit(resumed, full)
+    checkpoint, full_checkpoint = (
+        next(c for c in run.trainer.callbacks if isinstance(c, ModelCheckpoint)) for run in (resumed, full)
+    )
+    assert checkpoint.last_model_path == str(tmp_path / "run" / "last.ckpt")
+    assert full_checkpoint.last_model_path == str(tmp_path / "full" / "last.ckpt")
+    files = ["epoch=0-step=12.ckpt", "epoch=1-step=24.ckpt", "last.ckpt"]
+    assert sorted(path.name for path in (tmp_path / "run").glob("*.ckpt") if path.name != "on_exception.ckpt") == files
+    entries = [
+        next(
+            state["last_model_path"]
+            for key, state in torch.load(root / "epoch=1-step=24.ckpt", weights_only=False)["callbacks"].items()
+            if key.startswith("ModelCheckpoint")
+        )
+        for root in (tmp_path / "run", tmp_path / "full")
+    ]
+    assert entries == [str(tmp_path / "run" / "last.ckpt"), str(tmp_path / "full" / "last.ckpt")]

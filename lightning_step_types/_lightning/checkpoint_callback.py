@@ -20,6 +20,18 @@ __all__ = ["after_own_save", "follow_own_saves", "keys_not_loaded", "saves_at_ba
 # `state_dict()`. The method is looked up on the instance, so an instance attribute runs first.
 _SAVE = "_save_checkpoint"
 _SET_AFTER_THE_WRITE = ("_last_global_step_saved", "_last_checkpoint_saved")
+# With `save_last`, every hook that saves a top-k file (`on_train_batch_end`, `on_validation_end`,
+# `on_train_epoch_end`, `on_exception`; 2.5 to 2.6) calls `_save_last_checkpoint` right after it, which sets
+# `last_model_path` (in `state_dict()`) to the last file's path: the name `format_checkpoint_name` gives
+# `CHECKPOINT_NAME_LAST` with `_monitor_candidates(trainer)`, versioned (`STARTING_VERSION` on) while
+# `file_exists` says a file other than `last_model_path` has that name, where `_enable_version_counter`.
+# A top-k file is written before that, with the previous path: a resume from it finds its own `last.ckpt` "taken"
+# and writes `last-v1.ckpt` from then on.
+_LAST_PATH = "last_model_path"
+# `on_validation_end` (2.6) makes the save `on_train_batch_end` deferred to it (`_defer_save_until_validation`:
+# the monitored key was missing, or the epoch's last batch is followed by a validation) and sets the flag back to
+# False after it: the file holds True, and a fit resumed from it would save again at its next validation's end.
+_DEFERRED = "_defer_save_until_validation"
 
 # Keys of a Lightning callback's `state_dict()` that its `load_state_dict` does not read (2.1 to 2.6):
 # `ModelCheckpoint.current_score` is saved, and a resumed ModelCheckpoint starts it at None.
@@ -61,10 +73,36 @@ def unfollow_own_saves(callback: Any) -> None:
 
 
 def after_own_save(callback: Any, trainer: Any, filepath: str) -> dict[str, Any]:
-    """The attributes ``ModelCheckpoint._save_checkpoint`` sets once the file at ``filepath`` is written."""
+    """The attributes ``ModelCheckpoint._save_checkpoint`` sets once the file at ``filepath`` is written, and what
+    the hook saving it sets next: the last file's path (with ``save_last``, after a top-k file), the deferred
+    save's flag (in ``on_validation_end``)."""
     values = {"_last_global_step_saved": int(trainer.global_step), "_last_checkpoint_saved": filepath}
     present: dict[str, Any] = cast("dict[str, Any]", vars(callback))
-    return {name: values[name] for name in _SET_AFTER_THE_WRITE if name in present}
+    found = {name: values[name] for name in _SET_AFTER_THE_WRITE if name in present}
+    last = _last_path_next(callback, trainer, filepath)
+    if last is not None:
+        found[_LAST_PATH] = last
+    if present.get(_DEFERRED) is True and bool(getattr(trainer, "validating", False)):
+        found[_DEFERRED] = False  # the deferred save, in on_validation_end (the only save that hook makes with it)
+    return found
+
+
+def _last_path_next(callback: Any, trainer: Any, filepath: str) -> str | None:
+    """The path ``_save_last_checkpoint`` sets ``last_model_path`` to after the top-k file at ``filepath`` (None:
+    no last file follows, or this is the last file's own write, whose path is set already)."""
+    now: Any = getattr(callback, _LAST_PATH, None)
+    if not getattr(callback, "save_last", None) or not isinstance(now, str) or filepath == now:
+        return None
+    candidates: Any = callback._monitor_candidates(trainer)
+    name: str = callback.CHECKPOINT_NAME_LAST
+    path: str = callback.format_checkpoint_name(candidates, name)
+    if getattr(callback, "_enable_version_counter", True):
+        version = int(callback.STARTING_VERSION)
+        # in Lightning's order: `file_exists` is a collective under DDP, which every process calls as it saves
+        while callback.file_exists(path, trainer) and path != now:
+            path = callback.format_checkpoint_name(candidates, name, ver=version)
+            version += 1
+    return path
 
 
 def saves_at_batch_end(callback: Any, trainer: Any) -> bool:

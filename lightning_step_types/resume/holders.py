@@ -214,6 +214,8 @@ class _RowRecorder:
         if holders.written:
             if holders.written[0] == row:
                 holders.written.pop(0)
+                # given in the fit's history all the same: a later save records it as the uninterrupted run's does
+                holders.rows.append(row)
                 return None
             holders.written = []  # the resumed run went another way: every row from here is its own
         holders.rows.append(row)

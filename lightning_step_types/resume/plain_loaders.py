@@ -155,6 +155,8 @@ class _Followed:
         number = self.number + 1 if self.marker == owner.marker else 0
         self.marker, self.number = owner.marker, number
         runs = self.runs.get(id(iterator), 0)
+        if fresh and plan is not None:  # the saved pass's: the uninterrupted run's persistent iterator ran these
+            runs = max(runs, plan.runs_before)
         persistent = bool(int(loader.num_workers) and loader.persistent_workers)
         earlier = self._pass_of(iterator) if not fresh else None
         base_seed_from = earlier.base_seed_from if earlier is not None else None

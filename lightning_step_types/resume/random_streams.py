@@ -119,6 +119,12 @@ class RandomStreams:
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
+        # a resumed fit's saved validation loaders' generators: what it records for them until its first
+        # validation starts. Only a validation draws from them, but which loaders exist before it differs: the
+        # uninterrupted run's sanity check made them (a resumed fit runs none), or a fit resumed in an epoch that
+        # validates made them at its start (Lightning's `FitLoop.on_run_start`), where the uninterrupted run makes
+        # them at that validation
+        self.validation_loaded: Generators | None = None
         self.iterator_done: bool = False
         self.loaders_done: bool = False
         # (epoch, the streams) before the last request of the training loaders, at that epoch's start
@@ -268,7 +274,8 @@ class RandomStreams:
         return made
 
     def validation_starts(self) -> None:
-        self.validation = (self.read(), _generator_states(self.trainer()))
+        self.validation = (self.read(), self._validation_generators())
+        self.validation_loaded = None
 
     def epoch_end_starts(self) -> None:
         self.epoch_end = self.read()
@@ -279,7 +286,7 @@ class RandomStreams:
         """This process's entry for ``point``; ``phase`` is the follower's (fit_follower.Phase), whose
         record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
-        generators = _generator_states(self.trainer())
+        generators = self._validation_generators()
         if point.kind == "epoch":  # the epoch from its start
             epoch, trainer = point.epoch, self.trainer()
             if (
@@ -383,11 +390,19 @@ class RandomStreams:
         self.point_done = True
         if loaded.get("point") is not None:
             set_global_states(trainer, loaded_streams(loaded["point"]))
-        _set_generator_states(trainer, loaded.get("validation") or [])
+        generators: Generators = loaded.get("validation") or []
+        self.validation_loaded = generators
+        _set_generator_states(trainer, generators)
         if int(getattr(trainer, "global_rank", 0)) == 0:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
+
+    def _validation_generators(self) -> Generators:
+        """The validation loaders' generators now; before a resumed fit's first validation, its checkpoint's."""
+        if self.validation_loaded is not None:
+            return [dict(states) for states in self.validation_loaded]
+        return _generator_states(self.trainer())
 
 
 def _iterable_state(loader: Any) -> Any:
