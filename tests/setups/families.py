@@ -33,14 +33,6 @@ def _finder(setup: Setup, verdict: Verdict) -> bool:
     return any(spec.kind in ("batch_size_finder", "lr_finder") for spec in setup.callbacks)
 
 
-def _model_checkpoint_only(setup: Setup, verdict: Verdict) -> bool:
-    """Every item that differs is a ModelCheckpoint's: its attributes, its state, its files."""
-    return all(
-        "ModelCheckpoint" in difference or difference.startswith(("checkpoint files kept", "<root>/"))
-        for difference in verdict.differences
-    )
-
-
 def _inside_an_epoch(verdict: Verdict) -> bool:
     """The interrupted fit stopped after a batch of its epoch (not before its first batch's step)."""
     plan = verdict.plan
@@ -67,16 +59,26 @@ KNOWN: tuple[Family, ...] = (
         _silent(".*") + r".*\(the resumed fit trained nothing\)",
     ),
     Family(
-        "a later checkpoint's record of the random streams or a sampler's generator, after a resume",
+        "a tuner in a fit resumed at a later epoch's start: its trial takes the point's one-time set-up of the streams",
+        _silent(".*"),
+        lambda setup, verdict: _finder(setup, verdict) and setup.checkpoint.every == "epochs",
+    ),
+    Family(
+        "a reload's draw in train_dataloader(): a later checkpoint's record of the random streams is one draw off",
         _silent("checkpoint files"),
-        lambda setup, verdict: all(
-            "['random_streams']" in difference or "['generators']" in difference for difference in verdict.differences
+        lambda setup, verdict: (
+            setup.data.reload
+            and all(
+                "['random_streams']" in difference or "['generators']" in difference
+                for difference in verdict.differences
+            )
         ),
     ),
     Family(
-        "ModelCheckpoint's own save: _last_checkpoint_saved and _last_global_step_saved not put back",
-        _silent("(checkpoint files|callback attributes|callback states)"),
-        _model_checkpoint_only,
+        "a later checkpoint's record of whether its validation runs again, where the resumed fit made its validation"
+        " loaders at its start (Lightning) and the uninterrupted one at the validation: the same fit from either",
+        _silent("checkpoint files"),
+        lambda setup, verdict: all("['skip_validation']" in difference for difference in verdict.differences),
     ),
     Family(
         "a kill, resumed from the best file top-k kept (not the newest): ModelCheckpoint skips a save, rows shift",
