@@ -149,6 +149,7 @@ class RandomStreams:
     def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
         self.loaded = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
         self.iterator_done = self.point_done = self.loaders_done = False  # this checkpoint's, not put back yet
+        self.validation_loaded = None  # an earlier load's (a tuner's trial reached its point before this load)
 
     def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
         if not nothing_runs:  # where the on_train_start hooks ran: the streams the epoch-start hooks start from
