@@ -62,6 +62,7 @@ from lightning_step_types.resume.holders import (
     holders_at_resume,
     loaded_holders,
     resume_holders,
+    saved_stop_holds,
 )
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
@@ -154,6 +155,9 @@ class Resume:
         self.results: Any = None
         self.holders: Mapping[str, Any] | None = None  # the other holders' state at the point (resume/holders.py)
         self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
+        # the run that saved had been asked to stop inside the epoch it resumes in: the stop goes back at the
+        # first batch or the epoch's end (at the fit's start, Lightning's fit loop would end before the epoch)
+        self.stop_inside_epoch: bool = False
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:
@@ -230,7 +234,11 @@ class Resume:
         trainer, module, state = follower.trainer(), follower.module(), self.state
         if trainer is not None:  # warned now: a restart at an epoch's end reaches no first batch
             where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
-            holders = resume_holders(trainer, module, follower.holders, self.holders, self.saved is None, nothing_runs)
+            inside = not nothing_runs and self.point is not None and self.point.kind != "epoch"
+            self.stop_inside_epoch = inside and saved_stop_holds(trainer, self.holders)
+            holders = resume_holders(
+                trainer, module, follower.holders, self.holders, self.saved is None, nothing_runs, stop_now=not inside
+            )
             for problem in holders:
                 warn(module, where, problem)
             attributes = state.get(ATTRIBUTES) if state is not None else None
@@ -261,6 +269,8 @@ class Resume:
         if point is None:  # Lightning's own checkpoint: its own resume
             return True
         take_over_restart(trainer)
+        if point.kind != "batch":
+            self._stop_again(trainer)
         follower.plain_loaders.first_batch()
         follower.streams.put_back(
             module, self.where, self.encoded is not None and self.encoded.loader_states is not None
@@ -274,7 +284,7 @@ class Resume:
                 skip_next_validation(trainer)
             follower.epoch, follower.batch = epoch, point.batch  # the follower goes on at its end
             return False
-        if point.kind == "epoch_end":
+        if point.kind == "epoch_end" or self.stopped_before(trainer):
             follower.epoch = epoch
             raise StopIteration  # the epoch loop ends: `FitLoop.on_advance_end` runs the epoch's end
         return True
@@ -283,12 +293,28 @@ class Resume:
         """At the first epoch's end: name, in one warning, what could not be restored."""
         trainer = follower.trainer()
         where = self.where or (_where(self.point) if self.point is not None else "")
+        self._stop_again(trainer)
         follower.streams.put_back(self.module(), where, False)  # where no batch ran (the point was the epoch's end)
         self._create_pending(trainer, follower)  # no batch ran (the point was the epoch's end)
         if self.results is not None:
             unguard_logged_keys(self.results)
         if self.not_restored:
             warn(self.module(), self.where, changed_module_problem(self.not_restored))
+
+    def _stop_again(self, trainer: Any) -> None:
+        """The saved stop, where the resumed run goes on inside the epoch: Lightning's epoch loop reads it after
+        the point's batch end (or at the epoch's end), as in the run that saved, and the epoch's end runs before
+        the fit ends."""
+        if self.stop_inside_epoch and trainer is not None:
+            self.stop_inside_epoch = False
+            trainer.should_stop = True
+
+    def stopped_before(self, trainer: Any) -> bool:
+        """The saved stop at a point before a batch: Lightning's epoch loop reads a stop before each batch, so
+        the epoch ends there (no batch trains) and its end runs, then the fit ends."""
+        stop = self.stop_inside_epoch
+        self._stop_again(trainer)
+        return stop
 
     def _create_pending(self, trainer: Any, follower: FitFollower) -> None:
         """After the first batch's hooks logged (or at the epoch's end, without a batch): each saved value

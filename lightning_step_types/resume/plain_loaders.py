@@ -152,7 +152,8 @@ class _Followed:
             load_dataset_state(loader, None, *plan.dataset)
         number = self.number + 1 if self.marker == owner.marker else 0
         self.marker, self.number = owner.marker, number
-        runs = self.runs.get(id(iterator), 0)
+        # a resumed fit's first iterator stands for the saving run's persistent one, which had run passes before
+        runs = plan.runs_before if fresh and plan is not None else self.runs.get(id(iterator), 0)
         persistent = bool(int(loader.num_workers) and loader.persistent_workers)
         earlier = self._pass_of(iterator) if not fresh else None
         base_seed_from = earlier.base_seed_from if earlier is not None else None
@@ -267,12 +268,27 @@ class _Followed:
 
     # --- saving --------------------------------------------------------------------------------------
 
-    def saved(self, share: tuple[int, int] | None, epoch_start: bool) -> dict[str, Any] | None:
+    def saved(self, share: tuple[int, int] | None, epoch_start: bool, ending: int | None) -> dict[str, Any] | None:
         """The entry for a point whose pass and batches consumed in it are ``share`` (None: the point is
-        at an epoch's start, where only a persistent iterator's next pass needs one)."""
+        at an epoch's start, where only a persistent iterator's next pass needs one, or at the end of epoch
+        ``ending``, every batch of its pass consumed)."""
         loader = self.loader
         if share is None:
             kept = persistent_iterator(loader)
+            current = self._pass_of(kept) if kept is not None and ending is not None else None
+            if current is not None:
+                # the resumed fit's first iterator stands for this pass (it trains none of it): its next pass
+                # (the next epoch's) is the persistent iterator's next run, its workers seeded as this one's
+                return {
+                    "skip": 0,
+                    "making": None,
+                    "first": None,
+                    "dataset": None,
+                    "drew": worker_drew(self._earlier_draws(kept)),
+                    "runs_before": current.runs_before,
+                    "base_seed_from": current.base_seed_from,
+                    "ending": ending,
+                }
             if not epoch_start or kept is None or self.runs.get(id(kept), 0) == 0:
                 # between passes: the generators a map-style dataset holds as they are now, none of the next
                 # pass's fetches made (main process only: `dataset_state`)
@@ -320,6 +336,11 @@ class _Followed:
 
     def stop(self) -> None:
         stop_following_loader_iterators(self.loader)
+
+
+def _last_epoch(trainer: Any, epoch: int) -> bool:
+    max_epochs: Any = trainer.max_epochs
+    return max_epochs is not None and int(max_epochs) >= 0 and epoch + 1 >= int(max_epochs)
 
 
 def worker_drew(draws: WorkerDraws | None) -> bool:
@@ -424,7 +445,8 @@ class PlainLoaders:
             if inside and share is None:
                 entries.append({"missing": "it started a pass of unknown length inside the epoch"})
                 continue
-            entries.append(followed.saved(share, kind == "epoch"))
+            ending = int(trainer.current_epoch) if kind in ("batch_end", "epoch_end") and not inside else None
+            entries.append(followed.saved(share, kind == "epoch", ending))
         if not any(entry is not None for entry in entries):
             return None
         cycled = [share is not None and share[0] > 0 for share in shares] if inside else None
@@ -462,6 +484,9 @@ class PlainLoaders:
                 base_seed_from=part.get("base_seed_from"),
             )
             restarted = followed.plan.skip > 0 and not iterable_loader(loader) or followed.plan.runs_before > 0
+            # at the end of the fit's last epoch no pass follows: the workers' streams draw nothing more
+            ending: Any = part.get("ending")
+            restarted = restarted and (ending is None or not _last_epoch(trainer, int(ending)))
             if followed.plan.drew and int(loader.num_workers) and restarted:
                 names.append(self.name(loader))
         batches = int(entry.get("batches") or 0)

@@ -1,0 +1,49 @@
+"""Generated setups of the families fixed in this round, shrunk: one test each.
+
+Each runs its setup through the oracle (``tests/setups/oracle.py``: uninterrupted against
+interrupted-and-resumed, each fit in a fresh process) with ``resumes_exactly_or_named`` (see
+``tests/test_generated_regressions.py`` for what a ``Setup(...)`` leaves at its simplest).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from setups.space import CallbackSpec, CheckpointSpec, DataSpec, InterruptionSpec, ModuleSpec, Setup, TrainerSpec
+from test_generated_regressions import resumes_exactly_or_named
+
+USER = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", False))
+
+
+def test_a_relaunch_from_a_save_after_an_early_stop_inside_the_epoch_ends_the_epoch(tmp_path: Path) -> None:
+    """EarlyStopping stops at the validation after the epoch's last batch (val_check_interval=2), and the
+    ModelCheckpoint of that validation is the relaunch's file: the resumed fit runs the rest of the batch's end
+    and the epoch's end (on_train_epoch_end, the epoch's logged values, the plateau scheduler's update,
+    current_epoch 1) before it stops, as the job did (the stop set at the fit's start ended it before the epoch)."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="plateau"),
+        data=DataSpec(batch_size=4),
+        trainer=TrainerSpec(val_check_interval=2),
+        callbacks=(
+            CallbackSpec("early_stopping", (("monitor", "val_loss_0"), ("patience", 0), ("mode", "max"))),
+            CallbackSpec("lr_monitor", (("logging_interval", "step"),)),
+            CallbackSpec("user", USER),
+        ),
+        interruption=InterruptionSpec(how="relaunch"),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact", verdict.detail
+
+
+def test_a_resume_at_the_last_epochs_end_counts_the_persistent_workers_passes(tmp_path: Path) -> None:
+    """An exception in on_train_epoch_end of the last epoch (persistent_workers=True, an IterableDataset): the
+    resumed fit runs that epoch's end, and the file ModelCheckpoint writes there records the persistent iterator's
+    passes as the uninterrupted run's does (2, the epochs it ran; the resumed fit's fresh iterator counted 1)."""
+    setup = Setup(
+        module=ModuleSpec(accumulate=2),
+        data=DataSpec(workers=1, persistent=True, dataset="iterable", via="datamodule"),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="on_train_epoch_end", at=50),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact", verdict.detail
