@@ -47,3 +47,21 @@ def test_a_resume_at_the_last_epochs_end_counts_the_persistent_workers_passes(tm
     )
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.outcome == "exact", verdict.detail
+
+
+def test_a_save_in_the_modules_on_train_epoch_end_runs_the_epoch_end_hooks_after_it(tmp_path: Path) -> None:
+    """The module saves in its on_train_epoch_end of the last epoch, and an exception follows: EarlyStopping's
+    on_train_epoch_end (a monitoring callback, called after the module's hook) had not run. The resumed fit runs the
+    epoch's end again from there (EarlyStopping's check, its best score; the epoch's logged row), where it went on at
+    the next epoch as if every hook had returned, and so trained nothing and ran none of them."""
+    setup = Setup(
+        module=ModuleSpec(scheduler="step"),
+        callbacks=(
+            CallbackSpec("early_stopping", (("monitor", "val_loss_0"), ("patience", 0), ("mode", "min"))),
+            CallbackSpec("user", USER),
+        ),
+        checkpoint=CheckpointSpec(every="steps", top_k=-1),
+        interruption=InterruptionSpec(how="save", where="on_train_epoch_end", at=50),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact", verdict.detail

@@ -401,6 +401,16 @@ class Holders:
             if isinstance(getattr(callback, "__dict__", {}).get(EPOCH_START_HOOK), _PutBackAfterSetUp):
                 take_off_instance(callback, EPOCH_START_HOOK)
 
+    def epoch_end_hooks_left(self) -> bool:
+        """Inside an epoch's end: whether a stateful callback's on_train_epoch_end has not returned yet, other than
+        a ModelCheckpoint's writing its file now (its save is the point's)."""
+        return any(
+            key not in self.done
+            and key not in self.saving
+            and _overrides(callback, "on_train_epoch_end", _lightning_callback_base(callback))
+            for key, callback in self.stateful
+        )
+
     def sleep_through(self, keys: list[str], window: str) -> None:
         """The resumed run calls none of the window's hooks for these callbacks, until its last one."""
         for key, callback in self.stateful:
