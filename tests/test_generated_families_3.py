@@ -65,3 +65,25 @@ def test_a_save_in_the_modules_on_train_epoch_end_runs_the_epoch_end_hooks_after
     )
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.outcome == "exact", verdict.detail
+
+
+def test_persistent_workers_drawing_from_a_generator_the_dataset_holds_are_named(tmp_path: Path) -> None:
+    """The dataset adds noise drawn from a torch.Generator it holds, loaded by one persistent worker: the
+    worker draws from its own copy of the generator, which moves through epoch 0 and which no checkpoint holds.
+    The resume at epoch 1 (fresh workers, their copies from the main process's generator) draws other noise:
+    named (the watch in each worker looked at its global streams only, which did not move)."""
+    setup = Setup(data=DataSpec(workers=1, persistent=True, augment="held"))
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "warned", verdict.detail
+    assert verdict.family == "warned: worker draws"
+    assert any("state_dict" in difference for difference in verdict.differences), verdict.differences
+
+
+def test_workers_drawing_from_a_generator_the_dataset_holds_resumed_at_an_epochs_start_are_exact(
+    tmp_path: Path,
+) -> None:
+    """The same without persistent workers: each epoch's workers start from the main process's generator, in the
+    uninterrupted run as after the resume at epoch 1's start; nothing differs, nothing is named."""
+    setup = Setup(data=DataSpec(workers=1, augment="held"))
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact", verdict.detail
