@@ -87,3 +87,13 @@ def test_workers_drawing_from_a_generator_the_dataset_holds_resumed_at_an_epochs
     setup = Setup(data=DataSpec(workers=1, augment="held"))
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.outcome == "exact", verdict.detail
+
+
+def test_a_stateful_loaders_dataset_generator_goes_on_after_a_resume_at_an_epochs_start(tmp_path: Path) -> None:
+    """A StatefulDataLoader in the main process over a dataset that draws its noise from a torch.Generator it holds
+    (its state_dict() returns the generator's state), resumed from ModelCheckpoint's file of epoch 0's end: the point
+    carries no loader position, and Lightning's loader states were dropped with it, so the dataset's generator
+    started epoch 1 from its first state; now it goes on from the saved one, as Lightning's own load gives it."""
+    setup = Setup(data=DataSpec(loader="stateful", augment="held"))
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact", verdict.detail

@@ -31,6 +31,8 @@ import torch
 from lightning_step_types._lightning.data import (
     combined_train_loader,
     continue_loader_iterator,
+    load_dataset_states,
+    loaded_dataset_states,
     loaded_loader_states,
     make_train_loaders_again,
 )
@@ -55,6 +57,7 @@ from lightning_step_types._lightning.result_collection import (
     unguard_logged_keys,
     write_logged_tensors,
 )
+from lightning_step_types.resume.data_order import also_before_train_iterator
 from lightning_step_types.resume.fit_follower import FitFollower, follower_of
 from lightning_step_types.resume.holders import (
     SAVED,
@@ -124,6 +127,11 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
         make_train_loaders_again(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
+        if "combined_loader" not in (cast("Mapping[str, Any]", fit_loop).get("state_dict") or {}):
+            # the point carries no loader position (an epoch's start, or after its last batch): the loaders start
+            # a new iterator, but a main-process StatefulDataLoader's dataset goes on from its saved state, as
+            # Lightning's own load of the file's loader states gives it
+            _load_dataset_states_before_iterator(trainer, loaded_dataset_states(loaded_loader_states(checkpoint)))
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     loaded_holders(checkpoint, resume.holders)
     follower.streams.loaded = resume.state.get(RANDOM_STREAMS) if resume.state is not None else None
@@ -135,6 +143,20 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
     follower.loaded_cycled = resume.encoded.cycled if resume.encoded is not None else None
+
+
+def _load_dataset_states_before_iterator(trainer: Any, states: list[Any] | None) -> None:
+    """``states`` (`loaded_dataset_states`) into the datasets right before the resumed fit's first training
+    iterator is made, once."""
+    if states is None:
+        return
+    pending = [states]
+
+    def load() -> None:
+        if pending:
+            load_dataset_states(trainer, pending.pop())
+
+    also_before_train_iterator(trainer, load)
 
 
 class Resume:
