@@ -97,3 +97,17 @@ def test_a_stateful_loaders_dataset_generator_goes_on_after_a_resume_at_an_epoch
     setup = Setup(data=DataSpec(loader="stateful", augment="held"))
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.outcome == "exact", verdict.detail
+
+
+def test_an_iterable_datasets_position_an_epoch_cut_short_leaves_goes_on_after_a_resume(tmp_path: Path) -> None:
+    """An IterableDataset with state_dict() (its position) in a plain DataLoader, epochs cut to 3 batches by
+    limit_train_batches: the next epoch's iterator goes on from the position the cut left. Resumed from the save at
+    epoch 0's end (a ModelCheckpoint's, in on_train_epoch_end), the dataset's state goes back with the point, where
+    it started epoch 1 from the first row."""
+    setup = Setup(
+        data=DataSpec(rows=32, dataset="iterable"),
+        trainer=TrainerSpec(limit_train_batches=3),
+        interruption=InterruptionSpec(where="on_train_batch_end", at=60),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact", verdict.detail

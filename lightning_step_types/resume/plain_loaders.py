@@ -290,10 +290,12 @@ class _Followed:
                     "ending": ending,
                 }
             if not epoch_start or kept is None or self.runs.get(id(kept), 0) == 0:
-                # between passes: the generators a map-style dataset holds as they are now, none of the next
-                # pass's fetches made (main process only: `dataset_state`)
-                held = dataset_state(loader, None) if not iterable_loader(loader) else None
-                if held is None:
+                # between passes: the generators a map-style dataset holds as they are now, or an IterableDataset's
+                # own state (a position an epoch cut short by limit_train_batches leaves for the next pass), none
+                # of the next pass's fetches made (main process only: `dataset_state`); not the state of the
+                # iterator iter(dataset) returned, which the next pass makes anew
+                held = dataset_state(loader, None)
+                if held is None or held[0] == "iterator":
                     return None
                 return {
                     "skip": 0,
