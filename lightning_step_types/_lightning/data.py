@@ -34,7 +34,9 @@ __all__ = [
     "epoch_of_iterator",
     "fetched_batch_size",
     "holds_dataset_state",
+    "load_dataset_states",
     "load_finished_loaders_as_ended",
+    "loaded_dataset_states",
     "loaded_loader_states",
     "loader_states_to_load",
     "loader_count_offset",
@@ -183,6 +185,28 @@ def loaded_loader_states(checkpoint: Mapping[str, Any]) -> list[dict[str, Any]] 
     loop_state: Any = fit_loop.get("state_dict") or {}
     states: list[dict[str, Any]] | None = loop_state.get("combined_loader")
     return states or None
+
+
+def loaded_dataset_states(states: list[dict[str, Any]] | None) -> list[Any] | None:
+    """Of a checkpoint's loader states (`loaded_loader_states`), each main-process ``StatefulDataLoader``'s
+    dataset state (torchdata's ``"dataset_state"`` key of `_StatefulSingleProcessDataLoaderIter.state_dict`,
+    whose ``"_num_yielded"`` marks the single-process form), else None for that loader; None where none has one."""
+    if not states:
+        return None
+    found = [state.get("dataset_state") if "_num_yielded" in state else None for state in states]
+    return found if any(state is not None for state in found) else None
+
+
+def load_dataset_states(trainer: Any, states: list[Any]) -> None:
+    """Each main-process ``StatefulDataLoader``'s dataset gets its saved state, as torchdata's
+    `_StatefulSingleProcessDataLoaderIter.load_state_dict` loads it (``dataset.load_state_dict``)."""
+    loaders = train_loaders(trainer)
+    if len(loaders) != len(states):
+        return
+    for loader, state in zip(loaders, states):
+        load: Any = getattr(getattr(loader, "dataset", None), "load_state_dict", None)
+        if state is not None and _main_process_stateful_loader(loader) and callable(load):
+            load(state)
 
 
 def before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:

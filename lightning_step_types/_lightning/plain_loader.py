@@ -26,6 +26,8 @@ is the user's loader.
 from __future__ import annotations
 
 import importlib
+import pickle
+import random
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -399,15 +401,19 @@ def _numpy_differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 class WorkerDraws:
-    """Whether a loader's worker processes drew from their global random streams while they loaded.
+    """Whether a loader's worker processes drew from their global random streams, or from a random
+    generator their dataset holds, while they loaded.
 
     Torch seeds each worker's streams (torch's, numpy's, Python's) from the iterator's base seed and the
-    worker's id when it starts; no checkpoint holds where they are later. ``init`` (the worker's
-    ``worker_init_fn``, the loader's own first) reads them once the worker's start is done; ``collate``
-    (the worker's ``collate_fn``, the loader's own first) compares them after each batch it loads with
-    that first read, until they differ once: then the worker's flag, in memory the processes share, is
-    set. The main process reads the flags (``drew``). A worker compares its streams (about 2 µs) after
-    each batch it loads until they first move; the main process does nothing per batch.
+    worker's id when it starts; no checkpoint holds where they are later. A generator the dataset holds
+    as an attribute (``self.generator = torch.Generator()``) is a copy in each worker, sent from the main
+    process as the worker starts: its draws move the copy only, which no checkpoint holds either.
+    ``init`` (the worker's ``worker_init_fn``, the loader's own first) reads both once the worker's start
+    is done (the dataset through ``torch.utils.data.get_worker_info()``); ``collate`` (the worker's
+    ``collate_fn``, the loader's own first) compares them after each batch it loads with that first read,
+    until they differ once: then the worker's flag, in memory the processes share, is set. The main
+    process reads the flags (``drew``). A worker compares its streams (about 2 µs) after each batch it
+    loads until they first move; the main process does nothing per batch.
     """
 
     def __init__(self, loader: Any) -> None:
@@ -417,6 +423,8 @@ class WorkerDraws:
         self.flags: torch.Tensor = flags.share_memory_()  # untyped in torch's stubs
         self._reader: GlobalStreams | None = None  # in a worker, from its start on
         self._start: StreamsState | None = None
+        self._dataset: Any = None  # the worker's copy of the dataset
+        self._held: list[bytes] = []  # the states of the generators it holds, at the worker's start
         self._worker = -1
 
     def init(self, worker_id: int) -> None:
@@ -424,20 +432,48 @@ class WorkerDraws:
             self.init_fn(worker_id)
         self._reader = GlobalStreams()
         self._start, self._worker = self._reader.read(), worker_id
+        info: Any = torch.utils.data.get_worker_info()
+        self._dataset = info.dataset if info is not None else None
+        self._held = held_generator_states(self._dataset)
 
     def collate(self, data: Any) -> Any:
         batch = self.collate_fn(data)
         reader, start = self._reader, self._start
-        if reader is not None and start is not None and streams_moved(start, reader.read()):
-            self.flags[self._worker] = 1
-            self._start = None  # once is enough
+        if reader is not None and start is not None:
+            moved = streams_moved(start, reader.read())
+            if not moved and self._held:
+                moved = held_generator_states(self._dataset) != self._held
+            if moved:
+                self.flags[self._worker] = 1
+                self._start = None  # once is enough
         return batch
 
     def drew(self) -> bool:
         return bool(self.flags.any())
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**vars(self), "_reader": None, "_start": None}
+        return {**vars(self), "_reader": None, "_start": None, "_dataset": None, "_held": []}
+
+
+def held_generator_states(dataset: Any) -> list[bytes]:
+    """The states of the random generators ``dataset`` holds as its own attributes, as bytes: torch's
+    ``Generator``, Python's ``random.Random``, numpy's ``Generator`` and ``RandomState``."""
+    attributes: Any = getattr(dataset, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return []
+    states: list[bytes] = []
+    for value in cast("dict[str, Any]", attributes).values():
+        held: Any = value
+        if isinstance(held, torch.Generator):
+            states.append(held.get_state().numpy().tobytes())
+        elif isinstance(held, random.Random):
+            if not isinstance(held, random.SystemRandom):  # no state
+                states.append(pickle.dumps(held.getstate()))
+        elif type(held).__module__.startswith("numpy.random") and hasattr(held, "bit_generator"):
+            states.append(pickle.dumps(held.bit_generator.state))
+        elif type(held).__module__.startswith("numpy.random") and callable(getattr(held, "get_state", None)):
+            states.append(pickle.dumps(held.get_state()))
+    return states
 
 
 def worker_draws(draws: WorkerDraws | None) -> bool:

@@ -30,7 +30,9 @@ checkpoint already holds nor loses one.
 - ``trainer.should_stop`` (an ``EarlyStopping`` or ``Timer`` stop, or the module's own): saved with
   the fit's limits (``max_epochs``, ``max_steps``), and set again at the start of a resumed fit with
   the same limits, so that a relaunch from ``last.ckpt`` stops where the run that saved stopped; a fit
-  given other limits (to train on) goes on, as in plain Lightning.
+  given other limits (to train on) goes on, as in plain Lightning. Saved inside an epoch, the stop goes
+  back at the resumed run's first batch or the epoch's end instead (``resume/load.py``): the rest of
+  that epoch's end runs first, as it did in the run that saved.
 - The on_train_epoch_start hooks Lightning skips when it restarts inside an epoch: those of
   ``StochasticWeightAveraging``, ``GradientAccumulationScheduler`` (which set up from the epoch and
   the checkpoint, whatever ran before) and the progress bars (a display) run at the resumed fit's
@@ -107,6 +109,7 @@ __all__ = [
     "holders_at_resume",
     "loaded_holders",
     "resume_holders",
+    "saved_stop_holds",
 ]
 
 # The fit's part (the rows the loggers were given, the stop): checkpoint[CHECKPOINT_KEY]["epoch_state"][SAVED]
@@ -397,6 +400,16 @@ class Holders:
             if isinstance(getattr(callback, "__dict__", {}).get(EPOCH_START_HOOK), _PutBackAfterSetUp):
                 take_off_instance(callback, EPOCH_START_HOOK)
 
+    def epoch_end_hooks_left(self) -> bool:
+        """Inside an epoch's end: whether a stateful callback's on_train_epoch_end has not returned yet, other than
+        a ModelCheckpoint's writing its file now (its save is the point's)."""
+        return any(
+            key not in self.done
+            and key not in self.saving
+            and _overrides(callback, "on_train_epoch_end", _lightning_callback_base(callback))
+            for key, callback in self.stateful
+        )
+
     def sleep_through(self, keys: list[str], window: str) -> None:
         """The resumed run calls none of the window's hooks for these callbacks, until its last one."""
         for key, callback in self.stateful:
@@ -578,7 +591,11 @@ class CallbackState:
         trainer = loading.trainer()
         if trainer is None:
             return []
-        return resume_holders(trainer, loading.module(), self.holders, self.loaded, self.plain, nothing_runs)
+        # a stop saved inside the epoch the fit resumes in goes back at its first batch or its end (``resume/load.py``)
+        inside = not nothing_runs and loading.point is not None and loading.point.kind != "epoch"
+        return resume_holders(
+            trainer, loading.module(), self.holders, self.loaded, self.plain, nothing_runs, stop_now=not inside
+        )
 
     def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
         pass
@@ -620,6 +637,15 @@ def attributes_named(state: Mapping[str, Any], classes: Mapping[str, str]) -> li
     return names
 
 
+def saved_stop_holds(trainer: Any, saved: Mapping[str, Any] | None) -> bool:
+    """Whether the run that saved had been asked to stop (``trainer.should_stop``) and the stop holds for this
+    fit: a relaunch with the limits it was requested under (a checkpoint of an earlier release has none: it
+    holds); with others, the fit goes on as plain Lightning's does."""
+    if saved is None or not saved.get("should_stop"):
+        return False
+    return bool(saved.get("stop_limits", fit_limits(trainer)) == fit_limits(trainer))
+
+
 def fit_limits(trainer: Any) -> list[int | None]:
     """The fit's ``[max_epochs, max_steps]``, as the Trainer reports them: what a saved stop is tied to."""
     max_epochs: Any = trainer.max_epochs
@@ -645,12 +671,14 @@ def resume_holders(
     saved: Mapping[str, Any] | None,
     plain: bool,
     nothing_runs: bool = False,
+    stop_now: bool = True,
 ) -> list[Problem]:
     """At the resumed fit's start (after the on_train_start hooks): the stop, the rows not to write
     again, the skipped epoch-start hooks; what cannot be put back, as problems for the warning.
     ``saved``: this process's view (`holders_at_resume`); ``plain``: a checkpoint without the library's
     state (plain Lightning's); ``nothing_runs``: a resumed fit with nothing left to train, which runs no
-    on_train_start hook (what they set in the run that saved comes back too)."""
+    on_train_start hook (what they set in the run that saved comes back too); ``stop_now``: the saved stop
+    goes back here (a point between epochs), else the caller sets it where the run goes on inside the epoch."""
     problems: list[Problem] = []
     restart = restart_inside_epoch(trainer)
     if plain and restart in ("epoch_end", "after_batches"):  # after_batches: Lightning counts the epoch done
@@ -659,9 +687,7 @@ def resume_holders(
         unfinished = saved.get("unfinished")
         if unfinished:
             problems.append(batch_end_callbacks_problem(int(unfinished["batch"]), list(unfinished["callbacks"])))
-        # the stop holds for a relaunch with the limits it was requested under (a checkpoint of an
-        # earlier release has none: it holds); with others, the fit goes on as plain Lightning's does
-        if saved.get("should_stop") and saved.get("stop_limits", fit_limits(trainer)) == fit_limits(trainer):
+        if stop_now and saved_stop_holds(trainer, saved):
             trainer.should_stop = True
         if nothing_runs:  # a fit with nothing left to train runs no on_train_start hook: what they set comes back
             _set_attributes(trainer, saved.get("set_up") or {})

@@ -31,6 +31,8 @@ import torch
 from lightning_step_types._lightning.data import (
     combined_train_loader,
     continue_loader_iterator,
+    load_dataset_states,
+    loaded_dataset_states,
     loaded_loader_states,
     make_train_loaders_again,
 )
@@ -56,8 +58,9 @@ from lightning_step_types._lightning.result_collection import (
     unguard_logged_keys,
     write_logged_tensors,
 )
+from lightning_step_types.resume.data_order import also_before_train_iterator
 from lightning_step_types.resume.fit_follower import FitFollower, follower_of
-from lightning_step_types.resume.holders import attributes_named
+from lightning_step_types.resume.holders import attributes_named, saved_stop_holds
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
     Problem,
@@ -122,6 +125,11 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
         clear_logger_views(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
+        if "combined_loader" not in (cast("Mapping[str, Any]", fit_loop).get("state_dict") or {}):
+            # the point carries no loader position (an epoch's start, or after its last batch): the loaders start
+            # a new iterator, but a main-process StatefulDataLoader's dataset goes on from its saved state, as
+            # Lightning's own load of the file's loader states gives it
+            _load_dataset_states_before_iterator(trainer, loaded_dataset_states(loaded_loader_states(checkpoint)))
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     for source in follower.sources:  # each source keeps its entry for the moments it puts its state back at
         source.load(resume.state.get(source.key) if resume.state is not None else None, resume.loading, checkpoint)
@@ -134,6 +142,20 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
     if resume.encoded is not None:  # the point's loaders are the ones Lightning's loop state holds
         resume.encoded = resume.encoded._replace(loader_states=follower.loaded_loaders)
     follower.loaded_cycled = resume.encoded.cycled if resume.encoded is not None else None
+
+
+def _load_dataset_states_before_iterator(trainer: Any, states: list[Any] | None) -> None:
+    """``states`` (`loaded_dataset_states`) into the datasets right before the resumed fit's first training
+    iterator is made, once."""
+    if states is None:
+        return
+    pending = [states]
+
+    def load() -> None:
+        if pending:
+            load_dataset_states(trainer, pending.pop())
+
+    also_before_train_iterator(trainer, load)
 
 
 class Resume:
@@ -154,7 +176,10 @@ class Resume:
         self.results: Any = None
         self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
         # what the sources are told of this resume (resume/source.py)
-        self.loading = Loading(weakref.ref(trainer), weakref.ref(module), "", None, None, -1)
+        self.loading = Loading(weakref.ref(trainer), weakref.ref(module), None, "", None, None, -1)
+        # the run that saved had been asked to stop inside the epoch it resumes in: the stop goes back at the
+        # first batch or the epoch's end (at the fit's start, Lightning's fit loop would end before the epoch)
+        self.stop_inside_epoch: bool = False
         if saved is None:
             return
         if saved.get("format") not in READ_FORMATS:
@@ -171,6 +196,7 @@ class Resume:
         self.loading = Loading(
             self.loading.trainer,
             self.loading.module,
+            self.point,
             _where(self.point),
             saved,
             cast("Mapping[str, Any]", own) if isinstance(own, Mapping) else None,
@@ -238,6 +264,8 @@ class Resume:
         trainer, module, state = follower.trainer(), follower.module(), self.state
         if trainer is not None:  # warned now: a restart at an epoch's end reaches no first batch
             where = _where(self.point) if self.point is not None else f"resuming epoch {int(trainer.current_epoch)}"
+            inside = not nothing_runs and self.point is not None and self.point.kind != "epoch"
+            self.stop_inside_epoch = inside and saved_stop_holds(trainer, follower.callbacks.loaded)
             for source in follower.sources:
                 for problem in source.restore(self.loading, nothing_runs):
                     warn(module, where, problem)
@@ -266,6 +294,8 @@ class Resume:
         if point is None:  # Lightning's own checkpoint: its own resume
             return True
         take_over_restart(trainer)
+        if point.kind != "batch":
+            self._stop_again(trainer)
         inside_epoch = self.encoded is not None and self.encoded.loader_states is not None
         for source in follower.sources:
             source.reach_point(self.loading, True, inside_epoch)
@@ -278,7 +308,7 @@ class Resume:
                 skip_next_validation(trainer)
             follower.epoch, follower.batch = epoch, point.batch  # the follower goes on at its end
             return False
-        if point.kind == "epoch_end":
+        if point.kind == "epoch_end" or self.stopped_before(trainer):
             follower.epoch = epoch
             raise StopIteration  # the epoch loop ends: `FitLoop.on_advance_end` runs the epoch's end
         return True
@@ -286,6 +316,7 @@ class Resume:
     def epoch_ending(self, follower: FitFollower) -> None:
         """At the first epoch's end: name, in one warning, what could not be restored."""
         trainer = follower.trainer()
+        self._stop_again(trainer)
         for source in follower.sources:  # where no batch ran (the point was the epoch's end)
             source.reach_point(self.loading, False, False)
         self._create_pending(trainer, follower)  # no batch ran (the point was the epoch's end)
@@ -293,6 +324,21 @@ class Resume:
             unguard_logged_keys(self.results)
         if self.not_restored:
             warn(self.module(), self.where, changed_module_problem(self.not_restored))
+
+    def _stop_again(self, trainer: Any) -> None:
+        """The saved stop, where the resumed run goes on inside the epoch: Lightning's epoch loop reads it after
+        the point's batch end (or at the epoch's end), as in the run that saved, and the epoch's end runs before
+        the fit ends."""
+        if self.stop_inside_epoch and trainer is not None:
+            self.stop_inside_epoch = False
+            trainer.should_stop = True
+
+    def stopped_before(self, trainer: Any) -> bool:
+        """The saved stop at a point before a batch: Lightning's epoch loop reads a stop before each batch, so
+        the epoch ends there (no batch trains) and its end runs, then the fit ends."""
+        stop = self.stop_inside_epoch
+        self._stop_again(trainer)
+        return stop
 
     def _create_pending(self, trainer: Any, follower: FitFollower) -> None:
         """After the first batch's hooks logged (or at the epoch's end, without a batch): each saved value

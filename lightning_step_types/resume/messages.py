@@ -328,8 +328,9 @@ def worker_draws_problem(loaders: list[str]) -> Problem:
     return (
         f"a training loader whose worker processes drew at random while they loaded the batches before the"
         f" point: {', '.join(loaders)}; each worker's random streams (torch's, numpy's, Python's) start where"
-        " torch seeds them, no checkpoint holds how far the batches before the point moved them, and the"
-        " resumed workers do not load those batches, so their random draws (augmentation in"
+        " torch seeds them, and a generator the dataset holds is a copy in each worker, sent from the main"
+        " process as the worker starts; no checkpoint holds how far the batches before the point moved them,"
+        " and the resumed workers do not load those batches, so their random draws (augmentation in"
         " Dataset.__getitem__) are not the uninterrupted run's",
         "workers that draw nothing at random, or a loader that loads in the main process (num_workers=0),"
         " whose streams the checkpoint holds",

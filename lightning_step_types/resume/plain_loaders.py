@@ -271,17 +271,34 @@ class _Followed:
 
     # --- saving --------------------------------------------------------------------------------------
 
-    def saved(self, share: tuple[int, int] | None, epoch_start: bool) -> dict[str, Any] | None:
+    def saved(self, share: tuple[int, int] | None, epoch_start: bool, ending: int | None) -> dict[str, Any] | None:
         """The entry for a point whose pass and batches consumed in it are ``share`` (None: the point is
-        at an epoch's start, where only a persistent iterator's next pass needs one)."""
+        at an epoch's start, where only a persistent iterator's next pass needs one, or at the end of epoch
+        ``ending``, every batch of its pass consumed)."""
         loader = self.loader
         if share is None:
             kept = persistent_iterator(loader)
+            current = self._pass_of(kept) if kept is not None and ending is not None else None
+            if current is not None:
+                # the resumed fit's first iterator stands for this pass (it trains none of it): its next pass
+                # (the next epoch's) is the persistent iterator's next run, its workers seeded as this one's
+                return {
+                    "skip": 0,
+                    "making": None,
+                    "first": None,
+                    "dataset": None,
+                    "drew": worker_drew(self._earlier_draws(kept)),
+                    "runs_before": current.runs_before,
+                    "base_seed_from": current.base_seed_from,
+                    "ending": ending,
+                }
             if not epoch_start or kept is None or self.runs.get(id(kept), 0) == 0:
-                # between passes: the generators a map-style dataset holds as they are now, none of the next
-                # pass's fetches made (main process only: `dataset_state`)
-                held = dataset_state(loader, None) if not iterable_loader(loader) else None
-                if held is None:
+                # between passes: the generators a map-style dataset holds as they are now, or an IterableDataset's
+                # own state (a position an epoch cut short by limit_train_batches leaves for the next pass), none
+                # of the next pass's fetches made (main process only: `dataset_state`); not the state of the
+                # iterator iter(dataset) returned, which the next pass makes anew
+                held = dataset_state(loader, None)
+                if held is None or held[0] == "iterator":
                     return None
                 return {
                     "skip": 0,
@@ -324,6 +341,11 @@ class _Followed:
 
     def stop(self) -> None:
         stop_following_loader_iterators(self.loader)
+
+
+def _last_epoch(trainer: Any, epoch: int) -> bool:
+    max_epochs: Any = trainer.max_epochs
+    return max_epochs is not None and int(max_epochs) >= 0 and epoch + 1 >= int(max_epochs)
 
 
 def worker_drew(draws: WorkerDraws | None) -> bool:
@@ -450,7 +472,8 @@ class PlainLoaders:
             if inside and share is None:
                 entries.append({"missing": "it started a pass of unknown length inside the epoch"})
                 continue
-            entries.append(followed.saved(share, kind == "epoch"))
+            ending = int(trainer.current_epoch) if kind in ("batch_end", "epoch_end") and not inside else None
+            entries.append(followed.saved(share, kind == "epoch", ending))
         if not any(entry is not None for entry in entries):
             return None
         cycled = [share is not None and share[0] > 0 for share in shares] if inside else None
@@ -489,6 +512,9 @@ class PlainLoaders:
                 base_seed_from=part.get("base_seed_from"),
             )
             restarted = followed.plan.skip > 0 and not iterable_loader(loader) or followed.plan.runs_before > 0
+            # at the end of the fit's last epoch no pass follows: the workers' streams draw nothing more
+            ending: Any = part.get("ending")
+            restarted = restarted and (ending is None or not _last_epoch(trainer, int(ending)))
             if followed.plan.drew and int(loader.num_workers) and restarted:
                 names.append(self.name(loader))
         batches = int(entry.get("batches") or 0)

@@ -32,6 +32,9 @@ class Position:
     in_epoch_start: bool  # inside on_train_epoch_start
     epoch_done: bool  # the epoch's end is done (only the SIGTERM check follows)
     interrupted: bool  # an exception stopped the fit (OnExceptionCheckpoint, a callback's on_exception)
+    # inside the epoch-end hooks: a stateful callback's on_train_epoch_end is still to run (one after the hook
+    # that saves: EarlyStopping's check after the module's own save), other than a ModelCheckpoint writing this file
+    epoch_end_hooks_left: bool
     updated: bool  # an optimizer step of this batch has landed
     step_returned: bool  # the batch's step (forward, backward, optimizer step) has returned
     step_started: bool  # its on_train_batch_start hooks are done: the forward may have run
@@ -84,7 +87,9 @@ def point_of(position: Position) -> Point:
     if p.phase == "outside":  # before an epoch, or in its on_train_epoch_start: the epoch from its start
         return Point("epoch", p.epoch, keep_gradients=held)
     if p.phase == "epoch_end":
-        if p.interrupted and not p.epoch_done:  # the epoch-end hooks did not finish: they run again
+        # the epoch-end hooks did not finish (an exception, or a save with hooks after it): they run again, but
+        # those that returned
+        if (p.interrupted or p.epoch_end_hooks_left) and not p.epoch_done:
             return Point("epoch_end", p.epoch, keep_gradients=held)
         if p.steps_cut_epoch:  # max_steps ended the fit inside the epoch: a fit with more steps goes on in it
             return Point("batch", p.epoch, p.batches_completed, keep_gradients=held)

@@ -166,6 +166,9 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
         in_epoch_start=in_epoch_start(trainer),
         epoch_done=epoch_end_done(trainer),
         interrupted=interrupted(trainer),
+        epoch_end_hooks_left=follower.phase == Phase.EPOCH_END
+        and follower.holders is not None
+        and follower.holders.epoch_end_hooks_left(),
         updated=follower.steps[0] > follower.record.steps,
         step_returned=counters.processed > batch,
         step_started=counters.started > batch,

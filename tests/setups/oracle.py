@@ -75,6 +75,7 @@ _ALL = "all"
 KINDS: tuple[tuple[str, str, str], ...] = (
     ("data order", "whose order no checkpoint holds", _ALL),
     ("worker streams", "whose worker processes draw at random", _ALL),
+    ("worker draws", "whose worker processes drew at random", _ALL),
     ("cycled order", "ran out and started again", _ALL),
     ("shared generator", "shares the loader's generator", _ALL),
     ("gradients", "after its backward added to .grad", _ALL),
