@@ -33,12 +33,6 @@ def _finder(setup: Setup, verdict: Verdict) -> bool:
     return any(spec.kind in ("batch_size_finder", "lr_finder") for spec in setup.callbacks)
 
 
-def _inside_an_epoch(verdict: Verdict) -> bool:
-    """The interrupted fit stopped after a batch of its epoch (not before its first batch's step)."""
-    plan = verdict.plan
-    return plan is not None and plan["batch"] >= 0 and (plan["batch"] > 0 or plan["hook"] != "training_step")
-
-
 def _silent(what: str) -> str:
     """``silent: <what>``, or ``unnamed: <what> (warned: ...)``: a warning that named something else."""
     return rf"(silent: {what}|unnamed: {what} \(warned: [^)]*\))"
@@ -47,17 +41,6 @@ def _silent(what: str) -> str:
 _DRAWS = r"(weights|running statistics|optimizer|scheduler|counters|rows|metrics|module attributes( at the resume)?)"
 
 KNOWN: tuple[Family, ...] = (
-    Family(
-        "an IterableDataset in a plain DataLoader inside an epoch",
-        _silent(_DRAWS),
-        lambda setup, verdict: (
-            setup.data.loader == "plain" and setup.data.dataset == "iterable" and _inside_an_epoch(verdict)
-        ),
-    ),
-    Family(
-        "a resume with nothing left to train: the module's and callbacks' attributes, the metrics",
-        _silent(".*") + r".*\(the resumed fit trained nothing\)",
-    ),
     Family(
         "a tuner in a fit resumed at a later epoch's start: its trial takes the point's one-time set-up of the streams",
         _silent(".*"),
@@ -106,16 +89,6 @@ KNOWN: tuple[Family, ...] = (
         "an exception in a logger's write: the logger's step is one behind",
         _silent("(counters|rows)"),
         lambda setup, verdict: setup.interruption.where == "logger",
-    ),
-    Family(
-        "manual optimization: a window of accumulation across an epoch's end",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.module.optimization == "manual" and setup.module.accumulate > 1,
-    ),
-    Family(
-        "a generator the Dataset holds, in a plain DataLoader",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.data.augment == "held",
     ),
     Family(
         "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset",
