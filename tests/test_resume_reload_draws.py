@@ -1,6 +1,7 @@
 """A fit that makes its training loaders anew at each epoch's start (``reload_dataloaders_every_n_epochs=1``),
-resumed from a checkpoint saved at an epoch's end: its point is the next epoch's start, before the uninterrupted
-run asked for that epoch's loaders.
+resumed from a checkpoint saved at an epoch's end, before the uninterrupted run asked for the next epoch's loaders
+(the second ModelCheckpoint's on_train_epoch_end had not run at that save: the resumed fit runs the epoch's end
+hooks that had not returned, then the next epoch).
 
 - ``train_dataloader()`` draws from torch's global stream (here the rows' offset): the resumed fit asks for the
   loaders in ``FitLoop.setup_data`` before the saved streams went back, so it drew from a fresh stream. The
@@ -42,7 +43,7 @@ class ReloadsWithADraw(TypedResume):
 
     def train_dataloader(self) -> Any:
         offset = int(torch.randint(0, 1000, ()).item())
-        DRAWN.append(("offset", offset))
+        DRAWN.append(("offset", (self.current_epoch, offset)))
         x, y = dataset(0).tensors
         rows = TensorDataset(x.roll(offset, 0), y.roll(offset, 0))
         generator = torch.Generator().manual_seed(5) if self.generator else None
@@ -78,18 +79,27 @@ def _fit(root: Path, generator: bool, ckpt_path: Path | None = None) -> tuple[pl
 
 
 def _offsets() -> list[Any]:
-    return [value for kind, value in DRAWN if kind == "offset"]
+    return [value[1] for kind, value in DRAWN if kind == "offset"]
+
+
+def _from_epoch_1() -> list[tuple[str, Any]]:
+    """What the fit drew for epoch 1 and after: a fit resumed at epoch 0's end (its epoch-end hooks run again: a
+    ModelCheckpoint after the one that saved had not run its on_train_epoch_end) asks for epoch 0's loaders at its
+    start first, from the streams the uninterrupted fit's start drew from too."""
+    return [(kind, value) for kind, value in DRAWN if value[0] >= 1]
 
 
 @pytest.mark.parametrize("generator", [True, False], ids=["loader_generator", "global_stream"])
 def test_a_resume_at_a_reloading_epochs_start_draws_as_the_uninterrupted_run(generator: bool, tmp_path: Path) -> None:
     DRAWN.clear()
     full, _ = _fit(tmp_path / "full", generator)
-    uninterrupted = DRAWN[2:]  # from epoch 1's request on
+    uninterrupted = _from_epoch_1()  # from epoch 1's request on
+    first_request = DRAWN[0]
     DRAWN.clear()
     resumed, warned = _fit(tmp_path / "resumed", generator, tmp_path / "full" / "epoch=0.ckpt")
     assert [kind for kind, _ in uninterrupted] == ["offset", "first batch", "offset", "first batch"]
-    assert DRAWN == uninterrupted
+    assert _from_epoch_1() == uninterrupted
+    assert DRAWN[0] == first_request  # epoch 0's request again, at the resumed fit's start: no batch trains from it
     assert warned == []
     assert_same_params(resumed, full)
 
