@@ -227,9 +227,12 @@ class RandomStreams:
     def loop_starts(self) -> None:
         """At a run of the fit loop's start: where a tuner's trials ran it before (BatchSizeFinder's,
         LearningRateFinder's), the streams their epoch's end read for the next epoch's hooks are not this run's
-        (a save at this run's first epoch's end would record them for the next epoch's start)."""
+        (a save at this run's first epoch's end would record them for the next epoch's start), nor the validation
+        loaders' generators a trial's point put back (the record until a validation: this run's point puts back its
+        own, where it has one; a tuner's fit-start save, loaded after its trials, puts back none)."""
         self.hooks_start = {}
         self.made_in_run = False
+        self.validation_loaded = None
 
     def fit_starts(self) -> None:
         """Before the on_train_start hooks: a fit resumed at an epoch's start made its first iterator (in this run
