@@ -1,4 +1,5 @@
-"""BatchSizeFinder in a fit resumed inside its first epoch (generated setup ci 161 and its variants), shrunk.
+"""BatchSizeFinder in a fit resumed inside its first epoch (generated setup ci 161 and its variants), and a tuner
+(LearningRateFinder, BatchSizeFinder) in a fit resumed at a later epoch's start (ci 83, 121, 143), shrunk.
 
 Each setup shows only what differs from the simplest one (``tests/test_generated_regressions.py``), judged by
 the oracle (``tests/setups/oracle.py``: uninterrupted against interrupted-and-resumed, each fit in a fresh
@@ -17,6 +18,8 @@ from test_generated_regressions import resumes_exactly_or_named
 from lightning_step_types.check_resume.compare import differences
 
 FINDER = (CallbackSpec("batch_size_finder"),)
+LR_FINDER = (CallbackSpec("lr_finder"),)
+EVERY_EPOCH = CheckpointSpec(every="epochs", top_k=-1)
 
 
 def test_the_finders_trials_logged_values_do_not_stay_in_the_resumed_fits_views(tmp_path: Path) -> None:
@@ -104,3 +107,53 @@ def test_an_uninterrupted_fit_with_the_finder_and_a_reload_trains_as_plain_light
         "<root>/checkpoints/epoch=1-step=4.ckpt keys: ['lightning_step_types'] after the resume, [] uninterrupted",
         "<root>/checkpoints/epoch=1-step=6.ckpt keys: ['lightning_step_types'] after the resume, [] uninterrupted",
     ]
+
+
+def test_learning_rate_finder_resumed_at_a_later_epochs_start_trains_the_epoch_from_its_iterators_streams(
+    tmp_path: Path,
+) -> None:
+    """Resumed from epoch=0's checkpoint (an exception in epoch 1's first step), with dropout. The uninterrupted
+    epoch 1 made its iterator after its on_train_epoch_start hooks and trained from the streams that making left;
+    the resumed fit makes its first iterator before the hooks, where the streams after it are read and put back
+    after them. LearningRateFinder makes it in its own ``setup_data`` after loading its checkpoint again, between
+    the fit loop's runs, inside ``isolate_rng``, which then put the streams back as they were before the finder:
+    the epoch trained from those (weights and the checkpoints' best score differed). Now an iterator made before
+    the fit loop's run is made again at the epoch loop's start, after the hooks, as the uninterrupted epoch's was."""
+    setup = Setup(
+        module=ModuleSpec(dropout=True),
+        data=DataSpec(val_loaders=0),
+        callbacks=LR_FINDER,
+        checkpoint=EVERY_EPOCH,
+        interruption=InterruptionSpec(at=65),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (1, 0)
+
+
+def test_learning_rate_finder_resumed_at_a_later_epochs_start_records_the_next_epochs_streams(tmp_path: Path) -> None:
+    """The same without dropout: only epoch=1-step=10.ckpt's record of the streams its epoch-2 iterator is made from
+    differed (``random_streams['iterator']``: the resumed epoch 1 ran from other streams, and left others)."""
+    setup = Setup(
+        data=DataSpec(val_loaders=0),
+        callbacks=LR_FINDER,
+        checkpoint=CheckpointSpec(every="epochs", top_k=2, monitor="train_loss_step"),
+        interruption=InterruptionSpec(at=65),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (1, 0)
+
+
+def test_a_tuners_trial_epoch_end_is_not_the_next_epochs_hooks_start(tmp_path: Path) -> None:
+    """BatchSizeFinder's trials run the fit loop through epoch 0's end, where the streams the next epoch's hooks start
+    from are read: the fit's own epoch-0-end save (ModelCheckpoint's, before the fit's own epoch end read them again)
+    recorded the trials' streams for epoch 1's start, and the resumed epoch 1 made its iterator and ran its hooks from
+    them (weights differed). Now a run of the fit loop starts without the streams a run before it read."""
+    setup = Setup(
+        module=ModuleSpec(dropout=True),
+        data=DataSpec(via="datamodule", val_loaders=0),
+        callbacks=FINDER,
+        checkpoint=EVERY_EPOCH,
+        interruption=InterruptionSpec(at=65),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (1, 0)

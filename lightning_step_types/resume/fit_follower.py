@@ -232,6 +232,7 @@ class FitFollower:
             # a tuner's own checkpoint loaded again in a fit resumed from a checkpoint (LearningRateFinder's):
             # the fit restarts at the point it holds, whatever the tuner did to the loops' flags after
             restart_as_loaded(trainer)
+        self.mark(Moment.LOOP_START)
         original()
         if not self.loop_started and self.resume is not None:
             self.attributes.mark(Moment.FIT_START)  # no on_train_start hook ran: the module's as its __init__ left it

@@ -24,10 +24,11 @@ but a fit resumed at the epoch's start makes its first one in ``FitLoop.setup_da
 from (``"hooks"``, as they were before the first hook where the save came inside them), put back
 after the on_train_start hooks; at the epoch loop's start, where the hooks drew nothing, the streams
 go back to where the iterator made before them left them (the uninterrupted run's iterator drew the
-same), and where they drew, the iterator is made again there (``data_randomness`` makes it), from
-the streams they left, the training loaders' generators and an ``IterableDataset``'s own state (Lightning
-fetches a batch ahead of a loader without a length as it makes the iterator) as they were before the
-first one.
+same), and where they drew (or where a tuner made that iterator between the fit loop's runs: LearningRateFinder
+does inside ``isolate_rng``, which then puts back the streams from before it), the iterator is made again
+there (``data_randomness`` makes it), from the streams they left, the training loaders' generators and an
+``IterableDataset``'s own state (Lightning fetches a batch ahead of a loader without a length as it makes the
+iterator) as they were before the first one.
 
 Each process's streams at its point go into its running state (``resume/rank_exchange.py`` brings
 them to the checkpoint under DDP), under ``"random_streams"``: the streams to put back right before
@@ -115,6 +116,12 @@ class RandomStreams:
         self.hooks_from: StreamsState | None = None
         self.first_made: StreamsState | None = None
         self.loader_states: list[dict[str, torch.Tensor]] | None = None
+        # whether the training iterator was made in this run of the fit loop (`FitLoop.setup_data`): a tuner that
+        # loads its own checkpoint after its trials makes it between runs (its own `setup_data` call), and
+        # LearningRateFinder then puts the streams back as they were before it (`isolate_rng`): what the making
+        # left is not read, and the iterator is made again at the epoch loop's start (`_remake_iterator`)
+        self.made_in_run: bool = False
+        self.made_before_run: bool = False
         self.dataset_states: list[Any] | None = None  # their IterableDatasets' own states (None: none) before it
         self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
@@ -134,7 +141,9 @@ class RandomStreams:
     # --- the source protocol (resume/source.py) ----------------------------------------------------------
 
     def mark(self, moment: Moment) -> None:
-        if moment is Moment.FIT_START:
+        if moment is Moment.LOOP_START:
+            self.loop_starts()
+        elif moment is Moment.FIT_START:
             self.fit_starts()
         elif moment is Moment.VALIDATION:
             self.validation_starts()
@@ -198,6 +207,7 @@ class RandomStreams:
         if trainer is None:
             return
         loaded = self.loaded
+        self.made_in_run = True
         if loaded is not None and not self.iterator_done:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
@@ -215,17 +225,32 @@ class RandomStreams:
             # epoch's start (reload_dataloaders_every_n_epochs), the epoch loop's start makes it (`made`)
             self.before_iterator = {epoch_of_iterator(trainer): self.read()}
 
+    def loop_starts(self) -> None:
+        """At a run of the fit loop's start: where a tuner's trials ran it before (BatchSizeFinder's,
+        LearningRateFinder's), the streams their epoch's end read for the next epoch's hooks are not this run's
+        (a save at this run's first epoch's end would record them for the next epoch's start), nor the validation
+        loaders' generators a trial's point put back (the record until a validation: this run's point puts back its
+        own, where it has one; a tuner's fit-start save, loaded after its trials, puts back none)."""
+        self.hooks_start = {}
+        self.made_in_run = False
+        self.validation_loaded = None
+
     def fit_starts(self) -> None:
-        """Before the on_train_start hooks: a fit resumed at an epoch's start made its first iterator."""
-        if self.loader_states is not None and self.first_made is None:
-            self.first_made = self.read()
+        """Before the on_train_start hooks: a fit resumed at an epoch's start made its first iterator (in this run
+        of the fit loop, from the streams now; or before it, in a tuner's `setup_data`, where they were not read)."""
+        if self.loader_states is not None and self.first_made is None and not self.made_before_run:
+            if self.made_in_run:
+                self.first_made = self.read()
+            else:
+                self.made_before_run = True
 
     def put_back_hooks_start(self) -> None:
         """After the on_train_start hooks of a fit resumed at an epoch's start whose uninterrupted run made the
         epoch's iterator after its on_train_epoch_start hooks: the streams those hooks started from, in place
         of what the iterator `FitLoop.setup_data` made before them drew (`_remake_iterator` sees to it)."""
         trainer, loaded = self.trainer(), self.loaded
-        if trainer is None or loaded is None or loaded.get("hooks") is None or self.first_made is None:
+        made = self.first_made is not None or self.made_before_run
+        if trainer is None or loaded is None or loaded.get("hooks") is None or not made:
             return
         set_global_states(trainer, loaded_streams(loaded["hooks"]))
         self.hooks_from = self.read()
@@ -235,14 +260,16 @@ class RandomStreams:
         """At the epoch loop's start after `put_back_hooks_start`: where the hooks drew nothing, the streams as
         the iterator made before them left them (the uninterrupted run's made now draws the same); else the
         iterator is to be made again now, from the streams the hooks left and the loaders' generators as they
-        were before the first one's making."""
-        trainer, start, first_made = self.trainer(), self.hooks_from, self.first_made
+        were before the first one's making; and where the first one was made before this run of the fit loop
+        (`made_before_run`), whose streams after it are unknown."""
+        trainer, start, first_made, before_run = self.trainer(), self.hooks_from, self.first_made, self.made_before_run
         self.hooks_from = self.first_made = None
+        self.made_before_run = False
         states, self.loader_states = self.loader_states, None
         datasets, self.dataset_states = self.dataset_states, None
-        if trainer is None or start is None or first_made is None:
+        if trainer is None or start is None or (first_made is None and not before_run):
             return False
-        if not streams_moved(start, self.read()):
+        if first_made is not None and not streams_moved(start, self.read()):
             set_global_states(trainer, lightning_states(first_made))
             return False
         loaders = train_loaders(trainer)

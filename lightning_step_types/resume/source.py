@@ -6,7 +6,8 @@ own attributes (``undeclared_state``), the callbacks' attributes and the loggers
 coordinator knows where the fit is; each source knows one kind of state, and is asked the same questions:
 
 - `Source.mark`: at the fit's moments a point can start at (the fit's start, an epoch's start, a
-  validation's start, an epoch's end's start, an epoch's end), what it needs of its state there;
+  validation's start, an epoch's end's start, an epoch's end), what it needs of its state there; and at each
+  run of the fit loop's start (a tuner's trials run it before the fit's own run), what of a run before is stale;
 - `Source.batch_start`: at each batch's start, what it reads, where it reads anything
   (`Source.reads_each_batch`): the least that can change, since most batches are never the one a resume
   starts from; its docstring states the cost (``docs/resume.md``, "Cost", gives each source's figure);
@@ -41,6 +42,8 @@ __all__ = ["Loading", "Moment", "Saving", "Source"]
 class Moment(str, enum.Enum):
     """The fit's moments a source is told of (`Source.mark`)."""
 
+    # the fit loop's run starts, before `FitLoop.setup_data` (a tuner's trials run it before the fit's own run)
+    LOOP_START = "loop_start"
     FIT_START = "fit_start"  # before the on_train_start hooks
     TRAIN_STARTED = "train_started"  # after them
     EPOCH_START = "epoch_start"  # before an epoch's on_train_epoch_start hooks (which a resume there runs again)

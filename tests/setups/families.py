@@ -29,10 +29,6 @@ class Family:
     where: Callable[[Setup, Verdict], bool] | None = None
 
 
-def _finder(setup: Setup, verdict: Verdict) -> bool:
-    return any(spec.kind in ("batch_size_finder", "lr_finder") for spec in setup.callbacks)
-
-
 def _silent(what: str) -> str:
     """``silent: <what>``, or ``unnamed: <what> (warned: ...)``: a warning that named something else."""
     return rf"(silent: {what}|unnamed: {what} \(warned: [^)]*\))"
@@ -41,11 +37,6 @@ def _silent(what: str) -> str:
 _DRAWS = r"(weights|running statistics|optimizer|scheduler|counters|rows|metrics|module attributes( at the resume)?)"
 
 KNOWN: tuple[Family, ...] = (
-    Family(
-        "a tuner in a fit resumed at a later epoch's start: its trial takes the point's one-time set-up of the streams",
-        _silent(".*"),
-        lambda setup, verdict: _finder(setup, verdict) and setup.checkpoint.every == "epochs",
-    ),
     Family(
         "a reload's draw in train_dataloader(): a later checkpoint's record of the random streams is one draw off",
         _silent("checkpoint files"),
