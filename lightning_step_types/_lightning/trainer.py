@@ -6,10 +6,14 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
+import dis
+import inspect
 import sys
+from types import FrameType
 from typing import Any, cast
 
 __all__ = [
+    "batch_end_hooks_after_save",
     "batch_end_hooks_not_returned",
     "lightning_checks_nonfinite",
     "pending_training_state",
@@ -119,3 +123,62 @@ def batch_end_hooks_not_returned(trainer: Any) -> list[Any] | None:
                         return listed[called.index(id(local.get("callback"))) :]
         traceback = traceback.tb_next
     return None
+
+
+def batch_end_hooks_after_save(trainer: Any) -> list[Any] | None:
+    """The callbacks whose ``on_train_batch_end`` has something left to run for the batch in flight, where the
+    save being made now (``trainer.save_checkpoint`` called from inside those hooks) returns into them; None where
+    the save is not made from inside them.
+
+    Read from the live call stack: `trainer/call.py`'s `_call_callback_hooks(trainer, hook_name, ...)` calls each of
+    its local ``callbacks`` in order, with the one being called in its local ``callback`` (pytorch-lightning 2.0 to
+    2.6); those after that one have not run. That one is counted where anything follows the save in its hook (read
+    from the bytecode after each call in progress between the hook and `Trainer.save_checkpoint`, in
+    ``trainer/trainer.py``: anything but a bare return counts). A save from the module's own hook, which
+    `_TrainingEpochLoop.advance` calls after every callback's: none.
+    """
+    here = inspect.currentframe()
+    frame: FrameType | None = here.f_back if here is not None else None
+    between: list[FrameType] = []  # the frames from the hook's down to the one that called save_checkpoint
+    # the frames inside the save (its own hooks', through call.py too) are passed over until save_checkpoint's
+    saving = False
+    while frame is not None:
+        code = frame.f_code
+        if saving and code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
+            local = frame.f_locals
+            if local.get("hook_name") != "on_train_batch_end" or local.get("trainer") is not trainer:
+                return None
+            if code.co_name == "_call_lightning_module_hook":
+                return []
+            if code.co_name != "_call_callback_hooks":
+                return None
+            listed: list[Any] = local.get("callbacks") or []  # a list: `trainer.callbacks`, or filtered
+            called = [id(item) for item in listed]
+            current = local.get("callback")
+            if id(current) not in called:
+                return None
+            index = called.index(id(current))
+            rest = saving and all(_returns_next(inner) for inner in between)
+            return listed[index + 1 :] if rest else listed[index:]
+        if saving:
+            between.append(frame)
+        elif code.co_name == "save_checkpoint" and code.co_filename.endswith(
+            ("trainer/trainer.py", "trainer\\trainer.py")
+        ):
+            saving = True
+        frame = frame.f_back
+    return None
+
+
+def _returns_next(frame: FrameType) -> bool:
+    """Whether ``frame``, once the call in progress returns, returns None with nothing else run (its value dropped)."""
+    following = [item for item in dis.get_instructions(frame.f_code) if item.offset > frame.f_lasti]
+    for index, item in enumerate(following):
+        if item.opname in ("NOP", "POP_TOP"):
+            continue
+        if item.opname == "RETURN_CONST":
+            return item.argval is None
+        if item.opname == "LOAD_CONST" and item.argval is None:
+            return index + 1 < len(following) and following[index + 1].opname == "RETURN_VALUE"
+        return False
+    return False

@@ -103,7 +103,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             point.batch
             if point.kind == "batch_end"
             and follower.phase == Phase.BATCH
-            and position.interrupted
+            and (position.interrupted or position.step_returned)  # an exception stopped them, or a save in them
             and not position.batch_hooks_done
             else None
         ),
