@@ -59,10 +59,10 @@ def _message(batch: int, callbacks: list[str]) -> str:
     return f"  got:      {got}\n  expected: {expected}\n  fix:      {fix}"
 
 
-def _resumed(tmp_path: Path, last: bool, after: bool) -> tuple[list[pl.Callback], list[pl.Callback], str | None]:
+def _resumed(tmp_path: Path, last: bool, after: bool) -> tuple[list[Any], list[Any], str | None]:
     path = tmp_path / "user.ckpt"
 
-    def callbacks() -> list[pl.Callback]:
+    def callbacks() -> list[Any]:
         return [Saves(path, last), *([Records()] if after else [])]
 
     full = callbacks()
@@ -81,18 +81,49 @@ def test_a_save_before_the_saving_callbacks_own_record_and_the_next_callbacks_na
     full, resumed, message = _resumed(tmp_path, last=False, after=True)
     assert message is not None and _message(2, ["Saves", "Records"]) in message
     # what it names: both records lack batch 2 after the resume
-    assert [callback.seen for callback in full] == [list(range(11))] * 2  # type: ignore[attr-defined]
-    assert [callback.seen for callback in resumed] == [[0, 1, *range(3, 11)]] * 2  # type: ignore[attr-defined]
+    assert [callback.seen for callback in full] == [list(range(11))] * 2
+    assert [callback.seen for callback in resumed] == [[0, 1, *range(3, 11)]] * 2
 
 
 def test_a_save_as_the_saving_callbacks_last_statement_names_only_the_callbacks_after_it(tmp_path: Path) -> None:
     _, resumed, message = _resumed(tmp_path, last=True, after=True)
     assert message is not None and _message(2, ["Records"]) in message
     assert not re.search(r"Saves\b", message.split("got:", 1)[1].split("\n", 1)[0])
-    assert [callback.seen[:3] for callback in resumed] == [[0, 1, 2], [0, 1, 3]]  # type: ignore[attr-defined]
+    assert [callback.seen[:3] for callback in resumed] == [[0, 1, 2], [0, 1, 3]]
 
 
 def test_a_save_as_the_last_callbacks_last_statement_is_not_warned(tmp_path: Path) -> None:
     """Nothing of the callbacks is left after the save: exact, no false alarm."""
     full, resumed, _ = _resumed(tmp_path, last=True, after=False)
-    assert resumed[0].seen == full[0].seen == list(range(11))  # type: ignore[attr-defined]
+    assert resumed[0].seen == full[0].seen == list(range(11))
+
+
+# --- a save the user makes from inside the epoch's end hooks --------------------------------------------------------
+
+
+def test_a_save_in_the_modules_epoch_end_before_modelcheckpoints(tmp_path: Path) -> None:
+    """The module's on_train_epoch_end saves, then the job fails: ModelCheckpoint's save and EarlyStopping's check
+    (Lightning calls them after the module's hook) and the epoch's row had not run. The file resumed at the next
+    epoch, as after ModelCheckpoint's own save, and they were lost, silently; now it resumes at the epoch's end,
+    which runs what had not run (setup ci 54)."""
+    setup = Setup(interruption=InterruptionSpec(how="save", where="on_train_epoch_end"))
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact"
+
+
+def test_a_save_in_a_user_callbacks_epoch_end(tmp_path: Path) -> None:
+    """The same from a user callback's on_train_epoch_end (Lightning calls the module's hook and ModelCheckpoint's
+    after it): exact."""
+    setup = Setup(
+        callbacks=(CallbackSpec("user", PLAIN_USER),),
+        interruption=InterruptionSpec(how="save", where="callback_epoch_end"),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact"
+
+
+def test_modelcheckpoints_own_epoch_end_save_resumes_at_the_next_epoch(tmp_path: Path) -> None:
+    """ModelCheckpoint's own save at an epoch's end, last of the hooks: its file still resumes at the next epoch (the
+    run that saved goes on past it), exactly."""
+    verdict = resumes_exactly_or_named(Setup(), tmp_path)
+    assert verdict.outcome == "exact"

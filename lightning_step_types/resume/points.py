@@ -51,6 +51,9 @@ class Position:
     gradients_added: bool  # since, this batch's backward added to them (the same tensors, changed)
     gradients_complete: bool  # to every one of them: its backward finished
     gradients_reset: bool  # since, they were zeroed (set to None or replaced)
+    # a save from inside the epoch's end hooks with something of them left to run after it (a user's save in the
+    # module's on_train_epoch_end, before ModelCheckpoint's): they run again at a resume
+    epoch_end_hooks_left: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ def point_of(position: Position) -> Point:
             return Point("batch", p.epoch, p.batches_completed, keep_gradients=held)
         if p.epoch_done:
             return Point("epoch", p.epoch + 1, keep_gradients=held)
+        if p.epoch_end_hooks_left:  # what follows the save in them runs again, from the epoch's end's start
+            return Point("epoch_end", p.epoch, keep_gradients=held)
         # a save from the hooks (ModelCheckpoint's, last): what follows them is Lightning's own bookkeeping
         return Point("epoch", p.epoch + 1, update_plateau=True, after_epoch_end=True, keep_gradients=held)
     if p.phase == "batch":

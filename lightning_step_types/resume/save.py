@@ -34,7 +34,7 @@ from lightning_step_types._lightning.fit_loop import (
 )
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
-from lightning_step_types._lightning.trainer import pending_training_state
+from lightning_step_types._lightning.trainer import epoch_end_hooks_after_save, pending_training_state
 from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.resume.holders import fit_limits
@@ -185,6 +185,9 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
         gradients_added=added,
         gradients_complete=complete,
         gradients_reset=reset,
+        epoch_end_hooks_left=(
+            follower.phase == Phase.EPOCH_END and not interrupted(trainer) and epoch_end_hooks_after_save(trainer)
+        ),
     )
 
 
