@@ -755,6 +755,41 @@ def _resume_holder_warning(case: str) -> str:
         )
 
 
+def _save_in_batch_end_warning() -> str:
+    """A user's callback saves in batch 5's on_train_batch_end before it records the batch, a callback after it
+    records it too (tests/test_resume.py's models)."""
+    import tempfile
+
+    import test_resume as resume
+
+    class SavesEvery5(pl.Callback):
+        def __init__(self, path: Path) -> None:
+            self.path, self.seen = path, list[int]()
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            if batch_idx == 5:
+                trainer.save_checkpoint(self.path)
+            self.seen.append(batch_idx)
+
+    class Records(pl.Callback):
+        def __init__(self) -> None:
+            self.seen = list[int]()
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.seen.append(batch_idx)
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        checkpoint = root / "user.ckpt"
+        resume.fit(root / "saved", resume.TypedResume, callbacks=[SavesEvery5(checkpoint), Records()])
+        resumed_as = type("MyModel", (resume.TypedResume,), {})
+        return warning_of(
+            lambda: resume.fit(
+                root / "resumed", resumed_as, ckpt_path=checkpoint, callbacks=[SavesEvery5(root / "x"), Records()]
+            )
+        )
+
+
 def _relaunch_warning(case: str) -> str:
     """A resume that cannot be exact for what Lightning does before or instead of the fit: a float64 checkpoint
     loaded into a module built in float32 (``float64``), a relaunch with nothing left to train from a checkpoint
@@ -1173,6 +1208,7 @@ TRIGGERS: dict[str, Callable[[], str]] = {
     "resume with a module attribute no checkpoint holds": lambda: _resume_attribute_warning(),
     "resume inside an epoch with a callback set up at its start": lambda: _resume_holder_warning("epoch start"),
     "resume after a failed write in on_train_batch_end": lambda: _resume_holder_warning("batch end"),
+    "resume from a save inside on_train_batch_end": _save_in_batch_end_warning,
     "resume plain Lightning's checkpoint from an epoch's end": _resume_plain_epoch_end_warning,
     "resume with a callback attribute that is not plain data": lambda: _resume_callback_warning("attribute"),
     "resume with ModelPruning after its first pruning": lambda: _resume_callback_warning("pruning"),

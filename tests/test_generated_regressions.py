@@ -45,7 +45,6 @@ def known(family: str) -> pytest.MarkDecorator:
 ITERABLE_EPOCH_END = (
     "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset"
 )
-SAVE_IN_BATCH_END = "a save the user makes in a callback's on_train_batch_end: the callbacks after it miss that batch"
 RANK_MONITOR = "under DDP, a ModelCheckpoint's monitor records on a rank other than 0 after a resume"
 FINDER_KILL = "LearningRateFinder, a kill after a periodic save: the resumed fit's attributes and metrics"
 RECORDS = (("state_dict", False), ("per_rank", False), ("epoch_start", "records"), ("logs", False), ("deque", False))
@@ -452,13 +451,15 @@ def test_learning_rate_finder_sigterm_comes_back_from_the_checkpoint(tmp_path: P
 # Found at seed ci after this round's fixes, not shrunk yet: the drawn setup itself.
 
 
-@known(SAVE_IN_BATCH_END)
 def test_a_save_in_a_callbacks_batch_end_before_the_callbacks_after_it(tmp_path: Path) -> None:
     """Seed ci, setup 39: the third callback's on_train_batch_end calls trainer.save_checkpoint in batch 5; a user
-    callback after it had not recorded the batch: after the resume its record lacks it, silently."""
+    callback after it had not recorded the batch: after the resume its record lacked it, silently. The hooks cannot
+    run again (the checkpoint holds neither the batch nor the step's output): the callbacks after the save, read
+    from the call stack, are named."""
     setup = drawn("ci", 39)
     assert (setup.interruption.how, setup.interruption.where) == ("save", "callback_batch_end")
-    resumes_exactly_or_named(setup, tmp_path, SAVE_IN_BATCH_END)
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "warned"
 
 
 @known(FINDER_KILL)

@@ -6,11 +6,16 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
+import dis
+import inspect
 import sys
+from types import FrameType
 from typing import Any, cast
 
 __all__ = [
+    "batch_end_hooks_after_save",
     "batch_end_hooks_not_returned",
+    "epoch_end_hooks_after_save",
     "lightning_checks_nonfinite",
     "pending_training_state",
     "running",
@@ -119,3 +124,128 @@ def batch_end_hooks_not_returned(trainer: Any) -> list[Any] | None:
                         return listed[called.index(id(local.get("callback"))) :]
         traceback = traceback.tb_next
     return None
+
+
+def batch_end_hooks_after_save(trainer: Any) -> list[Any] | None:
+    """The callbacks whose ``on_train_batch_end`` has something left to run for the batch in flight, where the
+    save being made now (``trainer.save_checkpoint`` called from inside those hooks) returns into them; None where
+    the save is not made from inside them.
+
+    Read from the live call stack: `trainer/call.py`'s `_call_callback_hooks(trainer, hook_name, ...)` calls each of
+    its local ``callbacks`` in order, with the one being called in its local ``callback`` (pytorch-lightning 2.0 to
+    2.6); those after that one have not run. That one is counted where anything follows the save in its hook (read
+    from the bytecode after each call in progress between the hook and `Trainer.save_checkpoint`, in
+    ``trainer/trainer.py``: anything but a bare return counts). A save from the module's own hook, which
+    `_TrainingEpochLoop.advance` calls after every callback's: none.
+    """
+    here = inspect.currentframe()
+    frame: FrameType | None = here.f_back if here is not None else None
+    between: list[FrameType] = []  # the frames from the hook's down to the one that called save_checkpoint
+    # the frames inside the save (its own hooks', through call.py too) are passed over until save_checkpoint's
+    saving = False
+    while frame is not None:
+        code = frame.f_code
+        if saving and code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
+            local = frame.f_locals
+            if local.get("hook_name") != "on_train_batch_end" or local.get("trainer") is not trainer:
+                return None
+            if code.co_name == "_call_lightning_module_hook":
+                return []
+            if code.co_name != "_call_callback_hooks":
+                return None
+            listed: list[Any] = local.get("callbacks") or []  # a list: `trainer.callbacks`, or filtered
+            called = [id(item) for item in listed]
+            current = local.get("callback")
+            if id(current) not in called:
+                return None
+            index = called.index(id(current))
+            rest = saving and all(_returns_next(inner) for inner in between)
+            return listed[index + 1 :] if rest else listed[index:]
+        if saving:
+            between.append(frame)
+        elif code.co_name == "save_checkpoint" and code.co_filename.endswith(
+            ("trainer/trainer.py", "trainer\\trainer.py")
+        ):
+            saving = True
+        frame = frame.f_back
+    return None
+
+
+def _returns_next(frame: FrameType) -> bool:
+    """Whether ``frame``, once the call in progress returns, returns None with nothing else run (its value dropped)."""
+    following = [item for item in dis.get_instructions(frame.f_code) if item.offset > frame.f_lasti]
+    for index, item in enumerate(following):
+        if item.opname in ("NOP", "POP_TOP"):
+            continue
+        if item.opname == "RETURN_CONST":
+            return item.argval is None
+        if item.opname == "LOAD_CONST" and item.argval is None:
+            return index + 1 < len(following) and following[index + 1].opname == "RETURN_VALUE"
+        return False
+    return False
+
+
+def epoch_end_hooks_after_save(trainer: Any) -> bool:
+    """Whether a hook of the epoch's end has something left to run after the save being made now
+    (``trainer.save_checkpoint`` called from inside the ``on_train_epoch_end`` hooks); False where the save is not
+    made from inside them, or where it is the last thing they do.
+
+    Read from the live call stack, as `batch_end_hooks_after_save` reads it: `_FitLoop.on_advance_end` calls
+    `_call_callback_hooks(trainer, "on_train_epoch_end", monitoring_callbacks=False)`, then the module's hook
+    (`_call_lightning_module_hook`), then the callbacks again with ``monitoring_callbacks=True`` (the
+    ``EarlyStopping`` and ``Checkpoint`` ones, pytorch-lightning 2.0 to 2.6); ``_call_callback_hooks``'s local
+    ``callbacks`` is the list it calls in order, ``callback`` the one being called. Left: anything but a bare return
+    after the save in the hook in flight, a callback after that one in its list, and after the first list or the
+    module's hook, the module's own hook (where its class defines one) and the monitoring callbacks. Not where the
+    hook in flight is a ``Checkpoint``'s (its own save, as ``ModelCheckpoint``'s, last: the run goes on past it).
+    """
+    here = inspect.currentframe()
+    frame: FrameType | None = here.f_back if here is not None else None
+    between: list[FrameType] = []
+    saving = False
+    while frame is not None:
+        code = frame.f_code
+        if saving and code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
+            local = frame.f_locals
+            if local.get("hook_name") != "on_train_epoch_end" or local.get("trainer") is not trainer:
+                return False
+            rest = not all(_returns_next(inner) for inner in between)
+            monitoring = any(_is_monitoring(callback) for callback in getattr(trainer, "callbacks", []))
+            if code.co_name == "_call_lightning_module_hook":
+                return rest or monitoring
+            if code.co_name != "_call_callback_hooks":
+                return False
+            listed: list[Any] = local.get("callbacks") or []
+            called = [id(item) for item in listed]
+            if id(local.get("callback")) not in called or _is_checkpoint(local.get("callback")):
+                return False  # a Checkpoint's own save: what follows it there is its own, which the point holds
+            after = listed[called.index(id(local.get("callback"))) + 1 :]
+            module_after = local.get("monitoring_callbacks") is False and (_defines_epoch_end(trainer) or monitoring)
+            return rest or bool(after) or module_after
+        if saving:
+            between.append(frame)
+        elif code.co_name == "save_checkpoint" and code.co_filename.endswith(
+            ("trainer/trainer.py", "trainer\\trainer.py")
+        ):
+            saving = True
+        frame = frame.f_back
+    return False
+
+
+def _is_monitoring(callback: Any) -> bool:
+    """One of the callbacks `_call_callback_hooks` calls with ``monitoring_callbacks=True`` (by class name, either
+    flavour: ``EarlyStopping``, a ``Checkpoint``)."""
+    return any(kind.__name__ in ("EarlyStopping", "Checkpoint") for kind in type(callback).__mro__)
+
+
+def _is_checkpoint(callback: Any) -> bool:
+    return any(kind.__name__ == "Checkpoint" for kind in type(callback).__mro__)
+
+
+def _defines_epoch_end(trainer: Any) -> bool:
+    """Whether the module's class defines an ``on_train_epoch_end`` of its own (not `ModelHooks`' empty one)."""
+    module = getattr(trainer, "lightning_module", None)
+    for kind in type(module).__mro__:
+        if "on_train_epoch_end" in vars(kind):
+            return kind.__name__ != "ModelHooks"
+    return False

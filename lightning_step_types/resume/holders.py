@@ -47,7 +47,9 @@ checkpoint already holds nor loses one.
   (``current_score``) is set on the callback after Lightning's load.
 - An exception in a batch's ``on_train_batch_end`` hooks: the callbacks whose hook had not returned (read
   from the exception's traceback) and that can change what a resume starts from there are named in one
-  warning; the resumed run goes on after the batch.
+  warning; the resumed run goes on after the batch. The same for a save the user makes from inside those hooks
+  (``trainer.save_checkpoint`` in a callback's): the callbacks whose hook had yet to run for the batch (read
+  from the live call stack: those after the saving one, and that one where anything follows the save in it).
 - A resumed fit with nothing left to train runs no ``on_train_start`` hook: what those hooks set in the run
   that saved comes back with the rest.
 
@@ -78,7 +80,7 @@ from lightning_step_types._lightning.checkpoint_callback import (
 )
 from lightning_step_types._lightning.fit_loop import interrupted, restart_inside_epoch
 from lightning_step_types._lightning.instance_methods import pickled_as, put_on_instance, take_off_instance
-from lightning_step_types._lightning.trainer import batch_end_hooks_not_returned
+from lightning_step_types._lightning.trainer import batch_end_hooks_after_save, batch_end_hooks_not_returned
 from lightning_step_types.resume.attributes import (
     Snapshot,
     changes,
@@ -92,6 +94,7 @@ from lightning_step_types.resume.held_generators import NAMES, from_record, put_
 from lightning_step_types.resume.messages import (
     Problem,
     batch_end_callbacks_problem,
+    batch_end_save_problem,
     callback_attributes_problem,
     epoch_start_hooks_problem,
     plain_epoch_end_problem,
@@ -511,18 +514,27 @@ class Holders:
             own["done"] = sorted(done)
             shared["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
         if unfinished_batch is not None:
-            names = [type(callback).__name__ for callback in self._stopped_batch_end_holders(changed)]
-            shared["unfinished"] = {"batch": unfinished_batch, "callbacks": names} if names else None
+            trainer = self.trainer()
+            inside = trainer is not None and not interrupted(trainer)  # a save from inside the hooks, not an exception
+            names = [type(callback).__name__ for callback in self._stopped_batch_end_holders(changed, inside)]
+            shared["unfinished"] = {"batch": unfinished_batch, "callbacks": names, "inside": inside} if names else None
         return shared, own
 
-    def _stopped_batch_end_holders(self, changed: set[str]) -> list[Any]:
-        """Of the callbacks whose on_train_batch_end may change what a resume starts from, those the exception
-        in hand stopped before their hook returned for the batch in flight (the callbacks are called in order,
-        the module's hook last; where that cannot be told, all of them), and that could change something there:
-        a ModelCheckpoint due to save at that step (or by time), any other Checkpoint, a callback with a
-        state_dict(), one that keeps state in its attributes (``changed``)."""
+    def _stopped_batch_end_holders(self, changed: set[str], inside: bool) -> list[Any]:
+        """Of the callbacks whose on_train_batch_end may change what a resume starts from, those whose hook had
+        not returned for the batch in flight and that could change something there: a ModelCheckpoint due to save
+        at that step (or by time), any other Checkpoint, a callback with a state_dict(), one that keeps state in
+        its attributes (``changed``). Stopped by the exception in hand (the callbacks are called in order, the
+        module's hook last; where that cannot be told, all of them); or, ``inside``, a save made from inside the
+        hooks: those after the saving callback, and that one where anything follows the save in its hook (none
+        where that cannot be told, nor a ModelCheckpoint's own save, whose part after it the point holds)."""
         trainer = self.trainer()
-        stopped = batch_end_hooks_not_returned(trainer) if trainer is not None else None
+        stopped: list[Any] | None
+        if inside:
+            after = batch_end_hooks_after_save(trainer) or []
+            stopped = [item for item in after if getattr(item, "state_key", None) not in self.saving]
+        else:
+            stopped = batch_end_hooks_not_returned(trainer) if trainer is not None else None
         stateful = {id(callback) for _, callback in self.stateful}
         return [
             callback
@@ -686,7 +698,8 @@ def resume_holders(
     if saved is not None:
         unfinished = saved.get("unfinished")
         if unfinished:
-            problems.append(batch_end_callbacks_problem(int(unfinished["batch"]), list(unfinished["callbacks"])))
+            make = batch_end_save_problem if unfinished.get("inside") else batch_end_callbacks_problem
+            problems.append(make(int(unfinished["batch"]), list(unfinished["callbacks"])))
         if stop_now and saved_stop_holds(trainer, saved):
             trainer.should_stop = True
         if nothing_runs:  # a fit with nothing left to train runs no on_train_start hook: what they set comes back

@@ -17,6 +17,7 @@ __all__ = [
     "Problem",
     "batch_end_hooks_problem",
     "batch_end_callbacks_problem",
+    "batch_end_save_problem",
     "callback_attributes_problem",
     "pruning_problem",
     "changed_module_problem",
@@ -192,6 +193,18 @@ def batch_end_callbacks_problem(batch: int, callbacks: list[str]) -> Problem:
         "nothing to do for the batch's training, which the checkpoint holds; a ModelCheckpoint whose write"
         " failed writes its next checkpoint when it is due (or call trainer.save_checkpoint(path) once the"
         " resumed run starts)",
+    )
+
+
+def batch_end_save_problem(batch: int, callbacks: list[str]) -> Problem:
+    return (
+        f"a checkpoint saved from inside batch {batch}'s on_train_batch_end hooks (trainer.save_checkpoint in a"
+        f" callback's hook), where these callbacks' hooks had yet to run for it (the saving callback's, where"
+        f" anything follows the save in it, and those after it): the resumed run goes on after batch {batch} and"
+        f" does not run those hooks again, so what they do there for batch {batch} is missing: {', '.join(callbacks)}",
+        "a checkpoint saved before a batch's on_train_batch_end hooks, or after every callback's had run",
+        "save from the module's own on_train_batch_end (Lightning calls it after every callback's) or as the last"
+        " statement of the last callback's hook, or resume from a checkpoint saved elsewhere",
     )
 
 

@@ -32,8 +32,10 @@ class Position:
     in_epoch_start: bool  # inside on_train_epoch_start
     epoch_done: bool  # the epoch's end is done (only the SIGTERM check follows)
     interrupted: bool  # an exception stopped the fit (OnExceptionCheckpoint, a callback's on_exception)
-    # inside the epoch-end hooks: a stateful callback's on_train_epoch_end is still to run (one after the hook
-    # that saves: EarlyStopping's check after the module's own save), other than a ModelCheckpoint writing this file
+    # a save from inside the epoch-end hooks with something of them left to run after it: a stateful callback's
+    # on_train_epoch_end (EarlyStopping's check after the module's own save; not a ModelCheckpoint writing this
+    # file), or, read from the call stack, the rest of the saving hook, the callbacks and hooks Lightning calls after
+    # it (a user's save in the module's on_train_epoch_end, before ModelCheckpoint's): they run again at a resume
     epoch_end_hooks_left: bool
     updated: bool  # an optimizer step of this batch has landed
     step_returned: bool  # the batch's step (forward, backward, optimizer step) has returned

@@ -34,7 +34,7 @@ from lightning_step_types._lightning.fit_loop import (
 )
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
-from lightning_step_types._lightning.trainer import pending_training_state
+from lightning_step_types._lightning.trainer import epoch_end_hooks_after_save, pending_training_state
 from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.resume.holders import fit_limits
@@ -103,7 +103,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             point.batch
             if point.kind == "batch_end"
             and follower.phase == Phase.BATCH
-            and position.interrupted
+            and (position.interrupted or position.step_returned)  # an exception stopped them, or a save in them
             and not position.batch_hooks_done
             else None
         ),
@@ -167,8 +167,10 @@ def _position(follower: FitFollower, trainer: Any) -> Position:
         epoch_done=epoch_end_done(trainer),
         interrupted=interrupted(trainer),
         epoch_end_hooks_left=follower.phase == Phase.EPOCH_END
-        and follower.holders is not None
-        and follower.holders.epoch_end_hooks_left(),
+        and (
+            (follower.holders is not None and follower.holders.epoch_end_hooks_left())
+            or (not interrupted(trainer) and epoch_end_hooks_after_save(trainer))
+        ),
         updated=follower.steps[0] > follower.record.steps,
         step_returned=counters.processed > batch,
         step_started=counters.started > batch,

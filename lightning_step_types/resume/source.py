@@ -67,7 +67,9 @@ class Saving:
     batches_done: int  # of the point's epoch, before its next batch
     last_batch: bool  # none comes after them
     stop: list[int | None] | None  # the fit's limits, where it is stopping (`trainer.should_stop`)
-    unfinished: int | None  # a batch whose hooks an exception stopped, where the point is its end
+    # a batch whose on_train_batch_end hooks had not all returned, where the point is its end: an exception stopped
+    # them, or the save is made from inside them
+    unfinished: int | None
     callback_entries: Mapping[str, Any] | None  # each callback's state_dict(), as Lightning called it for this save
     # entries the processes share (not per rank): a source writes its shared part here
     shared: dict[str, Any] = field(default_factory=lambda: {})

@@ -64,14 +64,6 @@ KNOWN: tuple[Family, ...] = (
         ),
     ),
     Family(
-        "a save the user makes in on_train_epoch_end, then a fault in the same hooks: the rest of the epoch's end is lost",
-        _silent("(module attributes|callback attributes|callback states|rows|metrics)"),
-        lambda setup, verdict: (
-            setup.interruption.how == "save"
-            and setup.interruption.where in ("on_train_epoch_end", "callback_epoch_end")
-        ),
-    ),
-    Family(
         "ModelPruning's _global_kwargs after a resume",
         _silent("(callback attributes|callback states|checkpoint files)"),
         lambda setup, verdict: any("ModelPruning" in difference for difference in verdict.differences),
@@ -102,11 +94,6 @@ KNOWN: tuple[Family, ...] = (
         lambda setup, verdict: (
             setup.processes == 2 and any("ModelCheckpoint" in difference for difference in verdict.differences)
         ),
-    ),
-    Family(
-        "a save the user makes in a callback's on_train_batch_end: the callbacks after it miss that batch",
-        _silent("(callback attributes|callback states|checkpoint files)"),
-        lambda setup, verdict: setup.interruption.how == "save" and setup.interruption.where == "callback_batch_end",
     ),
     Family(
         "LearningRateFinder, a kill after a periodic save: the resumed fit's attributes and metrics",

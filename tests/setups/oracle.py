@@ -96,6 +96,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("batch-end hooks", "before its on_train_batch_end hooks ended", "values"),
     ("module checkpoint data", "saved the module's own data", "module"),
     ("batch-end callbacks", "after an exception in batch", "callbacks"),
+    ("batch-end callbacks", "saved from inside batch", "callbacks"),
     ("callback attributes", "callback attributes that changed during the fit", "callbacks"),
     ("epoch-start hooks", "does not run the on_train_epoch_start hooks again", "callbacks"),
 )
