@@ -49,6 +49,12 @@ KNOWN: tuple[Family, ...] = (
         ),
     ),
     Family(
+        "a persistent loader's count of passes in a later checkpoint, after a resume at the first epoch's start:"
+        " one more than the uninterrupted run's",
+        _silent("checkpoint files"),
+        lambda setup, verdict: all("['runs_before']" in difference for difference in verdict.differences),
+    ),
+    Family(
         "a later checkpoint's record of whether its validation runs again, where the resumed fit made its validation"
         " loaders at its start (Lightning) and the uninterrupted one at the validation: the same fit from either",
         _silent("checkpoint files"),
