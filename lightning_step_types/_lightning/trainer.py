@@ -126,6 +126,34 @@ def batch_end_hooks_not_returned(trainer: Any) -> list[Any] | None:
     return None
 
 
+def _hook_around_save(trainer: Any, hook_name: str) -> tuple[str, dict[str, Any], bool] | None:
+    """The Lightning hook call (in `trainer/call.py`) that a ``trainer.save_checkpoint`` being made now was called
+    from: the calling function's name (``_call_callback_hooks`` or ``_call_lightning_module_hook``), its locals, and
+    whether the hook in flight returns with nothing else run after the save (read from the bytecode after each call in
+    progress between the hook and `Trainer.save_checkpoint`, in ``trainer/trainer.py``: anything but a bare return
+    counts). None where the save is not made from inside ``hook_name`` of ``trainer``'s fit."""
+    here = inspect.currentframe()
+    frame: FrameType | None = here.f_back.f_back if here is not None and here.f_back is not None else None
+    between: list[FrameType] = []  # the frames from the hook's down to the one that called save_checkpoint
+    # the frames inside the save (its own hooks', through call.py too) are passed over until save_checkpoint's
+    saving = False
+    while frame is not None:
+        code = frame.f_code
+        if saving and code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
+            local = frame.f_locals
+            if local.get("hook_name") != hook_name or local.get("trainer") is not trainer:
+                return None
+            return code.co_name, local, all(_returns_next(inner) for inner in between)
+        if saving:
+            between.append(frame)
+        elif code.co_name == "save_checkpoint" and code.co_filename.endswith(
+            ("trainer/trainer.py", "trainer\\trainer.py")
+        ):
+            saving = True
+        frame = frame.f_back
+    return None
+
+
 def batch_end_hooks_after_save(trainer: Any) -> list[Any] | None:
     """The callbacks whose ``on_train_batch_end`` has something left to run for the batch in flight, where the
     save being made now (``trainer.save_checkpoint`` called from inside those hooks) returns into them; None where
@@ -138,37 +166,21 @@ def batch_end_hooks_after_save(trainer: Any) -> list[Any] | None:
     ``trainer/trainer.py``: anything but a bare return counts). A save from the module's own hook, which
     `_TrainingEpochLoop.advance` calls after every callback's: none.
     """
-    here = inspect.currentframe()
-    frame: FrameType | None = here.f_back if here is not None else None
-    between: list[FrameType] = []  # the frames from the hook's down to the one that called save_checkpoint
-    # the frames inside the save (its own hooks', through call.py too) are passed over until save_checkpoint's
-    saving = False
-    while frame is not None:
-        code = frame.f_code
-        if saving and code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
-            local = frame.f_locals
-            if local.get("hook_name") != "on_train_batch_end" or local.get("trainer") is not trainer:
-                return None
-            if code.co_name == "_call_lightning_module_hook":
-                return []
-            if code.co_name != "_call_callback_hooks":
-                return None
-            listed: list[Any] = local.get("callbacks") or []  # a list: `trainer.callbacks`, or filtered
-            called = [id(item) for item in listed]
-            current = local.get("callback")
-            if id(current) not in called:
-                return None
-            index = called.index(id(current))
-            rest = saving and all(_returns_next(inner) for inner in between)
-            return listed[index + 1 :] if rest else listed[index:]
-        if saving:
-            between.append(frame)
-        elif code.co_name == "save_checkpoint" and code.co_filename.endswith(
-            ("trainer/trainer.py", "trainer\\trainer.py")
-        ):
-            saving = True
-        frame = frame.f_back
-    return None
+    found = _hook_around_save(trainer, "on_train_batch_end")
+    if found is None:
+        return None
+    caller, local, returns_next = found
+    if caller == "_call_lightning_module_hook":
+        return []
+    if caller != "_call_callback_hooks":
+        return None
+    listed: list[Any] = local.get("callbacks") or []  # a list: `trainer.callbacks`, or filtered
+    called = [id(item) for item in listed]
+    current = local.get("callback")
+    if id(current) not in called:
+        return None
+    index = called.index(id(current))
+    return listed[index + 1 :] if returns_next else listed[index:]
 
 
 def _returns_next(frame: FrameType) -> bool:
@@ -199,37 +211,23 @@ def epoch_end_hooks_after_save(trainer: Any) -> bool:
     module's hook, the module's own hook (where its class defines one) and the monitoring callbacks. Not where the
     hook in flight is a ``Checkpoint``'s (its own save, as ``ModelCheckpoint``'s, last: the run goes on past it).
     """
-    here = inspect.currentframe()
-    frame: FrameType | None = here.f_back if here is not None else None
-    between: list[FrameType] = []
-    saving = False
-    while frame is not None:
-        code = frame.f_code
-        if saving and code.co_filename.endswith(("trainer/call.py", "trainer\\call.py")):
-            local = frame.f_locals
-            if local.get("hook_name") != "on_train_epoch_end" or local.get("trainer") is not trainer:
-                return False
-            rest = not all(_returns_next(inner) for inner in between)
-            monitoring = any(_is_monitoring(callback) for callback in getattr(trainer, "callbacks", []))
-            if code.co_name == "_call_lightning_module_hook":
-                return rest or monitoring
-            if code.co_name != "_call_callback_hooks":
-                return False
-            listed: list[Any] = local.get("callbacks") or []
-            called = [id(item) for item in listed]
-            if id(local.get("callback")) not in called or _is_checkpoint(local.get("callback")):
-                return False  # a Checkpoint's own save: what follows it there is its own, which the point holds
-            after = listed[called.index(id(local.get("callback"))) + 1 :]
-            module_after = local.get("monitoring_callbacks") is False and (_defines_epoch_end(trainer) or monitoring)
-            return rest or bool(after) or module_after
-        if saving:
-            between.append(frame)
-        elif code.co_name == "save_checkpoint" and code.co_filename.endswith(
-            ("trainer/trainer.py", "trainer\\trainer.py")
-        ):
-            saving = True
-        frame = frame.f_back
-    return False
+    found = _hook_around_save(trainer, "on_train_epoch_end")
+    if found is None:
+        return False
+    caller, local, returns_next = found
+    rest = not returns_next
+    monitoring = any(_is_monitoring(callback) for callback in getattr(trainer, "callbacks", []))
+    if caller == "_call_lightning_module_hook":
+        return rest or monitoring
+    if caller != "_call_callback_hooks":
+        return False
+    listed: list[Any] = local.get("callbacks") or []
+    called = [id(item) for item in listed]
+    if id(local.get("callback")) not in called or _is_checkpoint(local.get("callback")):
+        return False  # a Checkpoint's own save: what follows it there is its own, which the point holds
+    after = listed[called.index(id(local.get("callback"))) + 1 :]
+    module_after = local.get("monitoring_callbacks") is False and (_defines_epoch_end(trainer) or monitoring)
+    return rest or bool(after) or module_after
 
 
 def _is_monitoring(callback: Any) -> bool:
