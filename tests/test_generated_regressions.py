@@ -46,6 +46,16 @@ PASS_COUNT = (
     "a persistent loader's count of passes in a later checkpoint, after a resume at the first epoch's start:"
     " one more than the uninterrupted run's"
 )
+RELOAD_RECORD = (
+    "a reload's draw in train_dataloader(): a later checkpoint's record of the random streams is one draw off"
+)
+SKIP_VALIDATION_RECORD = (
+    "a later checkpoint's record of whether its validation runs again, where the resumed fit made its validation"
+    " loaders at its start (Lightning) and the uninterrupted one at the validation: the same fit from either"
+)
+LOGGER_WRITE = "an exception in a logger's write: the logger's step is one behind"
+WORKERS_DRAW = "loader workers that draw at random, resumed at an epoch's start: not named"
+ACCUMULATION_WINDOW = "GradientAccumulationScheduler: its window across the point"
 ITERABLE_EPOCH_END = (
     "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset"
 )
@@ -533,3 +543,46 @@ def test_a_persistent_loaders_pass_count_after_a_resume_at_the_first_epochs_star
     setup = drawn("ci", 193)
     assert setup.data.persistent and setup.interruption.where == "on_train_epoch_start"
     resumes_exactly_or_named(setup, tmp_path, PASS_COUNT)
+
+
+# --- open families found at seed ci, each as drawn (not shrunk) ----------------------------------------------------
+
+
+@known(RELOAD_RECORD)
+def test_a_reloads_draw_in_a_later_checkpoints_record_of_the_streams(tmp_path: Path) -> None:
+    """Seed ci, setup 76: reload_dataloaders_every_n_epochs=1 with a draw in train_dataloader(); the checkpoints
+    written after the resume record the streams before the epoch's iterator one 32-bit draw off (read after the
+    epoch's loaders were asked for again). The fit itself is exact."""
+    resumes_exactly_or_named(drawn("ci", 76), tmp_path, RELOAD_RECORD)
+
+
+@known(SKIP_VALIDATION_RECORD)
+def test_a_later_checkpoints_skip_validation_after_a_resume_that_made_its_validation_loaders_early(
+    tmp_path: Path,
+) -> None:
+    """Seed ci, setup 18: Lightning makes a resumed fit's validation loaders at its start where that epoch
+    validates, the uninterrupted run's at the validation; ModelCheckpoint defers its save past the validation in one
+    and not the other, so a later file's point says its validation runs again in one only. Resuming from either
+    file gives the same fit (checked by hand: weights, optimizer, callbacks and files)."""
+    resumes_exactly_or_named(drawn("ci", 18), tmp_path, SKIP_VALIDATION_RECORD)
+
+
+@known(LOGGER_WRITE)
+def test_an_exception_in_a_loggers_write(tmp_path: Path) -> None:
+    """Seed ci, setup 123: a logger whose write raises; after the resume the logger's step is one behind."""
+    resumes_exactly_or_named(drawn("ci", 123), tmp_path, LOGGER_WRITE)
+
+
+@known(WORKERS_DRAW)
+def test_persistent_workers_drawing_from_torchs_stream_with_a_dataset_state(tmp_path: Path) -> None:
+    """Seed ci, setup 40: a StatefulDataLoader with persistent workers whose dataset draws from torch's global stream
+    and has a state_dict() of its own: the workers' streams start again at the resume, and the check that names
+    restarting workers passes over a loader whose dataset has a state (taken to hold its draws)."""
+    resumes_exactly_or_named(drawn("ci", 40), tmp_path, WORKERS_DRAW)
+
+
+@known(ACCUMULATION_WINDOW)
+def test_gradient_accumulation_schedulers_window_across_the_point(tmp_path: Path) -> None:
+    """Seed ci, setup 9: GradientAccumulationScheduler with a window open across the resume point: the rows
+    after the resume differ."""
+    resumes_exactly_or_named(drawn("ci", 9), tmp_path, ACCUMULATION_WINDOW)
