@@ -198,14 +198,18 @@ def loaded_dataset_states(states: list[dict[str, Any]] | None) -> list[Any] | No
 
 
 def load_dataset_states(trainer: Any, states: list[Any]) -> None:
-    """Each main-process ``StatefulDataLoader``'s dataset gets its saved state, as torchdata's
-    `_StatefulSingleProcessDataLoaderIter.load_state_dict` loads it (``dataset.load_state_dict``)."""
+    """Each main-process ``StatefulDataLoader``'s map-style dataset gets its saved state, as torchdata's
+    `_StatefulSingleProcessDataLoaderIter.load_state_dict` loads it (``dataset.load_state_dict``). Not an
+    ``IterableDataset``'s: its state is a position its next iterator would resume from, where a new pass starts it
+    anew."""
     loaders = train_loaders(trainer)
     if len(loaders) != len(states):
         return
     for loader, state in zip(loaders, states):
-        load: Any = getattr(getattr(loader, "dataset", None), "load_state_dict", None)
-        if state is not None and _main_process_stateful_loader(loader) and callable(load):
+        dataset: Any = getattr(loader, "dataset", None)
+        load: Any = getattr(dataset, "load_state_dict", None)
+        iterable = isinstance(dataset, torch.utils.data.IterableDataset)
+        if state is not None and not iterable and _main_process_stateful_loader(loader) and callable(load):
             load(state)
 
 

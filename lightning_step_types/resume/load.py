@@ -125,12 +125,12 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
         clear_logger_views(trainer)
     fit_loop: Any = resume.saved.get("fit_loop") if resume.saved is not None else None
     if isinstance(fit_loop, Mapping) and isinstance(checkpoint, dict):  # Lightning's own dict: its loops load next
-        between = resume.point is not None and resume.point.kind != "batch"  # not an epoch's first batch, refetched
+        # not at an epoch's first batch, run again from its fetch: the state at the save is past that fetch
+        between = resume.point is not None and resume.point.kind != "batch"
         if between and "combined_loader" not in (cast("Mapping[str, Any]", fit_loop).get("state_dict") or {}):
             # the point carries no loader position (an epoch's start, or after its last batch): the loaders start
             # a new iterator, but a main-process StatefulDataLoader's dataset goes on from its saved state, as
-            # Lightning's own load of the file's loader states gives it (at an epoch's first batch, run again from
-            # its fetch, the state at the save is past that fetch: the dataset starts from the epoch's iterator)
+            # Lightning's own load of the file's loader states gives it
             _load_dataset_states_before_iterator(trainer, loaded_dataset_states(loaded_loader_states(checkpoint)))
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
     for source in follower.sources:  # each source keeps its entry for the moments it puts its state back at
