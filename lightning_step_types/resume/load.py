@@ -178,7 +178,7 @@ class Resume:
         self.results: Any = None
         self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
         # what the sources are told of this resume (resume/source.py)
-        self.loading = Loading(weakref.ref(trainer), weakref.ref(module), None, "", None, None, -1)
+        self.loading = Loading(weakref.ref(trainer), weakref.ref(module), None, "", None, -1)
         # the run that saved had been asked to stop inside the epoch it resumes in: the stop goes back at the
         # first batch or the epoch's end (at the fit's start, Lightning's fit loop would end before the epoch)
         self.stop_inside_epoch: bool = False
@@ -193,7 +193,6 @@ class Resume:
         self.encoded = ResumePoint(**saved["encoded"])
         ranks = saved["ranks"]
         world_size, rank = int(getattr(trainer, "world_size", 1)), int(getattr(trainer, "global_rank", 0))
-        own = ranks[rank] if len(ranks) == world_size else None
         # each process's sources resume from its own part (none where the world size differs)
         self.loading = Loading(
             self.loading.trainer,
@@ -201,7 +200,6 @@ class Resume:
             self.point,
             _where(self.point),
             saved,
-            cast("Mapping[str, Any]", own) if isinstance(own, Mapping) else None,
             rank if len(ranks) == world_size else -1,
         )
         owner = type(module).__qualname__

@@ -85,8 +85,6 @@ class Loading:
     point: Point | None  # where the resumed fit starts (None: a checkpoint without the library's state)
     where: str  # "resuming epoch 1 at batch 3": for the warnings
     saved: Mapping[str, Any] | None  # the library's whole entry (None: a plain Lightning checkpoint)
-    # each process's running state (None: this process starts fresh)
-    state: Mapping[str, Any] | None
     rank: int  # this process's index into the saved ranks (-1: the world size differs)
 
 
