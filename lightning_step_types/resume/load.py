@@ -178,7 +178,7 @@ class Resume:
         self.results: Any = None
         self.loaded_entry: dict[str, Any] | None = None  # the checkpoint's whole entry under CHECKPOINT_KEY
         # what the sources are told of this resume (resume/source.py)
-        self.loading = Loading(weakref.ref(trainer), weakref.ref(module), None, "", None, -1)
+        self.loading: Loading = Loading(weakref.ref(trainer), weakref.ref(module), None, "", None, -1)
         # the run that saved had been asked to stop inside the epoch it resumes in: the stop goes back at the
         # first batch or the epoch's end (at the fit's start, Lightning's fit loop would end before the epoch)
         self.stop_inside_epoch: bool = False
