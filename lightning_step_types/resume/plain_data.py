@@ -96,13 +96,8 @@ _ITEMS = "lightning_step_types.items"  # {_ITEMS: [[key, value], ...]}: a dict w
 _DEQUE = "lightning_step_types.deque"  # {_DEQUE: [[item, ...], maxlen or None]}
 _NUMPY = "lightning_step_types.numpy"  # {_NUMPY: [dtype.str, the value as a Python number]}
 GENERATOR = "lightning_step_types.generator"  # a random generator's state: ``resume/held_generators.py``'s record
-_MARKERS = (
-    _ENUM,
-    _ITEMS,
-    _DEQUE,
-    _NUMPY,
-    GENERATOR,
-)  # a user's dict with one of these as its only key: written as items
+# a user's dict with one of these as its only key: written as items
+_MARKERS = (_ENUM, _ITEMS, _DEQUE, _NUMPY, GENERATOR)
 
 
 def encoded(value: Any, tensor: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any:
@@ -116,12 +111,8 @@ def encoded(value: Any, tensor: Callable[[torch.Tensor], torch.Tensor] | None = 
         cls = type(value)
         return {_ENUM: f"{cls.__module__}:{cls.__qualname__}.{value.name}"}
     numpy: Any = sys.modules.get("numpy")  # a NumPy scalar exists only where NumPy is imported
-    if numpy is not None and isinstance(value, numpy.generic):
-        scalar: Any = value
-    else:
-        scalar = None
-    if scalar is not None and _exact_in_python(scalar.dtype):
-        return {_NUMPY: [scalar.dtype.str, scalar.item()]}
+    if numpy is not None and isinstance(value, numpy.generic) and _exact_in_python(value.dtype):
+        return {_NUMPY: [value.dtype.str, value.item()]}
     if type(value) in (list, tuple):
         items = [encoded(item, tensor) for item in value]
         return items if type(value) is list else tuple(items)
