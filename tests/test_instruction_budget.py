@@ -120,8 +120,10 @@ def test_a_real_run_writes_a_budget_and_passes_its_own_check(tmp_path: Path) -> 
     record = written["steps"]
     # a Linear(32, 2) training step through Lightning: interpreter, hooks, autograd and SGD, no more
     assert all(300_000 < value < 30_000_000 for value in record.values())
-    # the typed step and the adapter do more than plain Lightning, and exact resume more than none
-    assert 0 < written["over_reference"][TYPED_OFF] < written["over_reference"][TYPED]
+    # exact resume costs more than none; the adapter does more than an empty callback. The typed step
+    # without exact resume is within a few thousand instructions of plain Lightning's over so few
+    # batches (-1,800 to +12,000 in repeated runs), so its sign is not asserted
+    assert written["over_reference"][TYPED_OFF] < written["over_reference"][TYPED]
     assert 0 < written["over_reference"][ADAPTER_OFF] < written["over_reference"][ADAPTER]
     lines = output.splitlines()
     assert lines[0] == f"{budget} written"
