@@ -157,3 +157,43 @@ def test_a_tuners_trial_epoch_end_is_not_the_next_epochs_hooks_start(tmp_path: P
     )
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.plan is not None and (verdict.plan["epoch"], verdict.plan["batch"]) == (1, 0)
+
+
+def test_learning_rate_finder_with_max_steps_resumed_inside_an_epoch_goes_on_from_the_points_batch(
+    tmp_path: Path,
+) -> None:
+    """Seed ci, setup 130, shrunk: LearningRateFinder, max_steps=7, a kill in batch 3 resumed from the save after
+    batch 1. `_lr_find` sets the epoch loop not restarting after it loads its own checkpoint; the fit loop stays
+    restarting with max_steps set (iteration-based training), so the library's restart left the epoch loop's flag
+    as the finder set it, and the resumed epoch counted its batches from 0 with the optimizer's 2 steps done: it
+    trained batches 0 to 4 where the uninterrupted fit trained 2 to 6 (logged steps, rows and validation loss
+    differed, silently)."""
+    setup = Setup(
+        data=DataSpec(rows=27, batch_size=4, loader="stateful"),
+        trainer=TrainerSpec(max_epochs=1, max_steps=7),
+        callbacks=LR_FINDER,
+        checkpoint=CheckpointSpec(every="steps", every_n=2, save_last=True),
+        interruption=InterruptionSpec(how="kill", at=71),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact"
+    assert verdict.plan == {"how": "kill", "hook": "training_step", "epoch": 0, "batch": 3, "visit": 2}
+
+
+def test_learning_rate_finder_resumed_inside_an_epoch_records_the_checkpoints_streams_before_its_iterator(
+    tmp_path: Path,
+) -> None:
+    """Seed ci, setups 66 and 130 (without max_steps), shrunk: the resumed fit makes its point's iterator three
+    times (the finder's trial, the finder's ``setup_data`` after its own load, the fit loop's run). The streams went
+    back before the first two; the record that later checkpoints hold of the streams before the epoch's iterator
+    was read again before the third, from what the trial had drawn (epoch=0-step=6.ckpt's
+    ``random_streams['iterator']`` differed from the uninterrupted run's). The fit itself was exact."""
+    setup = Setup(
+        data=DataSpec(rows=27, batch_size=4, loader="stateful"),
+        trainer=TrainerSpec(max_epochs=1),
+        callbacks=LR_FINDER,
+        checkpoint=CheckpointSpec(every="steps", every_n=2, save_last=True),
+        interruption=InterruptionSpec(how="kill", at=71),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "exact"

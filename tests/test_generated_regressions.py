@@ -60,7 +60,6 @@ ITERABLE_EPOCH_END = (
     "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset"
 )
 RANK_MONITOR = "under DDP, a ModelCheckpoint's monitor records on a rank other than 0 after a resume"
-FINDER_KILL = "LearningRateFinder, a kill after a periodic save: the resumed fit's attributes and metrics"
 RECORDS = (("state_dict", False), ("per_rank", False), ("epoch_start", "records"), ("logs", False), ("deque", False))
 PLAIN_USER = (("state_dict", False), ("per_rank", False), ("epoch_start", "none"), ("logs", False), ("deque", False))
 EARLY_STOPPING = CallbackSpec("early_stopping", (("monitor", "val_loss_0"), ("patience", 0), ("mode", "min")))
@@ -476,13 +475,13 @@ def test_a_save_in_a_callbacks_batch_end_before_the_callbacks_after_it(tmp_path:
     assert verdict.outcome == "warned"
 
 
-@known(FINDER_KILL)
 def test_learning_rate_finder_a_kill_after_a_periodic_save(tmp_path: Path) -> None:
-    """Seed ci, setup 130: LearningRateFinder, ModelCheckpoint every 2 steps, a kill in training_step of batch 3:
-    the module's per-epoch count, a stateful callback's record and the scheduler differ after the resume, silently."""
+    """Seed ci, setup 130: LearningRateFinder, max_steps=7, ModelCheckpoint every 2 steps, a kill in training_step of
+    batch 3: the resumed epoch counted its batches from 0 (the module's per-epoch count, a stateful callback's record
+    and the scheduler differed, silently). Shrunk in tests/test_generated_families_finder.py; setup 66 there too."""
     setup = drawn("ci", 130)
     assert setup.interruption.how == "kill" and any(spec.kind == "lr_finder" for spec in setup.callbacks)
-    resumes_exactly_or_named(setup, tmp_path, FINDER_KILL)
+    assert resumes_exactly_or_named(setup, tmp_path).outcome == "exact"
 
 
 @pytest.mark.slow

@@ -515,13 +515,21 @@ def restart_as_loaded(trainer: Any) -> None:
     (`_is_validation_done`), so a fit resumed at the end of an epoch's last batch ran no `advance`: the epoch
     loop stayed restarting (its `on_iteration_done` never ran) and every later epoch kept the restored batch
     progress, training nothing.
+
+    With ``max_steps`` set, `_FitLoop.restarting`'s setter keeps the fit loop restarting whatever it is given
+    (``_iteration_based_training``), so `_lr_find`'s reset leaves the fit loop restarting (its loaders loaded
+    their states) and only the epoch loop not: the flag goes down to the epoch loop again.
     """
     fit_loop = trainer.fit_loop
     fit_loop.epoch_loop.val_loop._has_run = False
-    if getattr(fit_loop, "_loaded_from_state_dict", False) and not fit_loop.restarting:
+    if not getattr(fit_loop, "_loaded_from_state_dict", False):
+        return
+    if not fit_loop.restarting:
         fit_loop.restarting = True
         if getattr(fit_loop, "_combined_loader_states_to_load", None):
             fit_loop._combined_loader = None
+    elif not fit_loop.epoch_loop.restarting:
+        fit_loop.restarting = True  # `_Loop.restarting`'s setter passes it down to the child loops
 
 
 def restart_inside_epoch(trainer: Any) -> str | None:

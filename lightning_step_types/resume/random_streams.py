@@ -137,6 +137,7 @@ class RandomStreams:
         # (epoch, the streams) before the last request of the training loaders, at that epoch's start
         self.before_request: tuple[int, StreamsState] | None = None
         self.point_done: bool = False
+        self.loaded_before_loop: bool = False
 
     # --- the source protocol (resume/source.py) ----------------------------------------------------------
 
@@ -157,6 +158,9 @@ class RandomStreams:
 
     def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
         self.loaded = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
+        # saved before the fit loop first ran (a tuner's own save): the resumed fit's trials run again as the
+        # uninterrupted fit's did, each making of the iterator from the streams the one before left
+        self.loaded_before_loop = loading.saved is not None and bool(loading.saved.get("before_loop"))
         self.iterator_done = self.point_done = self.loaders_done = False  # this checkpoint's, not put back yet
         self.validation_loaded = None  # an earlier load's (a tuner's trial reached its point before this load)
 
@@ -208,10 +212,12 @@ class RandomStreams:
             return
         loaded = self.loaded
         self.made_in_run = True
+        put_back = False
         if loaded is not None and not self.iterator_done:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
                 set_global_states(trainer, loaded_streams(loaded["iterator"]))
+                put_back = True
             if loaded.get("hooks") is not None:
                 loaders = train_loaders(trainer)
                 self.loader_states = [
@@ -223,7 +229,19 @@ class RandomStreams:
         if not epoch_iterator_made_again(trainer):
             # the iterator made here is the one the epoch trains from; where the loaders were made anew at an
             # epoch's start (reload_dataloaders_every_n_epochs), the epoch loop's start makes it (`made`)
-            self.before_iterator = {epoch_of_iterator(trainer): self.read()}
+            epoch = epoch_of_iterator(trainer)
+            if put_back or not self._iterator_put_back(epoch):
+                self.before_iterator = {epoch: self.read()}
+
+    def _iterator_put_back(self, epoch: int) -> bool:
+        """Whether the streams before ``epoch``'s iterator are a resumed fit's checkpoint's, put back at an earlier
+        making of it: a tuner's own load makes the point's iterator again (LearningRateFinder's `setup_data` after
+        its trials, then the fit loop's), each time from what the streams are by then, and the uninterrupted run's
+        record is of the streams before the first."""
+        loaded = self.loaded
+        if loaded is None or loaded.get("iterator") is None or self.loaded_before_loop:
+            return False
+        return epoch in self.before_iterator
 
     def loop_starts(self) -> None:
         """At a run of the fit loop's start: where a tuner's trials ran it before (BatchSizeFinder's,

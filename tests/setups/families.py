@@ -101,13 +101,6 @@ KNOWN: tuple[Family, ...] = (
             setup.processes == 2 and any("ModelCheckpoint" in difference for difference in verdict.differences)
         ),
     ),
-    Family(
-        "LearningRateFinder, a kill after a periodic save: the resumed fit's attributes and metrics",
-        _silent(".*"),
-        lambda setup, verdict: (
-            setup.interruption.how == "kill" and any(spec.kind == "lr_finder" for spec in setup.callbacks)
-        ),
-    ),
 )
 
 
