@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from lightning_step_types.check_resume.runs import Fit, Row, is_mapping, is_sequence, timer_like
+from lightning_step_types.resume.holders import RANK_SAVED
+from lightning_step_types.resume.messages import CHECKPOINT_KEY
+from lightning_step_types.resume.save import STATE
 
 __all__ = ["Difference", "chained_rows", "differences"]
 
@@ -181,12 +184,20 @@ def _checkpoint_contents(path: Path, fit: Fit) -> Any:
     contents: Any = torch.load(path, map_location="cpu", weights_only=False)
     user = {key.split(": ", 1)[1] for key in fit.callbacks}
     timers = {key.split(": ", 1)[1] for key in fit.callbacks if timer_like(key)}
-    callbacks = {
-        key: ({k: None for k in value} if key in timers else value)
-        for key, value in contents.get("callbacks", {}).items()
-        if key in user
-    }
-    return _normalized(_without_progress({**contents, "callbacks": callbacks}), fit.root)
+
+    def users(entries: Any) -> dict[str, Any]:
+        return {
+            key: ({k: None for k in value} if key in timers else value) for key, value in entries.items() if key in user
+        }
+
+    ranks: Any = contents.get(CHECKPOINT_KEY, {}).get(STATE, {}).get("ranks") or []
+    for state in ranks:  # each process's own callback entries (under DDP, those of ranks past 0)
+        holders: Any = state.get(RANK_SAVED) if is_mapping(state) else None
+        if isinstance(holders, dict):
+            part = cast("dict[str, Any]", holders)
+            if is_mapping(part.get("callbacks")):
+                part["callbacks"] = users(part["callbacks"])
+    return _normalized(_without_progress({**contents, "callbacks": users(contents.get("callbacks", {}))}), fit.root)
 
 
 def _without_progress(value: Any) -> Any:

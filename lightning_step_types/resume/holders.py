@@ -506,6 +506,13 @@ class Holders:
             if set_up:  # what the on_train_start hooks set, unchanged since
                 own["set_up"][key] = set_up
             own["lost"] += [[type(callback).__name__, name, kind] for name, kind in change.lost]
+        trainer = self.trainer()
+        if trainer is not None and int(getattr(trainer, "global_rank", 0)) > 0:
+            # the file holds rank 0's entries, which Lightning loads into every process's callbacks: this process's
+            # own go back to it (a ModelCheckpoint's best scores are of the values this process logged)
+            for key, entry in found.items():
+                if key not in own["callbacks"] and isinstance(entry, Mapping):
+                    own["callbacks"][key] = dict(cast("Mapping[str, Any]", entry))
         for key, callback in self.averaging:  # never changed in a fit: as at any point
             kept = averaging_loaded(callback)
             if kept and is_plain(kept):
@@ -514,7 +521,6 @@ class Holders:
             own["done"] = sorted(done)
             shared["rows"] = [[index, step, values] for index, step, values in self.rows[self.row_marks[start] :]]
         if unfinished_batch is not None:
-            trainer = self.trainer()
             inside = trainer is not None and not interrupted(trainer)  # a save from inside the hooks, not an exception
             names = [type(callback).__name__ for callback in self._stopped_batch_end_holders(changed, inside)]
             shared["unfinished"] = {"batch": unfinished_batch, "callbacks": names, "inside": inside} if names else None

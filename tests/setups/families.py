@@ -94,13 +94,6 @@ KNOWN: tuple[Family, ...] = (
         _silent(_DRAWS),
         lambda setup, verdict: any(spec.kind == "accumulation_scheduler" for spec in setup.callbacks),
     ),
-    Family(
-        "under DDP, a ModelCheckpoint's monitor records on a rank other than 0 after a resume",
-        r"(silent|unnamed): rank [0-9]+'s callback (states|attributes)",
-        lambda setup, verdict: (
-            setup.processes == 2 and any("ModelCheckpoint" in difference for difference in verdict.differences)
-        ),
-    ),
 )
 
 
