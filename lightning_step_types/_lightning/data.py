@@ -6,6 +6,7 @@ private; each function says which it reads and what it relies on.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import warnings
@@ -21,6 +22,7 @@ from lightning_step_types._lightning.instance_methods import put_on_instance, ta
 __all__ = [
     "DatasetStates",
     "around_epoch_iterator",
+    "around_next_validation_setup",
     "before_train_iterator",
     "before_train_loaders_request",
     "before_wrapped_draw",
@@ -50,8 +52,10 @@ __all__ = [
     "rewound_loader_states",
     "saved_inside_epoch",
     "set_train_sampler_epochs",
+    "set_validation_loaders_made_at",
     "stateful_loader_states",
     "stop_around_epoch_iterator",
+    "stop_around_next_validation_setup",
     "stop_before_train_iterator",
     "stop_before_train_loaders_request",
     "stop_before_wrapped_draw",
@@ -59,6 +63,9 @@ __all__ = [
     "torchdata_loader",
     "train_loaders",
     "train_loaders_requested_again_at",
+    "validation_loaders_made_again",
+    "validation_loaders_made_at",
+    "validation_reload_every",
     "wrapped_sampler",
 ]
 
@@ -332,6 +339,53 @@ def stop_before_wrapped_draw(sampler: Any) -> None:
     dataset = getattr(sampler, "dataset", None)
     if dataset is not None:
         take_off_instance(dataset, "reset")
+
+
+# `_EvaluationLoop.setup_data` (private loop; the method looked up on the instance) makes the validation loaders: at
+# the sanity check, at `FitLoop.on_run_start` where the first epoch validates, else at the first validation, and
+# again where `reload_dataloaders_every_n_epochs` asks. Checked on pytorch-lightning 2.6.6.
+
+
+def around_next_validation_setup(trainer: Any, around: Callable[[Callable[[], None]], None]) -> None:
+    """The fit's validation loop's next set-up of its loaders runs through ``around(setup)``, which calls
+    ``setup()`` itself; once."""
+    val_loop: Any = trainer.fit_loop.epoch_loop.val_loop
+    own: Callable[[Any], None] = val_loop.__class__.setup_data
+
+    def setup_data() -> None:
+        take_off_instance(val_loop, "setup_data")
+        around(functools.partial(own, val_loop))
+
+    put_on_instance(val_loop, "setup_data", setup_data)
+
+
+def stop_around_next_validation_setup(trainer: Any) -> None:
+    take_off_instance(trainer.fit_loop.epoch_loop.val_loop, "setup_data")
+
+
+def validation_loaders_made_at(trainer: Any) -> int | None:
+    """The epoch the fit's validation loaders were last made at, as ``reload_dataloaders_every_n_epochs`` counts
+    from it (`_EvaluationLoop._last_val_dl_reload_epoch`, private: ``-inf`` until a making that counts; a sanity
+    check's counts only where the first epoch validates); None where none counted."""
+    made: Any = getattr(trainer.fit_loop.epoch_loop.val_loop, "_last_val_dl_reload_epoch", float("-inf"))
+    return made if isinstance(made, int) else None
+
+
+def set_validation_loaders_made_at(trainer: Any, made: int | None) -> None:
+    """`_EvaluationLoop._last_val_dl_reload_epoch` (private) set to ``made`` (None: ``-inf``)."""
+    trainer.fit_loop.epoch_loop.val_loop._last_val_dl_reload_epoch = float("-inf") if made is None else made
+
+
+def validation_loaders_made_again(trainer: Any, made: int | None) -> bool:
+    """Whether a validation now makes its loaders anew where they were last made at epoch ``made`` (None: not
+    counted), as `_EvaluationLoop._should_reload_val_dl` (private) computes it."""
+    every = validation_reload_every(trainer)
+    return every > 0 and (made is None or int(trainer.current_epoch) - made >= every)
+
+
+def validation_reload_every(trainer: Any) -> int:
+    """``reload_dataloaders_every_n_epochs`` (public; 0: never)."""
+    return int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
 
 
 def _call_first(instance: Any, method: str, call: Callable[[], None]) -> None:

@@ -58,14 +58,20 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.data import (
+    around_next_validation_setup,
     before_train_loaders_request,
     epoch_iterator_made_again,
     epoch_of_iterator,
     loaders_made_at,
     make_epoch_iterator_again_at_loop_start,
+    set_validation_loaders_made_at,
+    stop_around_next_validation_setup,
     stop_before_train_loaders_request,
     train_loaders,
     train_loaders_requested_again_at,
+    validation_loaders_made_again,
+    validation_loaders_made_at,
+    validation_reload_every,
 )
 from lightning_step_types._lightning.plain_loader import iterable_loader, plain_loader, streams_moved
 from lightning_step_types._lightning.random_state import (
@@ -123,7 +129,9 @@ class RandomStreams:
         self.made_in_run: bool = False
         self.made_before_run: bool = False
         self.dataset_states: list[Any] | None = None  # their IterableDatasets' own states (None: none) before it
-        self.validation: tuple[StreamsState, Generators] | None = None  # at the last validation's start
+        # at the last validation's start: the streams, the validation loaders' generators, and the epoch those loaders
+        # were made at (`validation_loaders_made_at`)
+        self.validation: tuple[StreamsState, Generators, int | None] | None = None
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
         # a resumed fit's saved validation loaders' generators: what it records for them until its first
@@ -176,6 +184,7 @@ class RandomStreams:
         trainer = self.trainer()
         if trainer is not None:
             stop_before_train_loaders_request(trainer)
+            stop_around_next_validation_setup(trainer)
 
     # --- following ---------------------------------------------------------------------------------
 
@@ -320,7 +329,7 @@ class RandomStreams:
         return made
 
     def validation_starts(self) -> None:
-        self.validation = (self.read(), self._validation_generators())
+        self.validation = (self.read(), self._validation_generators(), self._validation_made())
         self.validation_loaded = None
 
     def epoch_end_starts(self) -> None:
@@ -333,6 +342,9 @@ class RandomStreams:
         record is of batch ``record_batch`` of ``record_epoch``: ``batch_start`` read the streams there."""
         now = self.read()
         generators = self._validation_generators()
+        # the epoch those validation loaders were made at: a resumed fit whose validation loaders are made only at its
+        # first validation puts their generators back there, unless that validation makes them anew
+        made = self._validation_made()
         if point.kind == "epoch":  # the epoch from its start
             epoch, trainer = point.epoch, self.trainer()
             if (
@@ -350,6 +362,7 @@ class RandomStreams:
                     "iterator": None,
                     "point": None,
                     "validation": generators,
+                    "validation_made": made,
                     "hooks": None,
                 }
             if epoch > 0 and trainer is not None and loaders_made_at(trainer, epoch):
@@ -361,6 +374,7 @@ class RandomStreams:
                     "iterator": saved_streams(now),
                     "point": None,
                     "validation": generators,
+                    "validation_made": made,
                     "hooks": None,
                 }
             start = self.hooks_start.get(epoch, now)  # a save inside the hooks: where they started
@@ -372,6 +386,7 @@ class RandomStreams:
                 "iterator": saved_streams(made_first if made_first is not None else start),
                 "point": None,
                 "validation": generators,
+                "validation_made": made,
                 "hooks": saved_streams(start) if epoch > 0 else None,
             }
         if point.kind == "epoch_end":
@@ -381,19 +396,21 @@ class RandomStreams:
                 "iterator": None,
                 "point": saved_streams(at_end),
                 "validation": generators,
+                "validation_made": made,
             }
         at_point = now
         inside = phase == "batch" and record_batch == point.batch and record_epoch == point.epoch
         if point.kind == "batch" and inside:
             at_point = self.reader.at_batch_start()
         elif point.from_validation and self.validation is not None:
-            at_point, generators = self.validation
+            at_point, generators, made = self.validation
         before = self.before_iterator.get(point.epoch)
         return {
             "loaders": self._before_request(point.epoch),
             "iterator": saved_streams(before) if before is not None else None,
             "point": saved_streams(at_point),
             "validation": generators,
+            "validation_made": made,
         }
 
     def _before_request(self, epoch: int) -> dict[str, Any] | None:
@@ -438,11 +455,47 @@ class RandomStreams:
             set_global_states(trainer, loaded_streams(loaded["point"]))
         generators: Generators = loaded.get("validation") or []
         self.validation_loaded = generators
-        _set_generator_states(trainer, generators)
+        if generators and (validation_reload_every(trainer) > 0 or not _validation_loaders(trainer)):
+            # none made yet (the uninterrupted run's sanity check made them, and a resumed fit runs none), or made
+            # anew at some epochs: their generators go back where the fit's next validation sets up its loaders
+            around_next_validation_setup(trainer, self._validation_setup)
+        else:
+            _set_generator_states(trainer, generators)
         if int(getattr(trainer, "global_rank", 0)) == 0:
             loaders = _restarting_workers(trainer, inside_epoch)
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
+
+    def _validation_setup(self, setup: Callable[[], None]) -> None:
+        """The resumed fit's next validation sets up its loaders (``setup``): where the uninterrupted run's validation
+        made them anew there (``reload_dataloaders_every_n_epochs``, counted from the epoch the saved ones were
+        made at), they are made anew (a resumed fit's own count starts at its first making, its sanity check's
+        included); else their generators go back as saved, and the count as the uninterrupted run's."""
+        trainer, loaded = self.trainer(), self.loaded
+        if trainer is None or loaded is None:
+            setup()
+            return
+        saved_made: Any = loaded.get("validation_made")
+        made = saved_made if isinstance(saved_made, int) else None
+        if validation_loaders_made_again(trainer, made):
+            set_validation_loaders_made_at(trainer, None)  # Lightning's own set-up makes them now
+            setup()
+            return
+        setup()
+        _set_generator_states(trainer, loaded.get("validation") or [])
+        if validation_reload_every(trainer) > 0:
+            set_validation_loaders_made_at(trainer, made)
+
+    def _validation_made(self) -> int | None:
+        """The epoch the validation loaders `_validation_generators` records were made at, where they are made anew
+        every few epochs (None otherwise)."""
+        trainer = self.trainer()
+        if trainer is None or validation_reload_every(trainer) <= 0:
+            return None
+        if self.validation_loaded is not None:
+            made: Any = (self.loaded or {}).get("validation_made")
+            return made if isinstance(made, int) else None
+        return validation_loaders_made_at(trainer)
 
     def _validation_generators(self) -> Generators:
         """The validation loaders' generators now; before a resumed fit's first validation, its checkpoint's."""

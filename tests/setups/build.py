@@ -233,12 +233,15 @@ def _sampled(data: DataSpec, dataset: Any) -> dict[str, Any]:
 
 
 def _loader(data: DataSpec, dataset: Any, batch_size: int, ordered: bool) -> Any:
-    """A training loader (``ordered``: its sampler and workers as drawn), or a validation one (in order, in
-    the main process: a validation's workers would start at every validation and cost more than the fit)."""
+    """A training loader (``ordered``: its sampler and workers as drawn), or a validation one (in the main
+    process: a validation's workers would start at every validation and cost more than the fit; in order, or
+    shuffled by a generator of its own, ``val_order``)."""
     cls: Any = StatefulDataLoader if data.loader == "stateful" else DataLoader
     workers = data.workers if ordered else 0
     arguments: dict[str, Any] = {"num_workers": workers, "persistent_workers": data.persistent and workers > 0}
     order = _sampled(data, dataset) if ordered and data.dataset == "map" else {}
+    if not ordered and data.val_order == "generator":
+        order = {"shuffle": True, "generator": torch.Generator().manual_seed(11)}
     if "batch_sampler" not in order:
         arguments["batch_size"] = batch_size
     if "batch_sampler" in order and batch_size != data.batch_size:  # BatchSizeFinder's

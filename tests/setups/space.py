@@ -12,7 +12,7 @@ the one a shrink goes to.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from setups.choices import Choices
@@ -70,6 +70,7 @@ class DataSpec:
     train_loaders: int = 1  # 2: a dict of two, combined
     combine: str = "max_size_cycle"  # max_size_cycle | min_size | max_size
     val_loaders: int = 1  # 0 | 1 | 2
+    val_order: str = "sequential"  # sequential | generator (shuffle=True with a generator of its own)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,9 @@ def draw_setup(choices: Choices, processes: int = 1) -> Setup:
     interruption = _interruption(choices, how, module, data, trainer, callbacks, checkpoint, processes)
     if interruption.where == "logger":
         loggers += ("failing",)
+    # drawn last: a dimension added after the others leaves every earlier draw of a seed as it was
+    if data.val_loaders > 0 and choices.maybe(20):
+        data = replace(data, val_order="generator")
     return Setup(module, data, trainer, callbacks, checkpoint, loggers, interruption, processes)
 
 
