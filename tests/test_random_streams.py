@@ -410,7 +410,8 @@ def test_the_checkpoint_holds_each_stream_as_plain_data(tmp_path: Path) -> None:
     checkpoint = torch.load(broken.checkpoint, weights_only=True)
     (rank,) = checkpoint["lightning_step_types"]["epoch_state"]["ranks"]
     streams = rank["random_streams"]
-    assert sorted(streams) == ["iterator", "loaders", "point", "validation"]
+    assert sorted(streams) == ["iterator", "loaders", "point", "validation", "validation_made"]
+    assert streams["validation_made"] is None  # validation loaders made once: no epoch to count reloads from
     point = streams["point"]
     assert sorted(point) == ["numpy", "python", "torch"]
     assert point["torch"].dtype == torch.uint8 and point["torch"].numel() == 5056
