@@ -45,3 +45,25 @@ def test_a_metric_logged_in_validation_saved_in_on_validation_end(tmp_path: Path
         "exact",
         {"how": "exception", "hook": "training_step", "epoch": 0, "batch": 2, "visit": 1},
     )
+
+
+# --- a declared metric, resumed at an epoch's end ------------------------------------------------------------------
+
+
+def test_a_declared_metric_resumed_at_an_epochs_end(tmp_path: Path) -> None:
+    """An exception in on_train_epoch_end, OnExceptionCheckpoint: the resumed fit runs epoch 0's end again, and the
+    declared train/mse metric's entry (no batch logs it again first) was looked up among the saved metrics by its
+    path (_step_metric_copies.train__mse), where the declared copy goes by "declared train/mse": the resume warned
+    that the module had changed what it logs, epoch 0's row lacked train_mse, and the metric was never reset (epoch
+    1's train_mse differed). Now the copy is found by its path in the module."""
+    setup = Setup(
+        module=ModuleSpec(step_metric=True),
+        checkpoint=CheckpointSpec(on_exception=True),
+        interruption=InterruptionSpec(where="on_train_epoch_end"),
+    )
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert (verdict.outcome, verdict.warnings, verdict.plan) == (
+        "exact",
+        [],
+        {"how": "exception", "hook": "on_train_epoch_end", "epoch": 0, "batch": -1, "visit": 1},
+    )
