@@ -425,6 +425,8 @@ class ResumePoint(NamedTuple):
     is_last_batch: bool  # whether the batch before the point was its epoch's last
     cycled: list[bool] | None = None  # `cycled_loaders` at the point (the resumed run goes on with them)
     validation_again: bool = False  # the point's batch end runs the validation the save interrupted, from its start
+    # the logger step the resumed run starts with, where the checkpoint's is not it (None: the checkpoint's)
+    logger_step: int | None = None
 
 
 def fit_loop_at_point(checkpoint: Mapping[str, Any], point: ResumePoint) -> dict[str, Any] | None:
@@ -438,7 +440,9 @@ def fit_loop_at_point(checkpoint: Mapping[str, Any], point: ResumePoint) -> dict
     the epochs before it (the checkpoint's ``current`` then still holds the previous epoch's batches,
     which `_TrainingEpochLoop.reset` clears when the epoch starts). The loaders' states
     (`FitLoop.on_save_checkpoint`'s ``"combined_loader"``) are those the point's next batch is
-    fetched from. None where the checkpoint's loops are not laid out as read here.
+    fetched from. The logger step (`_TrainingEpochLoop._batches_that_stepped`, in its
+    ``on_save_checkpoint`` entry) is ``point.logger_step`` where that is set. None where the
+    checkpoint's loops are not laid out as read here.
     """
     fit_loop = copy.deepcopy(nested_dict(nested_dict(checkpoint.get("loops")).get("fit_loop")))
     epochs = nested_dict(fit_loop.get("epoch_progress"))
@@ -475,6 +479,8 @@ def fit_loop_at_point(checkpoint: Mapping[str, Any], point: ResumePoint) -> dict
             total.update(dict.fromkeys(_COUNTERS, total["completed"] - current["completed"]))
             current.update(dict.fromkeys(_COUNTERS, 0))
             validation["is_last_batch"] = False
+    if point.logger_step is not None:  # `_TrainingEpochLoop.on_save_checkpoint`'s entry, read by its load
+        nested_dict(fit_loop.get("epoch_loop.state_dict"))["_batches_that_stepped"] = point.logger_step
     loop_state = fit_loop.setdefault("state_dict", {})
     if point.loader_states is None:
         loop_state.pop("combined_loader", None)

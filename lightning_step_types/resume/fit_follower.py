@@ -177,7 +177,8 @@ class FitFollower:
         self.last_fetch: int = -1
         self.loaded_loaders: list[dict[str, Any]] | None = None  # what a resumed fit's loaders started from
         self.loaded_cycled: list[bool] | None = None
-        self.logger_step_at_end: int = 0  # `_batches_that_stepped` when the batch's end began (its start's)
+        # `_batches_that_stepped` when the batch's end began (its start's), or the epoch's end
+        self.logger_step_at_end: int = 0
         self.validated: bool = False  # a validation ran in this batch's end
         self.validation_views: dict[str, dict[str, Any]] | None = None  # logger views at validation's start
         self.validation_metrics: dict[str, Any] | None = None  # metric states at validation's start
@@ -352,6 +353,9 @@ class FitFollower:
         trainer = self.trainer()
         if trainer is not None:
             self.epoch = int(trainer.current_epoch)  # the epoch ending (counted completed at the end)
+            # `FitLoop.on_advance_end` lowers the logger step by one around the epoch's logging: a save there (a
+            # logger's write that raised) encodes this value, which the epoch's end, run again, lowers itself
+            self.logger_step_at_end = logger_step(trainer)
         if self.resume is not None:
             self.resume.epoch_ending(self)
             self.resume = None

@@ -350,7 +350,7 @@ class Resume:
         stop_calling_before_updates(self.results)
         created: dict[str, Any] = {}
         for key, saved in list(self.pending.items()):
-            value = follower.metrics.get(saved["metric_attribute"]) if saved["metric_attribute"] else None
+            value = self._logged_metric(follower, saved["metric_attribute"])
             if saved["tensors"]:
                 value = saved["tensors"]["value"].to(trainer.strategy.root_device)
             if value is None:
@@ -362,6 +362,18 @@ class Resume:
             created[key] = saved["meta"]
         self.pending = {}
         guard_logged_keys(self.results, created, self._logged_differently)
+
+    def _logged_metric(self, follower: FitFollower, attribute: str | None) -> Any:
+        """The metric object logged under ``attribute`` (its path in the module's ``named_modules()``, as
+        Lightning records it), or None. A declared metric's copy is among the follower's metrics under its
+        declared name, so its path is looked up in the module."""
+        if not attribute:
+            return None
+        found = follower.metrics.get(attribute)
+        module = self.module()
+        if found is None and module is not None:
+            found = dict(module.named_modules()).get(attribute)
+        return found
 
     def _logged_differently(self, key: str) -> None:
         self.not_restored.append(f"{key.split('.', 1)[1]!r} ({key.split('.', 1)[0]}), now logged differently")

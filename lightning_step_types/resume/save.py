@@ -197,10 +197,15 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> tuple[ResumeP
     """The loop state that makes Lightning's resumed run start at ``point``, and the fetch its next
     batch comes from (None: from a new iterator, or no loader with a state)."""
     counters = batch_counters(trainer)
+    # a save inside the epoch's logging, where `FitLoop.on_advance_end` holds the logger step one lower (a
+    # logger's write that raised): the step as the epoch's end began, which that end, run again, lowers and
+    # raises itself, and which a point after it finds
+    lowered = follower.phase == Phase.EPOCH_END and logger_step(trainer) != follower.logger_step_at_end
+    step = follower.logger_step_at_end if lowered else None
     if point.kind == "epoch":
-        return ResumePoint(point.epoch, False, 0, None, True, False), None
+        return ResumePoint(point.epoch, False, 0, None, True, False, logger_step=step), None
     if point.kind == "epoch_end":
-        return ResumePoint(point.epoch, True, counters.completed, None, True, True), None
+        return ResumePoint(point.epoch, True, counters.completed, None, True, True, logger_step=step), None
     fetched, prefetched = fetch_position(trainer)
     if point.kind == "batch":
         record = follower.record
@@ -208,7 +213,7 @@ def _encoded(follower: FitFollower, trainer: Any, point: Point) -> tuple[ResumeP
         first_fetch = record.fetched - record.prefetched if inside else fetched - prefetched
         fetch = first_fetch if follower.stateful and point.batch > 0 else None  # batch 0: a new iterator
         loaders, cycled = follower.loader_states_before(fetch, trainer) if fetch is not None else (None, None)
-        return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled), fetch
+        return ResumePoint(point.epoch, True, point.batch, loaders, False, False, cycled, logger_step=step), fetch
     # batch_end: the next batch is fetched after the one whose end runs
     is_last_batch = counters.is_last_batch or data_exhausted(trainer)
     last = is_last_batch or point.batch + 1 >= training_batches(trainer)

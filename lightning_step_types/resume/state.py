@@ -25,6 +25,7 @@ from lightning_step_types._lightning.fit_loop import epoch_end_views, logger_met
 from lightning_step_types._lightning.module_state import load_metric_states, metric_states, metric_states_on_cpu
 from lightning_step_types._lightning.result_collection import (
     LoggedEntry,
+    evaluation_results,
     logged_entries,
     logged_entries_at,
     logged_metric_objects,
@@ -62,13 +63,19 @@ def rank_state(follower: FitFollower, point: Point | None, trainer: Any, module:
             if name in follower.metrics
         }
     else:
-        # at an epoch's end, Lightning resets the metric objects logged in training after the save
-        reset = {id(metric) for metric, _ in logged_metric_objects(follower.results, since_reset=False)}
-        ending = point is not None and point.after_epoch_end
+        # Lightning resets the metric objects logged in an epoch after the hooks a save may come from, which the
+        # resumed run does not run again: training's after on_train_epoch_end, validation's after
+        # on_validation_end (a ModelCheckpoint's save there): the resumed run starts them afresh
+        reset: set[int] = set()
+        if point is not None and point.after_epoch_end:
+            reset = {id(metric) for metric, _ in logged_metric_objects(follower.results, since_reset=False)}
+        elif point is not None and point.skip_validation and follower.phase == Phase.VALIDATION_END:
+            validation = evaluation_results(trainer)
+            reset = {id(metric) for metric, _ in logged_metric_objects(validation, since_reset=False)}
         state["metrics"] = {
             name: {"type": type_name(metric), **metric_states(metric)}
             for name, metric in follower.metrics.items()
-            if not (ending and id(metric) in reset)
+            if id(metric) not in reset
         }
     views = logger_metric_dicts(trainer)
     if point is not None and point.from_validation and follower.validation_views is not None:
