@@ -23,10 +23,9 @@ interrupted, resumed chain, every value and every logged row). ``LoaderLoop`` ad
   of 11 batches with a shuffled one of 7).
 
 The full product of loader x order x workers (0, 2) x way in x origin (176 cells), and an all-pairs design
-over every dimension (``fault_matrix.pairwise``, a fixed seed). Each cell is exact, but a
-``StatefulDataLoader`` whose workers start their random streams again inside an epoch (or at any point with
-persistent workers), which one warning names (``random_streams``; these workers draw nothing, but no
-``StatefulDataLoader`` state says so). Two ranks under DDP, with the sampler Lightning puts in:
+over every dimension (``fault_matrix.pairwise``, a fixed seed). Each cell is exact (a ``StatefulDataLoader``'s
+workers start their random streams again inside an epoch, or at any point with persistent workers, but these
+draw nothing, which a watch in the workers sees: ``random_streams``, nothing named). Two ranks under DDP, with the sampler Lightning puts in:
 ``test_resume_ddp_samplers.py``. ``python tests/test_fault_matrix_loaders.py --table`` writes the table
 docs/resume.md holds (a test checks it).
 """
@@ -384,8 +383,8 @@ def expected(cell: Cell) -> list[str]:
     ``StatefulDataLoader`` restored inside an epoch draws its order again from torch's global stream where
     its sampler draws as its iterator is made (the user's ``UserSampler``: torchdata makes it twice), and
     where several loaders load in the main process (here the shorter, shuffled loader of a combined
-    pair); and its worker processes start their random streams again inside an epoch, or at any point with
-    persistent workers (not where its dataset keeps a state of its own)."""
+    pair). Its worker processes start their random streams again inside an epoch, or at any point with
+    persistent workers, but draw nothing here: not named."""
     loop = cell.loop
     assert isinstance(loop, LoaderLoop)
     if loop.loader == "plain":
@@ -394,9 +393,6 @@ def expected(cell: Cell) -> list[str]:
     inside = _inside_an_epoch(cell.fault)
     if inside and (loop.order == "user_sampler" or loop.mode != "one"):
         found.append("a training loader whose order torchdata's restore drew again from torch's global random state")
-    restarted = inside or loop.workers == "2p"
-    if loop.workers != "0" and loop.order != "iterable_state" and restarted:
-        found.append("a training loader whose worker processes draw at random: loader 0")
     return found
 
 
@@ -488,15 +484,14 @@ def table() -> str:
             columns.append(", ".join(f"{outcome} ({outcomes.count(outcome)})" for outcome in sorted(set(outcomes))))
         lines.append(f"| {ORDER_SHOWN[order]} | {columns[0]} | {columns[1]} |")
     warned = [shown(expected(cell)) for cell in PAIRWISE_CELLS if expected(cell)]
-    workers = sum("worker streams" in outcome for outcome in warned)
     order = sum("order drawn again" in outcome for outcome in warned)
     lines += [
         "",
         f"All pairs over loader, order, workers (0, 2, 2 persistent), `drop_last`, way in, point (an exception"
         f" inside epoch 0, inside epoch 1, in epoch 1's first batch, a kill after a checkpoint, a save as"
         f" epoch 1 starts), where the loader comes from (`fit`, a data module, made anew each epoch) and"
-        f" `CombinedLoader` mode ({_counts(PAIRWISE_CELLS)}; every warned one a `StatefulDataLoader`: {workers}"
-        f" name its workers, {order} its order drawn again).",
+        f" `CombinedLoader` mode ({_counts(PAIRWISE_CELLS)}; every warned one a `StatefulDataLoader`, {order}"
+        f" naming its order drawn again; workers that draw nothing are named by none).",
     ]
     return "\n".join(lines)
 

@@ -35,6 +35,7 @@ __all__ = [
     "epoch_iterator_made_again",
     "epoch_of_iterator",
     "fetched_batch_size",
+    "first_iterator_fetches_nothing",
     "holds_dataset_state",
     "load_dataset_states",
     "load_finished_loaders_as_ended",
@@ -778,3 +779,75 @@ def load_finished_loaders_as_ended(trainer: Any) -> None:
         ended = isinstance(state, dict) and cast("dict[str, Any]", state).get(_ITERATOR_FINISHED) is True
         loaded.append({**state, _ITERATOR_FINISHED: False} if ended else state)
     fit_loop._combined_loader_states_to_load = loaded
+
+
+# `FitLoop.setup_data` makes the fit's first training iterator (`iter(self._data_fetcher)`, right after
+# `_load_combined_loader_states`), and `_PrefetchDataFetcher.__iter__` fetches one batch ahead where the
+# `CombinedLoader` has no length (a loader of an IterableDataset). A fit resumed after its epoch's last batch
+# trains nothing from that iterator (`_TrainingEpochLoop.done` reads the restored `is_last_batch`); the next
+# epoch's loop makes its own (`_TrainingEpochLoop.on_run_start`, the fit loop no longer resuming). The fetch
+# ahead ran the loaders' data the uninterrupted epoch never fetched again: an IterableDataset that keeps its
+# own position in the main process moves on, and the next epoch starts after that batch.
+# `CombinedLoader.__iter__` makes its mode's iterator (`_ModeIterator`, private) from `CombinedLoader._flattened`
+# (private; the `flattened` property reads it), and `_ModeIterator.__iter__` calls ``iter()`` on each; where a
+# loader runs out, `_MaxSizeCycle.__next__` calls ``iter()`` on it again and fetches once more, and raises
+# `StopIteration` once all ran out. Checked on pytorch-lightning 2.6.6.
+
+
+class _Ended:
+    """A training loader as the mode's iterator sees it for an epoch that trains nothing more: its first pass
+    makes the loader's iterator, as Lightning's would (what making one draws and starts, torchdata's state of
+    it), and fetches nothing from it; each pass ends at once. Anything else is the loader's."""
+
+    def __init__(self, loader: Any, on_iter: Callable[[], None]) -> None:
+        self._loader, self._on_iter = loader, on_iter
+        self._made = False
+
+    def __iter__(self) -> Any:
+        self._on_iter()
+        if not self._made:
+            self._made = True
+            iter(self._loader)
+        return iter(())
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def first_iterator_fetches_nothing(trainer: Any) -> None:
+    """Have the training iterator `FitLoop.setup_data` makes next yield nothing (the loaders' iterators made,
+    nothing fetched from them), where the `CombinedLoader` has no length (its fetcher would fetch a batch ahead).
+    Called right before that iterator is made (`before_train_iterator`), in a fit resumed after its epoch's last
+    batch."""
+    combined: Any = getattr(trainer.fit_loop, "_combined_loader", None)
+    if combined is None or _combined_length(combined) is not None:
+        return
+    loaders: list[Any] = combined._flattened
+
+    def loaders_back() -> None:
+        # the mode's iterator keeps the stand-ins; whatever reads the combined loader after reads the loaders
+        combined._flattened = loaders
+
+    combined._flattened = [_Ended(loader, loaders_back) for loader in loaders]
+
+
+def _combined_length(combined: Any) -> int | None:
+    """``len(combined)`` as the fetcher reads it (lightning_fabric's `sized_len`), before its iterator is made:
+    from the loaders' lengths (``inf`` without one), their limits and the mode's function (`_SUPPORTED_MODES`)."""
+    lengths: list[float] = []
+    for loader in combined.flattened:
+        try:
+            lengths.append(len(loader))
+        except (TypeError, NotImplementedError):
+            lengths.append(float("inf"))
+    limits: list[float] = list(combined.limits) if combined.limits is not None else [float("inf")] * len(lengths)
+    if combined._mode == "min_size":
+        length = min(lengths + limits)
+    elif combined._mode == "sequential":
+        length = sum(min(count, limit) for count, limit in zip(lengths, limits))
+    else:
+        length = max(min(count, limit) for count, limit in zip(lengths, limits))
+    return None if length == float("inf") else int(length)

@@ -49,6 +49,7 @@ __all__ = [
     "follow_loader_iterators",
     "held_generators",
     "iterable_loader",
+    "lend_worker_draws",
     "load_dataset_state",
     "loader_length",
     "persistent_iterator",
@@ -400,6 +401,9 @@ def _numpy_differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return kind_a != kind_b or bool((key_a != key_b).any()) or rest_a != rest_b
 
 
+_STREAMS, _HELD = 1, 2  # a worker's flag: its global streams moved; else a generator its dataset holds
+
+
 class WorkerDraws:
     """Whether a loader's worker processes drew from their global random streams, or from a random
     generator their dataset holds, while they loaded.
@@ -411,9 +415,10 @@ class WorkerDraws:
     ``init`` (the worker's ``worker_init_fn``, the loader's own first) reads both once the worker's start
     is done (the dataset through ``torch.utils.data.get_worker_info()``); ``collate`` (the worker's
     ``collate_fn``, the loader's own first) compares them after each batch it loads with that first read,
-    until they differ once: then the worker's flag, in memory the processes share, is set. The main
-    process reads the flags (``drew``). A worker compares its streams (about 2 µs) after each batch it
-    loads until they first move; the main process does nothing per batch.
+    until they differ once: then the worker's flag, in memory the processes share, is set (to say which
+    moved: its streams, or a generator its dataset holds, after which the streams are still compared). The
+    main process reads the flags (``drew``, ``drew_from_streams``). A worker compares its streams (about 2 µs)
+    after each batch it loads until they first move; the main process does nothing per batch.
     """
 
     def __init__(self, loader: Any) -> None:
@@ -440,16 +445,20 @@ class WorkerDraws:
         batch = self.collate_fn(data)
         reader, start = self._reader, self._start
         if reader is not None and start is not None:
-            moved = streams_moved(start, reader.read())
-            if not moved and self._held:
-                moved = held_generator_states(self._dataset) != self._held
-            if moved:
-                self.flags[self._worker] = 1
+            if streams_moved(start, reader.read()):
+                self.flags[self._worker] = _STREAMS
                 self._start = None  # once is enough
+            elif self._held and held_generator_states(self._dataset) != self._held:
+                self.flags[self._worker] = _HELD
+                self._held = []  # the streams are still watched
         return batch
 
     def drew(self) -> bool:
         return bool(self.flags.any())
+
+    def drew_from_streams(self) -> bool:
+        """Whether a worker's global random streams moved (not only a generator its dataset holds)."""
+        return bool((self.flags == _STREAMS).any())
 
     def __getstate__(self) -> dict[str, Any]:
         return {**vars(self), "_reader": None, "_start": None, "_dataset": None, "_held": []}
@@ -478,6 +487,21 @@ def held_generator_states(dataset: Any) -> list[bytes]:
 
 def worker_draws(draws: WorkerDraws | None) -> bool:
     return draws is not None and draws.drew()
+
+
+def lend_worker_draws(loader: Any, draws: WorkerDraws) -> Callable[[], None]:
+    """Give the loader the watch's ``worker_init_fn`` and ``collate_fn`` while its next iterator is made (one
+    that makes its own, as torchdata's ``StatefulDataLoader`` does: ``_BaseDataLoaderIter.__init__`` reads them
+    from the loader and hands them to each worker); returns what puts the user's back, which the caller calls
+    right after the making."""
+    init_fn, collate_fn = loader.worker_init_fn, loader.collate_fn
+    loader.worker_init_fn, loader.collate_fn = draws.init, draws.collate
+
+    def put_back() -> None:
+        if loader.worker_init_fn == draws.init and loader.collate_fn == draws.collate:
+            loader.worker_init_fn, loader.collate_fn = init_fn, collate_fn
+
+    return put_back
 
 
 def combined_mode(trainer: Any) -> str:

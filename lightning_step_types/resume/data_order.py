@@ -82,6 +82,7 @@ class _Order:
         self.loaded: list[Mapping[str, Any]] | None = None  # a resumed fit's saved entries
         self.named = False  # the resume's warning named a sampler whose order no checkpoint holds
         self.also: list[Callable[[], None]] = []  # what else runs there (also_before_train_iterator)
+        self.last: list[Callable[[], None]] = []  # what runs after all of that, right before the iterator
 
     def before_iterator(self) -> None:
         trainer = self.trainer()
@@ -97,6 +98,8 @@ class _Order:
             if wrapped is not None and entry["state"] is not None:
                 wrapped.restore = (int(entry["epoch"]), entry["state"])
         self.loaded = None
+        for call in self.last:
+            call()
 
     def _follow(self, loader: Any) -> _Wrapped | None:
         for sampler in loader_samplers(loader):
@@ -140,12 +143,12 @@ def follow_data_order(trainer: Any) -> None:
     before_train_iterator(trainer, order.before_iterator)
 
 
-def also_before_train_iterator(trainer: Any, call: Callable[[], None]) -> None:
+def also_before_train_iterator(trainer: Any, call: Callable[[], None], last: bool = False) -> None:
     """In a followed fit, ``call()`` too right before the training iterator is built (and the loaders'
-    saved states loaded), first."""
+    saved states loaded), first; ``last``: after the samplers are followed, the last thing before it."""
     order = _ORDERS.get(trainer)
     if order is not None:
-        order.also.append(call)
+        (order.last if last else order.also).append(call)
 
 
 def stop_data_order(trainer: Any) -> None:

@@ -31,6 +31,7 @@ import torch
 from lightning_step_types._lightning.data import (
     combined_train_loader,
     continue_loader_iterator,
+    first_iterator_fetches_nothing,
     load_dataset_states,
     loaded_dataset_states,
     loaded_loader_states,
@@ -133,6 +134,8 @@ def load_running_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any])
             # Lightning's own load of the file's loader states gives it
             _load_dataset_states_before_iterator(trainer, loaded_dataset_states(loaded_loader_states(checkpoint)))
         resume_from_fit_loop(checkpoint, cast("Mapping[str, Any]", fit_loop))
+        if resume.encoded is not None and resume.encoded.is_last_batch:
+            _fetch_nothing_from_first_iterator(trainer)
     for source in follower.sources:  # each source keeps its entry for the moments it puts its state back at
         source.load(resume.state.get(source.key) if resume.state is not None else None, resume.loading, checkpoint)
     if before_loop and follower.loop_runs > 0:
@@ -158,6 +161,21 @@ def _load_dataset_states_before_iterator(trainer: Any, states: list[Any] | None)
             load_dataset_states(trainer, pending.pop())
 
     also_before_train_iterator(trainer, load)
+
+
+def _fetch_nothing_from_first_iterator(trainer: Any) -> None:
+    """Resumed after its epoch's last batch, the fit trains nothing from the iterator `FitLoop.setup_data`
+    makes (the next epoch makes its own), as the uninterrupted epoch fetched nothing more from its own: that
+    iterator ends at once, once (`first_iterator_fetches_nothing`), where its fetch ahead would have run the data
+    (an IterableDataset that keeps its position would start the next epoch after the batch fetched)."""
+    pending = [True]
+
+    def end() -> None:
+        if pending:
+            pending.pop()
+            first_iterator_fetches_nothing(trainer)
+
+    also_before_train_iterator(trainer, end, last=True)
 
 
 class Resume:

@@ -43,9 +43,13 @@ the validation loaders' generators). The training loaders' own generators are ``
 A loader's worker processes seed their streams from the loader's base seed when they start; torchdata
 gives a resumed iterator the saved base seed, so resumed inside an epoch (or with
 ``persistent_workers=True``) the workers draw from the start of their streams again. No checkpoint
-holds a worker's global streams: one ``StepResultWarning`` at resume names each such loader, except
-where its dataset keeps a state of its own (``state_dict()``, which ``StatefulDataLoader`` saves per
-worker), taken to hold its random streams.
+holds a worker's global streams: where a ``StatefulDataLoader``'s iterator is made, its workers get a watch
+(``WorkerDraws``, as a plain loader's do in ``plain_loaders``) that says whether they drew from their streams,
+or from a generator their dataset holds; the checkpoint records it (``"workers"``), and one
+``StepResultWarning`` at resume names each loader whose workers drew from their streams before the point,
+or from such a generator where the dataset's state does not go back into them (torchdata loads it only with
+the loader's state, inside an epoch). A checkpoint without that record names each such loader whose dataset
+keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -73,7 +77,14 @@ from lightning_step_types._lightning.data import (
     validation_loaders_made_at,
     validation_reload_every,
 )
-from lightning_step_types._lightning.plain_loader import iterable_loader, plain_loader, streams_moved
+from lightning_step_types._lightning.plain_loader import (
+    WorkerDraws,
+    iterable_loader,
+    lend_worker_draws,
+    persistent_iterator,
+    plain_loader,
+    streams_moved,
+)
 from lightning_step_types._lightning.random_state import (
     GlobalStreams,
     StreamsState,
@@ -86,7 +97,7 @@ from lightning_step_types.resume.data_randomness import (
     remake_epoch_iterator_when,
     watch_epoch_iterators,
 )
-from lightning_step_types.resume.messages import Problem, warn, worker_streams_problem
+from lightning_step_types.resume.messages import Problem, warn, worker_draws_problem, worker_streams_problem
 from lightning_step_types.resume.points import Point
 from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
 from lightning_step_types.resume.source import Loading, Moment, Saving
@@ -146,6 +157,13 @@ class RandomStreams:
         self.before_request: tuple[int, StreamsState] | None = None
         self.point_done: bool = False
         self.loaded_before_loop: bool = False
+        # per training loader that makes its own iterators (torchdata's StatefulDataLoader) with worker processes:
+        # the watch its workers got where their iterator was made (None: none), with what the workers of a resumed
+        # fit's first iterator drew before the point (from the checkpoint), and what puts the loaders' own
+        # worker_init_fn and collate_fn back after the making
+        self.worker_watches: list[WorkerDraws | None] = []
+        self.worker_drew_before: list[tuple[bool, bool]] = []
+        self.worker_lent: list[Callable[[], None]] = []
 
     # --- the source protocol (resume/source.py) ----------------------------------------------------------
 
@@ -162,7 +180,10 @@ class RandomStreams:
             self.epoch_ended()
 
     def encode(self, saving: Saving) -> dict[str, Any]:
-        return self.saved(saving.point, saving.phase, saving.record_batch, saving.record_epoch)
+        entry = self.saved(saving.point, saving.phase, saving.record_batch, saving.record_epoch)
+        if any(watch is not None for watch in self.worker_watches):
+            entry["workers"] = self._workers_drew()
+        return entry
 
     def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
         self.loaded = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
@@ -178,9 +199,18 @@ class RandomStreams:
         return []
 
     def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
-        self.put_back(loading.module(), loading.where, inside_epoch)
+        trainer, point = self.trainer(), loading.point
+        # at the end of the fit's last epoch (no batch of it to run) no pass follows: its workers load nothing more
+        ending = (
+            trainer is not None
+            and point is not None
+            and (not batch or point.kind == "epoch_end")
+            and _last_epoch(trainer, point.epoch)
+        )
+        self.put_back(loading.module(), loading.where, inside_epoch, not ending)
 
     def stop(self) -> None:
+        self._return_worker_functions()
         trainer = self.trainer()
         if trainer is not None:
             stop_before_train_loaders_request(trainer)
@@ -222,6 +252,7 @@ class RandomStreams:
         loaded = self.loaded
         self.made_in_run = True
         put_back = False
+        self._watch_workers(trainer, loaded.get("workers") if loaded is not None and not self.iterator_done else None)
         if loaded is not None and not self.iterator_done:
             self.iterator_done = True
             if loaded.get("iterator") is not None:
@@ -265,6 +296,7 @@ class RandomStreams:
     def fit_starts(self) -> None:
         """Before the on_train_start hooks: a fit resumed at an epoch's start made its first iterator (in this run
         of the fit loop, from the streams now; or before it, in a tuner's `setup_data`, where they were not read)."""
+        self._return_worker_functions()
         if self.loader_states is not None and self.first_made is None and not self.made_before_run:
             if self.made_in_run:
                 self.first_made = self.read()
@@ -322,11 +354,54 @@ class RandomStreams:
         """Before the epoch loop's start, which makes a new iterator from the fit's second epoch on;
         returns what to keep for the epoch where it did."""
         state = self.read()
+        trainer = self.trainer()
+        if made_again and trainer is not None:
+            self._watch_workers(trainer, None)
 
         def made(epoch: int) -> None:
+            self._return_worker_functions()
             self.before_iterator = {e: s for e, s in self.before_iterator.items() if e >= epoch - 1} | {epoch: state}
 
         return made
+
+    # --- the workers of loaders that make their own iterators -----------------------------------------------
+
+    def _watch_workers(self, trainer: Any, drew_before: Any) -> None:
+        """Right before the training iterator is made: a watch for the workers of each loader that makes its own
+        iterators (plain ones: ``plain_loaders``) and starts workers there (not persistent ones already started);
+        ``drew_before``: a resumed fit's checkpoint's record of what its workers drew before the point."""
+        self._return_worker_functions()
+        loaders = train_loaders(trainer)
+        if len(self.worker_watches) != len(loaders):
+            self.worker_watches = [None] * len(loaders)
+            self.worker_drew_before = [(False, False)] * len(loaders)
+        listed: list[Any] = cast(Any, drew_before) if isinstance(drew_before, list) else []
+        for index, loader in enumerate(loaders):
+            if plain_loader(loader) or int(getattr(loader, "num_workers", 0) or 0) <= 0:
+                continue
+            if bool(getattr(loader, "persistent_workers", False)) and persistent_iterator(loader) is not None:
+                continue  # its workers go on
+            watch = self.worker_watches[index] = WorkerDraws(loader)
+            self.worker_lent.append(lend_worker_draws(loader, watch))
+            before: Any = listed[index] if index < len(listed) else None
+            flags: list[Any] = cast(Any, before) if isinstance(before, list) else [False, False]
+            self.worker_drew_before[index] = (bool(flags[0]), bool(flags[1]))
+
+    def _return_worker_functions(self) -> None:
+        lent, self.worker_lent = self.worker_lent, []
+        for put_back in lent:
+            put_back()
+
+    def _workers_drew(self) -> list[list[bool] | None]:
+        """Per training loader: whether its workers drew from their global streams, and whether they drew at all
+        (or a generator their dataset holds), since their iterator was made (None: not watched)."""
+        drew: list[list[bool] | None] = []
+        for watch, (streams, any_draw) in zip(self.worker_watches, self.worker_drew_before):
+            if watch is None:
+                drew.append(None)
+            else:
+                drew.append([streams or watch.drew_from_streams(), any_draw or watch.drew()])
+        return drew
 
     def validation_starts(self) -> None:
         self.validation = (self.read(), self._validation_generators(), self._validation_made())
@@ -442,7 +517,7 @@ class RandomStreams:
         if loaded.get("iterator") is not None:
             set_global_states(trainer, loaded_streams(loaded["iterator"]))
 
-    def put_back(self, module: Any, where: str, inside_epoch: bool) -> None:
+    def put_back(self, module: Any, where: str, inside_epoch: bool, workers_load: bool = True) -> None:
         """Where the resumed fit reaches its point (its first batch, or the epoch's end where none runs):
         the streams and the validation loaders' generators as they were there; warn (global rank 0) for
         training loaders whose workers draw from the start of their streams again."""
@@ -461,10 +536,12 @@ class RandomStreams:
             around_next_validation_setup(trainer, self._validation_setup)
         else:
             _set_generator_states(trainer, generators)
-        if int(getattr(trainer, "global_rank", 0)) == 0:
-            loaders = _restarting_workers(trainer, inside_epoch)
-            if loaders:
-                warn(module, where, worker_streams_problem(loaders))
+        if int(getattr(trainer, "global_rank", 0)) == 0 and workers_load:
+            streams, held = _restarting_workers(trainer, inside_epoch, loaded.get("workers"))
+            if streams:
+                warn(module, where, worker_streams_problem(streams))
+            if held:
+                warn(module, where, worker_draws_problem(held))
 
     def _validation_setup(self, setup: Callable[[], None]) -> None:
         """The resumed fit's next validation sets up its loaders (``setup``): where the uninterrupted run's validation
@@ -543,12 +620,22 @@ def _set_generator_states(trainer: Any, saved: Generators) -> None:
                 generator.set_state(state)
 
 
-def _restarting_workers(trainer: Any, inside_epoch: bool) -> list[str]:
+def _last_epoch(trainer: Any, epoch: int) -> bool:
+    max_epochs: Any = trainer.max_epochs
+    return max_epochs is not None and int(max_epochs) >= 0 and epoch + 1 >= int(max_epochs)
+
+
+def _restarting_workers(trainer: Any, inside_epoch: bool, watched: Any) -> tuple[list[str], list[str]]:
     """The training loaders whose worker processes start their streams again where the uninterrupted
-    run's went on: resumed inside an epoch, or with persistent workers; not where the dataset keeps a
-    state of its own (taken to hold its streams: ``StatefulDataLoader`` saves it per worker), nor a plain
-    ``DataLoader``, whose workers ``plain_loaders`` watches and names where they drew."""
-    names: list[str] = []
+    run's went on: resumed inside an epoch, or with persistent workers; not a plain ``DataLoader``, whose
+    workers ``plain_loaders`` watches and names where they drew. Returns those whose workers drew from their
+    global streams before the point, as their watch saw (``watched``, the checkpoint's record), and those whose
+    workers drew only from a generator their dataset holds where its state does not go back into them (it does
+    with the loader's state, inside an epoch). Without a record, one whose dataset has no state of its own
+    (taken to hold its streams: ``StatefulDataLoader`` saves it per worker) is in the first."""
+    listed: list[Any] = cast(Any, watched) if isinstance(watched, list) else []
+    streams: list[str] = []
+    held: list[str] = []
     for index, loader in enumerate(train_loaders(trainer)):
         if plain_loader(loader):
             continue
@@ -557,10 +644,17 @@ def _restarting_workers(trainer: Any, inside_epoch: bool) -> list[str]:
         dataset = getattr(loader, "dataset", None)
         if workers <= 0 or not (inside_epoch or persistent):
             continue
-        if callable(getattr(dataset, "state_dict", None)) and callable(getattr(dataset, "load_state_dict", None)):
-            continue
-        kind = f"{type(loader).__module__}.{type(loader).__qualname__}"
-        names.append(
-            f"loader {index} ({kind}, num_workers={workers}{', persistent_workers=True' if persistent else ''})"
+        own_state = callable(getattr(dataset, "state_dict", None)) and callable(
+            getattr(dataset, "load_state_dict", None)
         )
-    return names
+        kind = f"{type(loader).__module__}.{type(loader).__qualname__}"
+        name = f"loader {index} ({kind}, num_workers={workers}{', persistent_workers=True' if persistent else ''})"
+        flags: Any = listed[index] if index < len(listed) else None
+        if isinstance(flags, list):
+            if flags[0]:
+                streams.append(name)
+            elif flags[1] and not (own_state and inside_epoch):
+                held.append(name)
+        elif not own_state:
+            streams.append(name)
+    return streams, held
