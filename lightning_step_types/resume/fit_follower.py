@@ -331,6 +331,8 @@ class FitFollower:
 
     def run_validation(self, original: Callable[[], Any]) -> Any:
         trainer = self.trainer()
+        if trainer is not None and trainer.sanity_checking:
+            self.mark(Moment.SANITY_CHECK)
         if trainer is None or trainer.sanity_checking or self.phase != Phase.TAIL:
             return original()
         self.phase = Phase.VALIDATION
