@@ -73,3 +73,23 @@ def test_a_reloads_draw_after_a_resume_from_the_sanity_check(tmp_path: Path) -> 
         interruption=InterruptionSpec(how="save", where="validation_step"),
     )
     resumes_exactly_or_named(setup, tmp_path)
+
+
+# --- the validation loaders a resumed fit made at its start ---------------------------------------------------------
+
+
+def test_a_later_checkpoints_point_after_a_resume_in_an_epoch_that_validates_before_its_validation(
+    tmp_path: Path,
+) -> None:
+    """check_val_every_n_epoch=2, resumed inside epoch 1 (setups 18 and 188 of seed ci, shrunk): Lightning made the
+    resumed fit's validation loaders at its start (the epoch validates), where the uninterrupted run made them at
+    epoch 1's validation; ModelCheckpoint (monitor="train_loss_step", a save every batch) defers its save at the
+    epoch's last batch past the validation only where they exist, so the resumed fit's epoch=1-step=10.ckpt was
+    written after the validation (its point: the validation done) and the uninterrupted run's before it. Now a fit
+    resumed from a point its run reached without validation loaders makes them at the validation too."""
+    setup = Setup(
+        trainer=TrainerSpec(check_val_every_n_epoch=2),
+        checkpoint=CheckpointSpec(every="time", top_k=-1, monitor="train_loss_step"),
+        interruption=InterruptionSpec(at=75),
+    )
+    resumes_exactly_or_named(setup, tmp_path)

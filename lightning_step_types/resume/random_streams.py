@@ -445,6 +445,12 @@ class RandomStreams:
             if loaders:
                 warn(module, where, worker_streams_problem(loaders))
 
+    def validation_loaders_saved(self) -> int | None:
+        """A resumed fit's: how many validation loaders the run that saved had at its point (None: not known)."""
+        loaded = self.loaded
+        saved: Any = loaded.get("validation") if loaded is not None else None
+        return len(cast("Generators", saved)) if isinstance(saved, list) else None
+
     def _validation_generators(self) -> Generators:
         """The validation loaders' generators now; before a resumed fit's first validation, its checkpoint's."""
         if self.validation_loaded is not None:
