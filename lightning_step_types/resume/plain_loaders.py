@@ -390,7 +390,7 @@ class PlainLoaders:
         pass
 
     def encode(self, saving: Saving) -> dict[str, Any] | None:
-        return self.saved(saving.point.kind, saving.batches_done, saving.last_batch)
+        return self.saved(saving.point.kind, saving.batches_done, saving.last_batch, saving.point.epoch)
 
     def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
         return []
@@ -464,9 +464,9 @@ class PlainLoaders:
 
     # --- saving --------------------------------------------------------------------------------------
 
-    def saved(self, kind: str, batches: int, last: bool) -> dict[str, Any] | None:
-        """This process's entry for a point of ``kind`` with ``batches`` of its epoch's batches consumed
-        before its next one (``last``: none comes after them)."""
+    def saved(self, kind: str, batches: int, last: bool, epoch: int) -> dict[str, Any] | None:
+        """This process's entry for a point of ``kind`` in ``epoch`` with ``batches`` of its epoch's batches
+        consumed before its next one (``last``: none comes after them)."""
         trainer = self.trainer()
         if trainer is None or not self.followed and not _unpositioned(train_loaders(trainer)):
             return None
@@ -484,7 +484,7 @@ class PlainLoaders:
                 entries.append({"missing": "it started a pass of unknown length inside the epoch"})
                 continue
             ending = int(trainer.current_epoch) if kind in ("batch_end", "epoch_end") and not inside else None
-            made = kind == "epoch" and self.iterator_epoch == int(trainer.current_epoch)
+            made = kind == "epoch" and self.iterator_epoch == epoch
             entries.append(followed.saved(share, kind == "epoch", ending, made))
         if not any(entry is not None for entry in entries):
             return None
