@@ -378,7 +378,7 @@ class PlainLoaders:
         self.module: Any = None
         self.where: str = ""
         self.positioned: tuple[list[bool] | None, int] | None = None  # which cycled, batches before
-        self.iterator_epoch: int | None = None  # the epoch the last training iterator made is the one of
+        self.iterator_epoch: int | None = None  # the epoch that trains from the last iterator made (None: not known)
         self.problems: list[Problem] = []
 
     # --- the source protocol (resume/source.py), beside following, saving and resuming below ------------
