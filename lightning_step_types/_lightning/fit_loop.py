@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
@@ -41,6 +41,7 @@ __all__ = [
     "restart_as_loaded",
     "restart_inside_epoch",
     "resume_from_fit_loop",
+    "run_without_validation_loaders",
     "scheduler_updates",
     "skip_next_validation",
     "step_row",
@@ -118,6 +119,23 @@ def unfollow_fit_loop(trainer: Any) -> None:
     for loop_name, method, _ in _FOLLOWED:
         take_off_instance(loops[loop_name], method)
     take_off_instance(trainer._logger_connector, "on_epoch_end")  # `take_over_restart`'s, if the epoch did not end
+
+
+def run_without_validation_loaders(trainer: Any, run: Callable[[], None]) -> None:
+    """``run()`` (`FitLoop.on_run_start`) without the validation loaders it makes where the fit's first epoch
+    validates and none exist yet (``self.epoch_loop.val_loop.setup_data()``, for the progress bar's totals; a
+    no-op on the instance meanwhile): the epoch's validation makes them (`_EvaluationLoop.run` calls its
+    ``setup_data()`` first). Checked on pytorch-lightning 2.6.6."""
+    val_loop = trainer.fit_loop.epoch_loop.val_loop
+
+    def setup_data() -> None:
+        pass
+
+    put_on_instance(val_loop, "setup_data", setup_data)
+    try:
+        run()
+    finally:
+        take_off_instance(val_loop, "setup_data")
 
 
 class BatchCounters(NamedTuple):

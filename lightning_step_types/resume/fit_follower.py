@@ -56,6 +56,7 @@ from lightning_step_types._lightning.fit_loop import (
     logger_step,
     next_zero_grad_index,
     restart_as_loaded,
+    run_without_validation_loaders,
     unfollow_fetches,
     unfollow_fit_loop,
 )
@@ -94,7 +95,9 @@ class Phase:
 
 
 class ResumeHooks(Protocol):
-    """What a resumed fit's ``Resume`` does at the three moments the follower calls it."""
+    """What a resumed fit's ``Resume`` does at the moments the follower calls it."""
+
+    def validation_loaders_made_later(self, follower: FitFollower) -> bool: ...
 
     def fit_started(self, follower: FitFollower) -> None: ...
 
@@ -245,7 +248,12 @@ class FitFollower:
         self.loop_started = True
         trainer = self.trainer()
         self.mark(Moment.FIT_START)
-        original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
+        if self.resume is not None and trainer is not None and self.resume.validation_loaders_made_later(self):
+            # the run that saved made its validation loaders after the point, at a validation: not here (a
+            # ModelCheckpoint defers a save at the epoch's last batch past the validation where they exist)
+            run_without_validation_loaders(trainer, original)
+        else:
+            original()  # the on_train_start hooks: a user's reset of a metric there comes before a restore
         self.mark(Moment.TRAIN_STARTED)
         if trainer is not None:
             optimizers = trainer.optimizers
@@ -332,6 +340,8 @@ class FitFollower:
 
     def run_validation(self, original: Callable[[], Any]) -> Any:
         trainer = self.trainer()
+        if trainer is not None and trainer.sanity_checking:
+            self.mark(Moment.SANITY_CHECK)
         if trainer is None or trainer.sanity_checking or self.phase != Phase.TAIL:
             return original()
         self.phase = Phase.VALIDATION

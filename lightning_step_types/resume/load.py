@@ -257,6 +257,15 @@ class Resume:
             call_before_updates(follower.results, self._before_update)
             before_batch_logging(trainer, lambda: self._create_pending(trainer, follower))
 
+    def validation_loaders_made_later(self, follower: FitFollower) -> bool:
+        """Whether the run that saved had no validation loaders at its point, saved after its fit loop's start
+        (where Lightning makes them for a first epoch that validates): it made them at a validation after the
+        point, where the resumed fit's would make them at its start, for an epoch that validates."""
+        saved = self.saved
+        if saved is None or saved.get("before_loop"):
+            return False
+        return follower.streams.validation_loaders_saved() == 0
+
     def nothing_to_train(self, follower: FitFollower) -> None:
         """A resumed fit with nothing left to train (a relaunch from a finished job's checkpoint, with the
         same limits): Lightning's fit loop returns before its start, and no batch runs. What the checkpoint

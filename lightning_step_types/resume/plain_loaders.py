@@ -50,7 +50,7 @@ from typing import Any, cast
 
 import torch
 
-from lightning_step_types._lightning.data import train_loaders
+from lightning_step_types._lightning.data import epoch_iterator_made_again, epoch_of_iterator, train_loaders
 from lightning_step_types._lightning.plain_loader import (
     WorkerDraws,
     base_seed_source,
@@ -271,10 +271,14 @@ class _Followed:
 
     # --- saving --------------------------------------------------------------------------------------
 
-    def saved(self, share: tuple[int, int] | None, epoch_start: bool, ending: int | None) -> dict[str, Any] | None:
+    def saved(
+        self, share: tuple[int, int] | None, epoch_start: bool, ending: int | None, made: bool = False
+    ) -> dict[str, Any] | None:
         """The entry for a point whose pass and batches consumed in it are ``share`` (None: the point is
         at an epoch's start, where only a persistent iterator's next pass needs one, or at the end of epoch
-        ``ending``, every batch of its pass consumed)."""
+        ``ending``, every batch of its pass consumed); ``made``: an epoch's start whose iterator, the one the
+        epoch trains from, was made already (the fit's first epoch: `FitLoop.setup_data` made it before the
+        on_train_epoch_start hooks)."""
         loader = self.loader
         if share is None:
             kept = persistent_iterator(loader)
@@ -309,14 +313,18 @@ class _Followed:
                     "runs_before": 0,
                     "base_seed_from": None,
                 }
-            # its next pass draws no base seed in the uninterrupted run; a new iterator would
+            # its next pass draws no base seed in the uninterrupted run; a new iterator would. Where the epoch's
+            # pass was made already, that pass is the next one: the passes before it are its own count, and a
+            # loader with workers drew its first index batch as it was made (the streams then, not now)
+            made_pass = self._pass_of(kept) if made else None
+            first = made_pass.first if made_pass is not None else None
             return {
                 "skip": 0,
                 "making": None,
-                "first": self.owner.moment(loader),
+                "first": first if first is not None else self.owner.moment(loader),
                 "dataset": None,
                 "drew": worker_drew(self._earlier_draws(kept)),
-                "runs_before": self.runs.get(id(kept), 0),
+                "runs_before": made_pass.runs_before if made_pass is not None else self.runs.get(id(kept), 0),
                 "base_seed_from": self._base_seed_from(kept),
             }
         number, skip = share
@@ -370,6 +378,7 @@ class PlainLoaders:
         self.module: Any = None
         self.where: str = ""
         self.positioned: tuple[list[bool] | None, int] | None = None  # which cycled, batches before
+        self.iterator_epoch: int | None = None  # the epoch that trains from the last iterator made (None: not known)
         self.problems: list[Problem] = []
 
     # --- the source protocol (resume/source.py), beside following, saving and resuming below ------------
@@ -381,7 +390,7 @@ class PlainLoaders:
         pass
 
     def encode(self, saving: Saving) -> dict[str, Any] | None:
-        return self.saved(saving.point.kind, saving.batches_done, saving.last_batch)
+        return self.saved(saving.point.kind, saving.batches_done, saving.last_batch, saving.point.epoch)
 
     def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
         return []
@@ -403,6 +412,8 @@ class PlainLoaders:
         if trainer is None:
             return
         self.marker += 1
+        # the epoch trains from this iterator unless its loop makes one of its own (loaders made anew)
+        self.iterator_epoch = None if epoch_iterator_made_again(trainer) else epoch_of_iterator(trainer)
         loaders = train_loaders(trainer)
         current = {id(loader) for loader in loaders}
         for key in [key for key in self.followed if key not in current]:
@@ -419,7 +430,7 @@ class PlainLoaders:
             self.marker += 1
 
         def made(epoch: int) -> None:
-            pass
+            self.iterator_epoch = epoch
 
         return made
 
@@ -453,9 +464,9 @@ class PlainLoaders:
 
     # --- saving --------------------------------------------------------------------------------------
 
-    def saved(self, kind: str, batches: int, last: bool) -> dict[str, Any] | None:
-        """This process's entry for a point of ``kind`` with ``batches`` of its epoch's batches consumed
-        before its next one (``last``: none comes after them)."""
+    def saved(self, kind: str, batches: int, last: bool, epoch: int) -> dict[str, Any] | None:
+        """This process's entry for a point of ``kind`` in ``epoch`` with ``batches`` of its epoch's batches
+        consumed before its next one (``last``: none comes after them)."""
         trainer = self.trainer()
         if trainer is None or not self.followed and not _unpositioned(train_loaders(trainer)):
             return None
@@ -473,7 +484,8 @@ class PlainLoaders:
                 entries.append({"missing": "it started a pass of unknown length inside the epoch"})
                 continue
             ending = int(trainer.current_epoch) if kind in ("batch_end", "epoch_end") and not inside else None
-            entries.append(followed.saved(share, kind == "epoch", ending))
+            made = kind == "epoch" and self.iterator_epoch == epoch
+            entries.append(followed.saved(share, kind == "epoch", ending, made))
         if not any(entry is not None for entry in entries):
             return None
         cycled = [share is not None and share[0] > 0 for share in shares] if inside else None

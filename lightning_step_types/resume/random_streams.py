@@ -144,6 +144,7 @@ class RandomStreams:
         # were made at (`validation_loaders_made_at`)
         self.validation: tuple[StreamsState, Generators, int | None] | None = None
         self.epoch_end: StreamsState | None = None  # at the last epoch end's start
+        self.sanity_start: StreamsState | None = None  # at the sanity check's start (`isolate_rng` puts them back)
         self.loaded: Mapping[str, Any] | None = None  # a resumed fit's saved entry, until put back
         # a resumed fit's saved validation loaders' generators: what it records for them until its first
         # validation starts. Only a validation draws from them, but which loaders exist before it differs: the
@@ -170,6 +171,8 @@ class RandomStreams:
     def mark(self, moment: Moment) -> None:
         if moment is Moment.LOOP_START:
             self.loop_starts()
+        elif moment is Moment.SANITY_CHECK:
+            self.sanity_start = self.read()
         elif moment is Moment.FIT_START:
             self.fit_starts()
         elif moment is Moment.VALIDATION:
@@ -456,6 +459,19 @@ class RandomStreams:
             # the fit's first epoch: its iterator was made before the hooks, from the streams before it; past
             # it, the epoch's iterator is made after the hooks, which start from ``start``
             made_first = self.before_iterator.get(epoch)
+            if epoch == 0 and made_first is None:
+                # saved before the fit loop asked for its training loaders (in on_fit_start, in the sanity
+                # check): a `train_dataloader()` that draws draws from the streams now (those the sanity check
+                # started from, which Lightning puts back after it), the iterator from what that request left
+                if trainer is not None and trainer.sanity_checking and self.sanity_start is not None:
+                    start = self.sanity_start
+                return {
+                    "loaders": saved_streams(start),
+                    "iterator": None,
+                    "point": None,
+                    "validation": generators,
+                    "hooks": None,
+                }
             return {
                 "loaders": None,
                 "iterator": saved_streams(made_first if made_first is not None else start),
@@ -516,6 +532,9 @@ class RandomStreams:
         self.iterator_done = True
         if loaded.get("iterator") is not None:
             set_global_states(trainer, loaded_streams(loaded["iterator"]))
+        elif loaded.get("loaders") is not None and not self.loaders_done:  # saved before the loaders' request
+            self.loaders_done = True
+            set_global_states(trainer, loaded_streams(loaded["loaders"]))
 
     def put_back(self, module: Any, where: str, inside_epoch: bool, workers_load: bool = True) -> None:
         """Where the resumed fit reaches its point (its first batch, or the epoch's end where none runs):
@@ -573,6 +592,12 @@ class RandomStreams:
             made: Any = (self.loaded or {}).get("validation_made")
             return made if isinstance(made, int) else None
         return validation_loaders_made_at(trainer)
+
+    def validation_loaders_saved(self) -> int | None:
+        """A resumed fit's: how many validation loaders the run that saved had at its point (None: not known)."""
+        loaded = self.loaded
+        saved: Any = loaded.get("validation") if loaded is not None else None
+        return len(cast("Generators", saved)) if isinstance(saved, list) else None
 
     def _validation_generators(self) -> Generators:
         """The validation loaders' generators now; before a resumed fit's first validation, its checkpoint's."""

@@ -44,6 +44,9 @@ class Moment(str, enum.Enum):
 
     # the fit loop's run starts, before `FitLoop.setup_data` (a tuner's trials run it before the fit's own run)
     LOOP_START = "loop_start"
+    # the sanity check's validation starts, before it makes its loaders (inside `isolate_rng`: the fit loop's run
+    # starts from the streams as they are here)
+    SANITY_CHECK = "sanity_check"
     FIT_START = "fit_start"  # before the on_train_start hooks
     TRAIN_STARTED = "train_started"  # after them
     EPOCH_START = "epoch_start"  # before an epoch's on_train_epoch_start hooks (which a resume there runs again)
