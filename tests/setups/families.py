@@ -34,32 +34,7 @@ def _silent(what: str) -> str:
     return rf"(silent: {what}|unnamed: {what} \(warned: [^)]*\))"
 
 
-_DRAWS = r"(weights|running statistics|optimizer|scheduler|counters|rows|metrics|module attributes( at the resume)?)"
-
 KNOWN: tuple[Family, ...] = (
-    Family(
-        "a reload's draw in train_dataloader(): a later checkpoint's record of the random streams is one draw off",
-        _silent("checkpoint files"),
-        lambda setup, verdict: (
-            setup.data.reload
-            and all(
-                "['random_streams']" in difference or "['generators']" in difference
-                for difference in verdict.differences
-            )
-        ),
-    ),
-    Family(
-        "a persistent loader's count of passes in a later checkpoint, after a resume at the first epoch's start:"
-        " one more than the uninterrupted run's",
-        _silent("checkpoint files"),
-        lambda setup, verdict: all("['runs_before']" in difference for difference in verdict.differences),
-    ),
-    Family(
-        "a later checkpoint's record of whether its validation runs again, where the resumed fit made its validation"
-        " loaders at its start (Lightning) and the uninterrupted one at the validation: the same fit from either",
-        _silent("checkpoint files"),
-        lambda setup, verdict: all("['skip_validation']" in difference for difference in verdict.differences),
-    ),
     Family(
         "a kill, resumed from the best file top-k kept (not the newest): ModelCheckpoint skips a save, rows shift",
         _silent("(callback states|callback attributes|rows|checkpoint files)"),
@@ -73,26 +48,6 @@ KNOWN: tuple[Family, ...] = (
         "ModelPruning's _global_kwargs after a resume",
         _silent("(callback attributes|callback states|checkpoint files)"),
         lambda setup, verdict: any("ModelPruning" in difference for difference in verdict.differences),
-    ),
-    Family(
-        "an exception in a logger's write: the logger's step is one behind",
-        _silent("(counters|rows)"),
-        lambda setup, verdict: setup.interruption.where == "logger",
-    ),
-    Family(
-        "an IterableDataset resumed after its epoch's last batch: the new iterator's fetch ahead moves the dataset",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.data.dataset == "iterable",
-    ),
-    Family(
-        "loader workers that draw at random, resumed at an epoch's start: not named",
-        _silent(_DRAWS),
-        lambda setup, verdict: setup.data.workers > 0 and setup.data.augment == "torch",
-    ),
-    Family(
-        "GradientAccumulationScheduler: its window across the point",
-        _silent(_DRAWS),
-        lambda setup, verdict: any(spec.kind == "accumulation_scheduler" for spec in setup.callbacks),
     ),
 )
 
