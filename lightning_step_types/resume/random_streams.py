@@ -470,6 +470,7 @@ class RandomStreams:
                     "iterator": None,
                     "point": None,
                     "validation": generators,
+                    "validation_made": made,
                     "hooks": None,
                 }
             return {
