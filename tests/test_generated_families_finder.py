@@ -197,21 +197,3 @@ def test_learning_rate_finder_resumed_inside_an_epoch_records_the_checkpoints_st
     )
     verdict = resumes_exactly_or_named(setup, tmp_path)
     assert verdict.outcome == "exact"
-
-
-def test_learning_rate_finder_an_attribute_its_trials_and_the_fits_epoch_hook_set(tmp_path: Path) -> None:
-    """The module sets ``scale`` from torch's stream in on_train_epoch_start, and the finder's trials ran that hook
-    before the fit's own run. The module's attributes were measured from the fit's own run's start, where
-    ``scale`` held the trials' value: the resumed fit's trials drew it from the streams that epoch 1's hook draws
-    from again, so epoch=1-step=10.ckpt held no value for ``scale`` after the resume, and the uninterrupted run's
-    file held one (a resume from that later file would keep its own trials' value). Now measured from the fit
-    loop's first run, before any trial."""
-    setup = Setup(
-        module=ModuleSpec(epoch_hook=True),
-        data=DataSpec(val_loaders=0),
-        callbacks=LR_FINDER,
-        checkpoint=CheckpointSpec(every="epochs", top_k=-1),
-        interruption=InterruptionSpec(at=65),
-    )
-    verdict = resumes_exactly_or_named(setup, tmp_path)
-    assert verdict.outcome == "exact"

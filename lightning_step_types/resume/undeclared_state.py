@@ -456,17 +456,11 @@ class ModuleAttributes:
     # --- the follower's moments ---------------------------------------------------------------------
 
     def _fit_start(self) -> None:
-        """Before the on_train_start hooks: the marks every change is measured from, those of the fit loop's first
-        run. A tuner's trials (BatchSizeFinder's, LearningRateFinder's) run it before the fit's own run, and what
-        their hooks set stays: measured from the fit's own run, an attribute the trials and the fit's hooks set
-        to the same value would count as unchanged, and a resumed fit, whose trials start from other weights and
-        streams, would keep its trials' value."""
-        marks = self.marks_now()
-        if self.start is None:
-            self.start = marks
+        """Before the on_train_start hooks: the marks every change is measured from."""
+        self.start = self.marks_now()
         self.size = len(self.namespace)
-        self.names = list(marks)
-        self.marks_at = list(marks.values())
+        self.names = list(self.start)
+        self.marks_at = list(self.start.values())
         self.kept = [False] * len(self.names)
         self._index()
         if self.before_load is not None:
