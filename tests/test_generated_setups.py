@@ -148,6 +148,7 @@ OPTIONS: dict[str, set[Any]] = {
     "data.reload": {False, True},
     "data.train_loaders": {1, 2},
     "data.combine": {"max_size_cycle", "min_size", "max_size"},
+    "data.val_order": {"sequential", "generator"},
     "data.val_loaders": {0, 1, 2},
     "trainer.precision": {"32-true", "64-true", "bf16-mixed", "bf16-true"},
     "trainer.max_epochs": {1, 2, 3},
