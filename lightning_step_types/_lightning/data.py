@@ -46,6 +46,7 @@ __all__ = [
     "loader_counts",
     "loader_samplers",
     "loaders_made_at",
+    "loaders_reload_every",
     "make_epoch_iterator_again",
     "make_epoch_iterator_again_at_loop_start",
     "make_train_loaders_again",
@@ -66,7 +67,6 @@ __all__ = [
     "train_loaders_requested_again_at",
     "validation_loaders_made_again",
     "validation_loaders_made_at",
-    "validation_reload_every",
     "wrapped_sampler",
 ]
 
@@ -263,7 +263,7 @@ def stop_before_train_loaders_request(trainer: Any) -> None:
 def train_loaders_requested_again_at(trainer: Any, epoch: int) -> bool:
     """Whether the fit, having asked for its training loaders already, asks for them anew at ``epoch``'s start
     (``reload_dataloaders_every_n_epochs``), as `FitLoop._should_reload_train_dl` will compute it there."""
-    every = int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
+    every = loaders_reload_every(trainer)
     last: Any = getattr(trainer.fit_loop, "_last_train_dl_reload_epoch", float("-inf"))
     if every <= 0 or not isinstance(last, int):  # ``-inf``: not asked for yet in this fit
         return False
@@ -380,12 +380,13 @@ def set_validation_loaders_made_at(trainer: Any, made: int | None) -> None:
 def validation_loaders_made_again(trainer: Any, made: int | None) -> bool:
     """Whether a validation now makes its loaders anew where they were last made at epoch ``made`` (None: not
     counted), as `_EvaluationLoop._should_reload_val_dl` (private) computes it."""
-    every = validation_reload_every(trainer)
+    every = loaders_reload_every(trainer)
     return every > 0 and (made is None or int(trainer.current_epoch) - made >= every)
 
 
-def validation_reload_every(trainer: Any) -> int:
-    """``reload_dataloaders_every_n_epochs`` (public; 0: never)."""
+def loaders_reload_every(trainer: Any) -> int:
+    """``reload_dataloaders_every_n_epochs`` (public; 0: never): how often the training and the validation
+    loaders are asked for anew."""
     return int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
 
 
@@ -698,7 +699,7 @@ def loaders_made_at(trainer: Any, epoch: int) -> bool:
     its on_train_epoch_start hooks: with ``reload_dataloaders_every_n_epochs``, where the epochs since the
     last making (`FitLoop._last_train_dl_reload_epoch`, private) reach it, or where they were made at
     ``epoch`` already (`FitLoop._should_reload_train_dl`'s test). Checked on pytorch-lightning 2.6.6."""
-    every = int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
+    every = loaders_reload_every(trainer)
     if every <= 0:
         return False
     last: Any = getattr(trainer.fit_loop, "_last_train_dl_reload_epoch", float("-inf"))

@@ -67,6 +67,7 @@ from lightning_step_types._lightning.data import (
     epoch_iterator_made_again,
     epoch_of_iterator,
     loaders_made_at,
+    loaders_reload_every,
     make_epoch_iterator_again_at_loop_start,
     set_validation_loaders_made_at,
     stop_around_next_validation_setup,
@@ -75,7 +76,6 @@ from lightning_step_types._lightning.data import (
     train_loaders_requested_again_at,
     validation_loaders_made_again,
     validation_loaders_made_at,
-    validation_reload_every,
 )
 from lightning_step_types._lightning.plain_loader import (
     WorkerDraws,
@@ -515,7 +515,7 @@ class RandomStreams:
         request = self.before_request
         if trainer is None or request is None or request[0] != epoch:
             return None
-        if int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0) <= 0:
+        if loaders_reload_every(trainer) <= 0:
             return None
         return saved_streams(request[1])
 
@@ -550,7 +550,7 @@ class RandomStreams:
             set_global_states(trainer, loaded_streams(loaded["point"]))
         generators: Generators = loaded.get("validation") or []
         self.validation_loaded = generators
-        if generators and (validation_reload_every(trainer) > 0 or not _validation_loaders(trainer)):
+        if generators and (loaders_reload_every(trainer) > 0 or not _validation_loaders(trainer)):
             # none made yet (the uninterrupted run's sanity check made them, and a resumed fit runs none), or made
             # anew at some epochs: their generators go back where the fit's next validation sets up its loaders
             around_next_validation_setup(trainer, self._validation_setup)
@@ -580,14 +580,14 @@ class RandomStreams:
             return
         setup()
         _set_generator_states(trainer, loaded.get("validation") or [])
-        if validation_reload_every(trainer) > 0:
+        if loaders_reload_every(trainer) > 0:
             set_validation_loaders_made_at(trainer, made)
 
     def _validation_made(self) -> int | None:
         """The epoch the validation loaders `_validation_generators` records were made at, where they are made anew
         every few epochs (None otherwise)."""
         trainer = self.trainer()
-        if trainer is None or validation_reload_every(trainer) <= 0:
+        if trainer is None or loaders_reload_every(trainer) <= 0:
             return None
         if self.validation_loaded is not None:
             made: Any = (self.loaded or {}).get("validation_made")
