@@ -211,6 +211,37 @@ def test_compare_counts_what_passes_plainly_and_fails_with_the_adapter(tmp_path:
     assert lines[start + 1] == "- `a.py::t2`: skipped"
 
 
+def test_a_failure_not_allowed_is_run_again_alone_and_only_a_repeated_one_counts() -> None:
+    plain = _run({"tests/tests_pytorch/a.py::t1": "passed", "tests/tests_pytorch/a.py::t2": "passed"}, with_adapter=0)
+    adapter = _run({"tests/tests_pytorch/a.py::t1": "failed", "tests/tests_pytorch/a.py::t2": "failed"})
+    runs = {"off": plain, "default": adapter}
+    assert conformance_run.not_allowed(runs, [], None) == {
+        "default": ["tests/tests_pytorch/a.py::t1", "tests/tests_pytorch/a.py::t2"]
+    }
+    asked: list[tuple[list[str], str]] = []
+
+    def run(paths: list[str], label: str) -> dict[str, Any]:  # t1 passes alone, t2 fails again
+        asked.append((paths, label))
+        return _run({"tests/tests_pytorch/a.py::t1": "passed", "tests/tests_pytorch/a.py::t2": "failed"})
+
+    runs["default"] = conformance_run.run_again(
+        "default", adapter, conformance_run.not_allowed(runs, [], None)["default"], run
+    )
+    assert asked == [(["a.py::t1", "a.py::t2"], "default-again")]
+    lines, unexpected = conformance_run.compare(runs, [])
+    assert unexpected == 1
+    assert (
+        "- `tests/tests_pytorch/a.py::t2` (FAIL, not on the allow-list): AssertionError in tests/tests_pytorch/a.py::t2"
+        in lines
+    )
+    start = lines.index("1 failed once and passed when run again alone (not counted):")
+    assert (
+        lines[start + 1]
+        == "- `tests/tests_pytorch/a.py::t1`: the first time, AssertionError in tests/tests_pytorch/a.py::t1"
+    )
+    assert adapter["outcomes"]["tests/tests_pytorch/a.py::t1"] == "failed"  # the first run's record is kept as it was
+
+
 _DISPOSITION = (
     "import os, signal; print(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL, os.getsid(0) == os.getpid())"
 )
