@@ -11,7 +11,14 @@ from typing import Any, cast
 
 from lightning_step_types._lightning.instance_methods import StateWithoutOurs, put_on_instance, take_off_instance
 
-__all__ = ["after_own_save", "follow_own_saves", "keys_not_loaded", "saves_at_batch_end", "unfollow_own_saves"]
+__all__ = [
+    "after_own_save",
+    "follow_own_saves",
+    "keys_not_loaded",
+    "quiet_in_batch",
+    "saves_at_batch_end",
+    "unfollow_own_saves",
+]
 
 # `ModelCheckpoint._save_checkpoint(trainer, filepath)` (pytorch-lightning 2.1 to 2.6) writes the file
 # with `trainer.save_checkpoint(filepath, ...)` and then sets `_last_global_step_saved` to the global step
@@ -116,6 +123,21 @@ def saves_at_batch_end(callback: Any, trainer: Any) -> bool:
         return True
     every = int(getattr(callback, "_every_n_train_steps", 0) or 0)
     return every >= 1 and int(trainer.global_step) % every == 0
+
+
+def quiet_in_batch(callback: Any, hooks: tuple[str, ...]) -> bool:
+    """Whether ``callback`` is a ``ModelCheckpoint`` whose ``hooks`` change nothing at any batch: its class keeps
+    Lightning's own, and it saves neither by time (`_train_time_interval`) nor every `_every_n_train_steps`
+    steps, set at its construction (its own test in `on_train_batch_end`, 2.1 to 2.6: with neither it returns at
+    once; it overrides no other batch hook). The default Trainer's is such a one."""
+    if not _is_model_checkpoint(callback):
+        return False
+    lightning_class = next(cls for cls in type(callback).__mro__ if cls.__name__ == "ModelCheckpoint")
+    if any(getattr(type(callback), hook, None) is not getattr(lightning_class, hook, None) for hook in hooks):
+        return False  # a subclass's own batch hook
+    if getattr(callback, "_train_time_interval", None) is not None:
+        return False
+    return int(getattr(callback, "_every_n_train_steps", 0) or 0) < 1
 
 
 def keys_not_loaded(callback: Any) -> frozenset[str]:

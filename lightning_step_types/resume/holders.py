@@ -75,6 +75,7 @@ from lightning_step_types._lightning.checkpoint_callback import (
     after_own_save,
     follow_own_saves,
     keys_not_loaded,
+    quiet_in_batch,
     saves_at_batch_end,
     unfollow_own_saves,
 )
@@ -296,11 +297,13 @@ class Holders:
             and not _named(callback, _NOT_TRACKED + _EPOCH_START_AGAIN)  # those set up again from their state
             and isinstance(callback.state_key, str)
         ]
-        # of those, the callbacks whose batch hooks may change their attributes: read at every batch's start
+        # of those, the callbacks whose batch hooks may change their attributes: read at every batch's start (not
+        # a ModelCheckpoint that saves at no batch's end, the default Trainer's: its hook returns at once)
         self.in_batch: list[tuple[str, Any, frozenset[str]]] = [
             (key, callback, skip)
             for key, callback, skip in self.tracked
             if any(_overrides(callback, hook, _lightning_callback_base(callback)) for hook in _BATCH_HOOKS)
+            and not quiet_in_batch(callback, _BATCH_HOOKS)
         ]
         # the callbacks whose on_train_batch_end may change what a checkpoint holds or what the resumed run
         # starts from (their state, their attributes, files)
