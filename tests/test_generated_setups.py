@@ -36,6 +36,21 @@ DDP_COUNT = int(os.environ.get("GENERATED_DDP_SETUPS", "4"))
 # --- the machinery: a setup is a function of its choices, and shrinks to its simplest failing form -------
 
 
+def test_under_ddp_a_batch_sampler_is_replaced_without_a_draw_of_its_own() -> None:
+    """Lightning 2.6 rebuilds a loader given a ``BatchSampler`` under DDP with no batch size: plain Lightning cannot
+    fit it, so the DDP tier draws a ``RandomSampler`` with a generator in its place, and every later draw as before."""
+    single = [drawn(SEED, index).data.sampler for index in range(60)]
+    ddp = [drawn(SEED, index, processes=2).data for index in range(60)]
+    assert single.count("batch_sampler") > 0
+    assert [data.sampler for data in ddp].count("batch_sampler") == 0
+    # seed ci's DDP setups 7, 13 and 16 drew a batch sampler: the draws after it are those they had
+    assert [(ddp[i].sampler, ddp[i].rows, ddp[i].batch_size, ddp[i].loader, ddp[i].val_order) for i in (7, 13, 16)] == [
+        ("random_generator", 38, 5, "plain", "generator"),
+        ("random_generator", 31, 4, "stateful", "sequential"),
+        ("random_generator", 33, 6, "stateful", "sequential"),
+    ]
+
+
 def test_a_setup_is_drawn_from_its_seed_and_index_alone() -> None:
     assert drawn(SEED, 7) == drawn(SEED, 7) != drawn(SEED, 8)
     assert draw_setup(Choices(None)) == Setup(), "all choices 0: every dimension's simplest option"

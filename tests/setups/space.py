@@ -234,6 +234,11 @@ def _data(c: Choices, module: ModuleSpec, processes: int) -> DataSpec:
     loader = c.pick(("plain", "stateful"))
     dataset = "iterable" if c.maybe(12) else "map"
     sampler = c.weighted(SAMPLERS) if dataset == "map" else "sequential"
+    if processes > 1 and sampler == "batch_sampler":
+        # Lightning 2.6 rebuilds a loader given a BatchSampler with the DistributedSampler it puts in and no batch
+        # size (`_update_dataloader`): one row at a time, which the loader's collate then stacks field by field
+        # ("stack expects each tensor to be equal size"). Replaced without a draw, so the draws after it stay.
+        sampler = "random_generator"
     workers = c.weighted(((0, 85), (1, 8), (2, 7)))
     if (module.batchnorm and dataset == "iterable") or processes > 1:
         workers = 0  # each worker's share ends in a batch of its own size; under DDP, a cost the tier saves
