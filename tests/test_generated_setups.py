@@ -14,6 +14,7 @@ that reruns and shrinks it. ``GENERATED_SETUPS`` sets how many (default 240); th
 from __future__ import annotations
 
 import collections
+import math
 import os
 from typing import Any
 
@@ -24,7 +25,7 @@ from setups.oracle import covered, warning_kind
 from setups.report import features
 from setups.run import Checked, drawn, run_setups
 from setups.shrink import shrink
-from setups.space import CALLBACK_HOOKS, MODULE_HOOKS, DataSpec, ModuleSpec, Setup, draw_setup, shown
+from setups.space import CALLBACK_HOOKS, MODULE_HOOKS, VAL_ROWS, DataSpec, ModuleSpec, Setup, draw_setup, shown
 
 from lightning_step_types.check_resume.compare import Difference
 
@@ -49,6 +50,22 @@ def test_under_ddp_a_batch_sampler_is_replaced_without_a_draw_of_its_own() -> No
         ("random_generator", 31, 4, "stateful", "sequential"),
         ("random_generator", 33, 6, "stateful", "sequential"),
     ]
+
+
+def test_under_ddp_each_process_s_share_fits_batchnorm_and_the_validation_limit() -> None:
+    """Each process trains and validates on its share (DistributedSampler): BatchNorm needs two rows in each of
+    its training batches, and ``limit_val_batches=0.5`` at least two validation batches (seed ci's DDP setups 18
+    and 31 had neither, and plain Lightning refused them)."""
+    setups = [drawn(SEED, index, processes=2) for index in range(200)]
+    batchnorm = [s.data for s in setups if s.module.batchnorm]
+    halved = [s.data for s in setups if s.trainer.limit_val_batches == 0.5]
+    assert batchnorm and halved
+    assert [d.rows for d in batchnorm if math.ceil(d.rows / 2) % d.batch_size == 1] == []
+    assert [d.batch_size for d in halved if math.ceil(math.ceil(VAL_ROWS / 2) / d.batch_size) < 2] == []
+    assert (drawn(SEED, 18, processes=2).data.rows, drawn(SEED, 31, processes=2).trainer.limit_val_batches) == (
+        33,
+        None,
+    )
 
 
 def test_a_setup_is_drawn_from_its_seed_and_index_alone() -> None:

@@ -61,12 +61,11 @@ from torchmetrics import MeanMetric, MeanSquaredError
 
 from lightning_step_types import StepMetric, StepResultAdapter, TrainStepResult, TypedLightningModule, ValStepResult
 from lightning_step_types.check_resume.runs import Built, kill_this_fit
-from setups.space import MODULE_HOOKS, SECOND_ROWS, CallbackSpec, DataSpec, Setup
+from setups.space import MODULE_HOOKS, SECOND_ROWS, VAL_ROWS, CallbackSpec, DataSpec, Setup
 
 __all__ = ["PlannedFault", "ROOT", "build", "places_of", "trainer_arguments"]
 
 FEATURES, HIDDEN = 4, 8
-VAL_ROWS = 12
 ROOT = "GENERATED_SETUP_ROOT"  # the environment variable holding the fit's folder
 Plan = Mapping[str, Any]  # how, hook, epoch, batch, occurrence
 

@@ -229,8 +229,8 @@ SAMPLERS = (
 def _data(c: Choices, module: ModuleSpec, processes: int) -> DataSpec:
     rows = c.between(14, 32) if processes == 1 else c.between(28, 40)  # under DDP each rank trains on half
     batch_size = c.between(3, 6)
-    if module.batchnorm and rows % batch_size == 1:
-        rows += 1  # BatchNorm1d in training needs two rows in every batch
+    while module.batchnorm and math.ceil(rows / processes) % batch_size == 1:
+        rows += 1  # BatchNorm1d in training needs two rows in every batch (under DDP: of each process's share)
     loader = c.pick(("plain", "stateful"))
     dataset = "iterable" if c.maybe(12) else "map"
     sampler = c.weighted(SAMPLERS) if dataset == "map" else "sequential"
@@ -283,6 +283,7 @@ def batches_per_epoch(data: DataSpec, limit: int | float | None = None, processe
 
 
 SECOND_ROWS = 20  # the second training loader's rows
+VAL_ROWS = 12  # each validation loader's rows
 
 
 def _trainer(c: Choices, data: DataSpec, processes: int) -> TrainerSpec:
@@ -304,6 +305,10 @@ def _trainer(c: Choices, data: DataSpec, processes: int) -> TrainerSpec:
     sanity = 0
     if validates:
         limit_val = c.pick((None, 2, 0.5))
+        if limit_val == 0.5 and math.ceil(math.ceil(VAL_ROWS / processes) / data.batch_size) < 2:
+            # under DDP each process validates on its share: half of one batch is none (Lightning refuses it);
+            # replaced without a draw, so the draws after it stay
+            limit_val = None
         kind = c.weighted((("epoch", 60), ("int", 25), ("fraction", 15)))
         if kind == "fraction" and batches is not None:
             interval = 0.5
