@@ -1297,15 +1297,17 @@ def test_catalogue_quotes_only_real_messages(messages: dict[str, str]) -> None:
     assert len(blocks) == len(set(blocks)), "docs/errors.md quotes a message twice"
     unexplained = [b for b in blocks if b not in messages.values()]
     # The distributed-only messages are checked by the slow tests below, the two DDP resume warnings
-    # by tests/test_scaling.py and torchrun's by tests/test_scaling_recipes.py.
+    # by tests/test_scaling.py, the processes' settings by tests/test_resume_ddp_settings.py and torchrun's by
+    # tests/test_scaling_recipes.py.
     distributed = [b for b in unexplained if any(marker in b for marker in DISTRIBUTED_MARKERS)]
-    assert len(distributed) == len(DISTRIBUTED_TRIGGERS) + 3, distributed
+    assert len(distributed) == len(DISTRIBUTED_TRIGGERS) + 4, distributed
     assert unexplained == distributed, "docs/errors.md quotes messages nothing produces:\n\n" + "\n\n".join(unexplained)
 
 
 DISTRIBUTED_MARKERS = (
     "under distributed training",
     "whose processes were not at one point",
+    "optimizer settings or LR schedulers differed",
     "whose order no checkpoint holds",
     "torchrun's restarts",
 )

@@ -182,6 +182,26 @@ def test_ddp_a_callbacks_per_rank_records_after_one_ranks_fault(tmp_path: Path) 
     resumes_exactly_or_named(setup, tmp_path)
 
 
+@pytest.mark.slow
+def test_ddp_a_plateau_scheduler_on_each_ranks_own_loss(tmp_path: Path) -> None:
+    """Seed ci, DDP setup 45: ReduceLROnPlateau stepping each step on ``train_loss_step``, which each rank logs for
+    itself: the ranks' learning rates part, then their weights, and the file holds rank 0's. Silent before; now
+    named in one warning at resume (its shrunk form, where only the plateaus' states had parted at the save, is
+    exact: each rank gets its own back)."""
+    setup = drawn("ci", 45, processes=2)
+    assert setup.module.scheduler == "plateau" and setup.module.interval == "step"
+    verdict = resumes_exactly_or_named(setup, tmp_path)
+    assert verdict.outcome == "warned" and "diverged processes" in verdict.family, verdict.family
+    shrunk = Setup(
+        module=ModuleSpec(scheduler="plateau", interval="step", accumulate=3),
+        data=DataSpec(rows=34),
+        checkpoint=CheckpointSpec(every="steps", save_last=True, top_k=-1),
+        interruption=InterruptionSpec(at=34),
+        processes=2,
+    )
+    assert resumes_exactly_or_named(shrunk, tmp_path / "shrunk").outcome == "exact"
+
+
 def test_a_fault_in_the_modules_batch_end_after_modelcheckpoints_save(tmp_path: Path) -> None:
     """ModelCheckpoint saves in epoch 0's last batch's end, then the module's on_train_batch_end fails: its row was
     lost (no run wrote it); the resumed run now writes it."""

@@ -75,6 +75,7 @@ from lightning_step_types.resume.holders import CallbackState, Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
 from lightning_step_types.resume.plain_loaders import PlainLoaders
 from lightning_step_types.resume.random_streams import RandomStreams
+from lightning_step_types.resume.shared_settings import SharedSettings
 from lightning_step_types.resume.source import Moment, Source
 from lightning_step_types.resume.undeclared_state import ModuleAttributes
 
@@ -208,7 +209,14 @@ class FitFollower:
         self.attributes: ModuleAttributes = ModuleAttributes(trainer, module)  # the module's own attributes
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams
         self.plain_loaders: PlainLoaders = PlainLoaders(trainer)  # plain DataLoaders' passes, at each iterator's making
-        self.sources: tuple[Source, ...] = (self.callbacks, self.attributes, self.plain_loaders, self.streams)
+        self.settings: SharedSettings = SharedSettings(trainer)  # what every process must hold alike
+        self.sources: tuple[Source, ...] = (
+            self.callbacks,
+            self.attributes,
+            self.plain_loaders,
+            self.streams,
+            self.settings,
+        )
         self.batch_reads: tuple[Callable[[], None], ...] = tuple(
             source.batch_start for source in self.sources if source.reads_each_batch
         )

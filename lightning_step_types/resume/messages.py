@@ -21,6 +21,7 @@ __all__ = [
     "callback_attributes_problem",
     "pruning_problem",
     "changed_module_problem",
+    "diverged_processes_problem",
     "epoch_start_hooks_problem",
     "format_problem_of",
     "shared_generator_problem",
@@ -93,6 +94,26 @@ def ranks_problem(ranks: list[int], where: str, names: list[str]) -> Problem:
         f" starts fresh: {', '.join(names) or 'none'}",
         "every process saving at the same point (ModelCheckpoint, or a save every process reaches)",
         "nothing to do for this run; checkpoints that ModelCheckpoint saves resume exactly",
+    )
+
+
+def diverged_processes_problem(differing: dict[int, list[str]]) -> Problem:
+    ranks = sorted(differing)
+    shown = "; ".join(
+        f"rank {rank}'s "
+        + ", ".join(differing[rank][:4])
+        + (f" and {len(differing[rank]) - 4} more" if len(differing[rank]) > 4 else "")
+        for rank in ranks
+    )
+    who = f"rank {ranks[0]} goes on from rank 0's, not from its own"
+    if len(ranks) > 1:
+        who = f"ranks {', '.join(map(str, ranks))} go on from rank 0's, not from their own"
+    return (
+        "a checkpoint whose processes' optimizer settings or LR schedulers differed when it was saved"
+        f" ({shown}, not as rank 0's): the file holds rank 0's weights, optimizers and schedulers, which every"
+        f" process loads, so {who}",
+        "every process with the same optimizer settings and scheduler states: under DDP they train one model",
+        "log the value a scheduler monitors with self.log(..., sync_dist=True), so that every process steps it alike",
     )
 
 

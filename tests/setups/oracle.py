@@ -85,6 +85,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("plain epoch end", "a checkpoint of plain Lightning saved inside epoch", _ALL),
     ("world size", "epoch state saved by", _ALL),
     ("ranks", "whose processes were not at one point", _ALL),
+    ("diverged processes", "optimizer settings or LR schedulers differed", _ALL),
     ("changed module", "from before the module changed", _ALL),
     ("format", "from another version of lightning_step_types", _ALL),
     ("unavailable", "cannot be restored exactly", _ALL),
