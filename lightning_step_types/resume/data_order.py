@@ -11,11 +11,16 @@ Lightning is about to set (``_lightning.data.before_train_iterator``).
 Where Lightning wraps another sampler in its ``DistributedSamplerWrapper`` (a ``StatefulDataLoader``
 with ``shuffle=True`` gets one around torchdata's ``RandomSampler``), the wrapper draws that
 sampler's whole order at each epoch's start, and no checkpoint holds it. A checkpoint saved in a
-followed fit carries, under ``checkpoint["lightning_step_types"]["data_order"]``, the wrapped
+followed fit carries the wrapped
 sampler's state from before its draw of the resume point's epoch (its ``state_dict()``, or its
 ``torch.Generator``'s state); the resumed run puts it back before each draw of that epoch. A wrapped
 sampler with neither (one that draws from torch's global random state) cannot be resumed exactly:
 one ``StepResultWarning`` at resume names it.
+
+`DataOrder` is a source of state (``resume/source.py``): each process's entry is its own samplers' (in its
+part of the running state, so that each process gets its own back), read at the save; nothing per batch. A
+checkpoint of an earlier release holds rank 0's under ``checkpoint["lightning_step_types"]["data_order"]``,
+which every process reads.
 """
 
 from __future__ import annotations
@@ -38,19 +43,10 @@ from lightning_step_types._lightning.data import (
     wrapped_sampler,
 )
 from lightning_step_types._lightning.plain_loader import plain_loader
-from lightning_step_types.resume.messages import CHECKPOINT_KEY, sampler_order_problem, warn
+from lightning_step_types.resume.messages import CHECKPOINT_KEY, Problem, sampler_order_problem, warn
+from lightning_step_types.resume.source import Loading, Moment, Saving
 
-__all__ = [
-    "DATA_ORDER",
-    "also_before_train_iterator",
-    "follow_data_order",
-    "load_data_order",
-    "order_named",
-    "save_data_order",
-    "saved_part",
-    "stop_data_order",
-    "where_resumed",
-]
+__all__ = ["DATA_ORDER", "DataOrder", "also_before_train_iterator", "order_named", "saved_part", "where_resumed"]
 
 DATA_ORDER = "data_order"
 
@@ -73,8 +69,11 @@ class _Wrapped:
         self.before[epoch] = _state_of(self.inner)
 
 
-class _Order:
-    """A followed fit's training samplers, and what a resumed fit puts back."""
+class DataOrder:
+    """A followed fit's training samplers, and what a resumed fit puts back: a source of state."""
+
+    key = DATA_ORDER
+    reads_each_batch = False
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = weakref.ref(trainer)
@@ -83,6 +82,48 @@ class _Order:
         self.named = False  # the resume's warning named a sampler whose order no checkpoint holds
         self.also: list[Callable[[], None]] = []  # what else runs there (also_before_train_iterator)
         self.last: list[Callable[[], None]] = []  # what runs after all of that, right before the iterator
+
+    def follow(self, trainer: Any) -> None:
+        """At the fit's setup: the samplers' epoch set before its first iterator is built."""
+        previous = _ORDERS.pop(trainer, None)
+        if previous is not None:
+            previous.stop()
+        _ORDERS[trainer] = self
+        before_train_iterator(trainer, self.before_iterator)
+
+    # --- the protocol (resume/source.py) -----------------------------------------------------------------
+
+    def mark(self, moment: Moment) -> None:
+        pass
+
+    def batch_start(self) -> None:
+        pass
+
+    def encode(self, saving: Saving) -> list[dict[str, Any]] | None:
+        """The wrapped samplers' states for the epoch the checkpoint resumes in."""
+        return self.saved(saving.point.epoch) or None
+
+    def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
+        """Keep the sampler states for the resumed fit (this process's own, or an earlier release's rank 0's);
+        warn (global rank 0) where one is missing."""
+        ours = saved_part(checkpoint, CHECKPOINT_KEY)
+        entries: Any = entry if entry is not None else ours.get(DATA_ORDER)
+        trainer, module = self.trainer(), loading.module()
+        if not isinstance(entries, list) or trainer is None:
+            return
+        saved = cast("list[Mapping[str, Any]]", entries)
+        self.loaded = saved
+        point = saved_part(saved_part(ours, "epoch_state"), "point")
+        missing: list[str] = [str(item["sampler"]) for item in saved if item["state"] is None]
+        self.named = bool(missing)
+        if missing and int(getattr(trainer, "global_rank", 0)) == 0:
+            warn(module, where_resumed(point), sampler_order_problem(missing))
+
+    def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
+        return []  # the states go back before each draw of the point's epoch (`_Wrapped.drawing`)
+
+    def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
+        pass
 
     def before_iterator(self) -> None:
         trainer = self.trainer()
@@ -126,6 +167,8 @@ class _Order:
     def stop(self) -> None:
         trainer = self.trainer()
         if trainer is not None:
+            if _ORDERS.get(trainer) is self:
+                del _ORDERS[trainer]
             stop_before_train_iterator(trainer)
         for wrapped in self.wrapped:
             if wrapped is not None:
@@ -133,14 +176,9 @@ class _Order:
         self.wrapped = []
 
 
-_ORDERS: weakref.WeakKeyDictionary[Any, _Order] = weakref.WeakKeyDictionary()
-
-
-def follow_data_order(trainer: Any) -> None:
-    """At a followed fit's setup: the samplers' epoch set before its first iterator is built."""
-    stop_data_order(trainer)
-    order = _ORDERS[trainer] = _Order(trainer)
-    before_train_iterator(trainer, order.before_iterator)
+# the followed fit's DataOrder of each Trainer: for the sources that run right before its training iterator too
+# (`also_before_train_iterator`), and for the warnings that say nothing more where it named the order
+_ORDERS: weakref.WeakKeyDictionary[Any, DataOrder] = weakref.WeakKeyDictionary()
 
 
 def also_before_train_iterator(trainer: Any, call: Callable[[], None], last: bool = False) -> None:
@@ -149,38 +187,6 @@ def also_before_train_iterator(trainer: Any, call: Callable[[], None], last: boo
     order = _ORDERS.get(trainer)
     if order is not None:
         (order.last if last else order.also).append(call)
-
-
-def stop_data_order(trainer: Any) -> None:
-    order = _ORDERS.pop(trainer, None)
-    if order is not None:
-        order.stop()
-
-
-def save_data_order(trainer: Any, checkpoint: dict[str, Any], point: Mapping[str, Any] | None) -> None:
-    """Add the wrapped samplers' states for the epoch the checkpoint resumes in (``point``)."""
-    order = _ORDERS.get(trainer)
-    if order is None or point is None:
-        return
-    entries = order.saved(int(point["epoch"]))
-    if entries:
-        checkpoint.setdefault(CHECKPOINT_KEY, {})[DATA_ORDER] = entries
-
-
-def load_data_order(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -> None:
-    """Keep a checkpoint's sampler states for the resumed fit; warn (global rank 0) where one is missing."""
-    order = _ORDERS.get(trainer)
-    ours = saved_part(checkpoint, CHECKPOINT_KEY)
-    entries: Any = ours.get(DATA_ORDER)
-    if order is None or not isinstance(entries, list):
-        return
-    saved = cast("list[Mapping[str, Any]]", entries)
-    order.loaded = saved
-    point = saved_part(saved_part(ours, "epoch_state"), "point")
-    missing: list[str] = [str(entry["sampler"]) for entry in saved if entry["state"] is None]
-    order.named = bool(missing)
-    if missing and int(getattr(trainer, "global_rank", 0)) == 0:
-        warn(module, where_resumed(point), sampler_order_problem(missing))
 
 
 def order_named(trainer: Any) -> bool:

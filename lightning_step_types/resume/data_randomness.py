@@ -569,7 +569,7 @@ _FITS: weakref.WeakKeyDictionary[Any, _Randomness] = weakref.WeakKeyDictionary()
 
 
 def follow_randomness(trainer: Any) -> None:
-    """At a followed fit's setup (after ``data_order.follow_data_order``)."""
+    """At a followed fit's setup (after ``DataOrder.follow``)."""
     stop_randomness(trainer)
     randomness = _FITS[trainer] = _Randomness(trainer)
     also_before_train_iterator(trainer, randomness.before_first_iterator)

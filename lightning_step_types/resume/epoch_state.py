@@ -20,6 +20,10 @@ the last point whose every effect it holds, with each process's running state at
   list ``training_step`` appends to, a counter, a cached tensor), and names those it cannot save;
 - ``resume/plain_loaders.py`` starts a plain ``DataLoader`` inside an epoch at the point's batch, its
   order drawn again from the states its pass drew from;
+- ``resume/data_order.py`` and ``resume/data_randomness.py`` put back the samplers' and the loaders'
+  generators' states before the point's epoch draws its order again;
+- ``resume/shared_settings.py`` gives each process its own schedulers' states back under DDP, and names
+  optimizer settings the processes did not share;
 - ``resume/messages.py`` says, in one ``StepResultWarning`` at resume, what cannot be exact.
 
 One code path for both ways in; every private Lightning name is read in ``_lightning/``.
@@ -32,13 +36,7 @@ from typing import Any
 
 import lightning_step_types.resume.rank_exchange as rank_exchange
 from lightning_step_types._lightning.data import saved_inside_epoch
-from lightning_step_types.resume.data_order import (
-    follow_data_order,
-    load_data_order,
-    save_data_order,
-    saved_part,
-    stop_data_order,
-)
+from lightning_step_types.resume.data_order import saved_part
 from lightning_step_types.resume.data_randomness import (
     follow_randomness,
     load_randomness,
@@ -74,7 +72,7 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
         if follower is not None:
             rank_exchange.fit_starts(trainer)
             rank_exchange.warn_if_restarts_cannot_connect(trainer, module)
-            follow_data_order(trainer)
+            follower.data_order.follow(trainer)  # before the randomness, which runs right before its iterator too
             follow_randomness(trainer)
             follower.streams.follow(trainer)
             follower.plain_loaders.follow(trainer)
@@ -85,7 +83,6 @@ def fit_ends(trainer: Any, module: Any) -> None:
     stop_following(trainer, module)
     if trainer is not None:
         rank_exchange.fit_ends(trainer)
-        stop_data_order(trainer)
         stop_randomness(trainer)
 
 
@@ -99,7 +96,6 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     passes = save_running_state(trainer, module, checkpoint)
     point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
     if not as_loaded:
-        save_data_order(trainer, checkpoint, point)
         save_randomness(trainer, checkpoint, point, passes)
     rank_exchange.settle_save(trainer, point)
 
@@ -115,7 +111,6 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
         return
     load_running_state(trainer, module, checkpoint)
     if trainer is not None:
-        load_data_order(trainer, module, checkpoint)
         follower = follower_of(module)  # the point's loaders: which had started a new pass
         load_randomness(trainer, module, checkpoint, follower.loaded_cycled if follower is not None else None)
 
