@@ -188,6 +188,26 @@ RANKS_WARNING = (
 # --- 2. the data order resumes exactly under DDP ------------------------------------------------------
 
 
+def test_each_process_keeps_its_samplers_states_and_an_earlier_releases_entry_still_loads(
+    tmp_path: Path, reference: Path
+) -> None:
+    """The wrapped sampler's states are in each process's part of the running state; a checkpoint of an earlier
+    release held rank 0's at the top of the library's entry, and resumes exactly from there too."""
+    name = "typed-wrapper-0"
+    checkpoint = torch.load(reference / name / "ckpt" / MID_EPOCH, weights_only=False)
+    ours = checkpoint["lightning_step_types"]
+    assert "data_order" not in ours
+    entries = [rank.pop("data_order") for rank in ours["epoch_state"]["ranks"]]
+    assert [[(item["loader"], item["epoch"]) for item in entry] for entry in entries] == [[(0, 1)], [(0, 1)]]
+    assert all(same_tensors(a["state"], b["state"]) for a, b in zip(entries[0], entries[1]))  # one sampler, alike
+    ours["data_order"] = entries[0]  # where an earlier release wrote it
+    legacy = tmp_path / "legacy.ckpt"
+    torch.save(checkpoint, legacy)
+    run = {"root": str(tmp_path / "legacy"), "module": "typed", "sampler": "wrapper", "workers": 0, "ckpt": str(legacy)}
+    assert_ok(launch(tmp_path, [run], limit=hang_limit(idle_s=FIT_S)))
+    assert_resumed_exactly(tmp_path / "legacy", reference / name)
+
+
 def test_the_data_order_resumes_exactly_where_plain_lightning_draws_other_batches(
     tmp_path: Path, reference: Path
 ) -> None:
