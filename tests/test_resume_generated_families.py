@@ -349,7 +349,8 @@ def _shuffled_by_a_generator() -> StatefulDataLoader[Any]:
 
 
 def _sampler_record(path: Path) -> dict[str, torch.Tensor]:
-    (loader,) = torch.load(path, weights_only=False)[CHECKPOINT_KEY]["generators"]["loaders"]
+    (rank,) = torch.load(path, weights_only=False)[CHECKPOINT_KEY]["epoch_state"]["ranks"]  # one process
+    (loader,) = rank["generators"]["loaders"]
     return dict(loader["sampler"])
 
 
@@ -373,6 +374,38 @@ def test_a_later_checkpoints_record_of_a_samplers_generator_is_the_uninterrupted
     )
     assert list(mine) == list(theirs) == ["before", "after", "saved"]
     assert [torch.equal(mine[moment], theirs[moment]) for moment in mine] == [True, True, True]
+
+
+def test_a_checkpoint_of_format_3_with_the_generators_beside_the_running_state_resumes_exactly(tmp_path: Path) -> None:
+    """Format 3 held the generators' states once, beside the running state; format 4 holds each process's own in
+    its part. Resumed at epoch 1's start (the file of epoch 0's end), epoch 1's order is drawn from the state its
+    record holds, not from where the script seeded the generator (epoch 0's order again): from a format 3
+    checkpoint all the same."""
+
+    def at_each_epoch(root: Path) -> dict[str, Any]:
+        saving = ModelCheckpoint(dirpath=root / "ckpt", every_n_epochs=1, save_top_k=-1, filename="{epoch}")
+        return {"callbacks": [saving], "enable_checkpointing": True, "max_epochs": 2}
+
+    full = resume_fit(
+        tmp_path / "full", TypedResume, loader=_shuffled_by_a_generator, **at_each_epoch(tmp_path / "full")
+    )
+    checkpoint = torch.load(tmp_path / "full" / "ckpt" / "epoch=0.ckpt", weights_only=False)
+    ours = checkpoint[CHECKPOINT_KEY]
+    assert ours["epoch_state"]["format"] == 4 and "generators" not in ours
+    (rank,) = ours["epoch_state"]["ranks"]
+    ours["generators"] = rank.pop("generators")  # where format 3 held it
+    ours["epoch_state"]["format"] = 3
+    torch.save(checkpoint, tmp_path / "format3.ckpt")
+    resumed = no_step_result_warnings(
+        lambda: resume_fit(
+            tmp_path / "resumed",
+            TypedResume,
+            loader=_shuffled_by_a_generator,
+            ckpt_path=tmp_path / "format3.ckpt",
+            **at_each_epoch(tmp_path / "resumed"),
+        )
+    )
+    assert_same_params(resumed.module, full.module)
 
 
 # --- 6. a save in the first epoch's on_train_epoch_start ---------------------------------------------------

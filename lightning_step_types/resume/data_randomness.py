@@ -10,8 +10,10 @@ after it (``StatefulDataLoader(shuffle=True, generator=g)`` shares ``g``) is und
 epoch's order differs.
 
 A followed fit keeps each generator's state from before and after each epoch's iterator is made, at
-the epoch's start only (nothing per batch). A checkpoint carries those of the epoch it resumes in,
-under ``checkpoint["lightning_step_types"]["generators"]``. The resumed fit puts the states from
+the epoch's start only (nothing per batch). A checkpoint carries those of the epoch it resumes in, each
+process's own in its part of the running state (`DataRandomness` is a source of state, ``resume/source.py``;
+a checkpoint of an earlier release holds rank 0's under ``checkpoint["lightning_step_types"]["generators"]``,
+which every process reads). The resumed fit puts the states from
 before back right before its first iterator is made, and once it is made (at its first epoch's
 ``on_run_start``), the states from after into the generators of torchdata's ``RandomSampler``, which
 draws its whole permutation there. A plain ``DataLoader``'s passes are ``plain_loaders``': it is left
@@ -79,22 +81,21 @@ from lightning_step_types._lightning.random_state import (
 from lightning_step_types.resume.data_order import also_before_train_iterator, order_named, saved_part, where_resumed
 from lightning_step_types.resume.messages import (
     CHECKPOINT_KEY,
+    Problem,
     cycled_order_problem,
     restored_order_problem,
     shared_generator_problem,
     warn,
 )
 from lightning_step_types.resume.saved_streams import loaded_streams, saved_streams
+from lightning_step_types.resume.source import Loading, Moment, Saving
 
 __all__ = [
     "GENERATORS",
+    "DataRandomness",
     "LoaderPasses",
     "PassStates",
-    "follow_randomness",
-    "load_randomness",
     "loader_generators",
-    "save_randomness",
-    "stop_randomness",
     "remake_epoch_iterator_when",
     "watch_epoch_iterators",
 ]
@@ -230,7 +231,7 @@ def _first_fetch_loader(trainer: Any) -> Any:
 
 
 def _drawn_at_first_fetch(
-    randomness: _Randomness, trainer: Any, loader: Any, first_fetch: Mapping[str, Any], make: Callable[[], Any]
+    randomness: DataRandomness, trainer: Any, loader: Any, first_fetch: Mapping[str, Any], make: Callable[[], Any]
 ) -> Any:
     """Make a restored stateful loader's iterator with its order drawn again from the streams of the epoch's
     first fetch, as the uninterrupted run drew it: torchdata's restore draws it as it makes the iterator (a
@@ -262,7 +263,7 @@ def _drawn_at_first_fetch(
     return iterator
 
 
-def _watched_restore(randomness: _Randomness, loader: Any, index: int, make: Callable[[], Any]) -> Any:
+def _watched_restore(randomness: DataRandomness, loader: Any, index: int, make: Callable[[], Any]) -> Any:
     """Make a restored stateful loader's iterator, and name it where its order was drawn again from the global
     streams in a way the uninterrupted run did not draw it: as its iterator was made (the streams moved
     beyond its workers' base seed, `_moved_beyond_base_seed`) by a sampler that draws there (torchdata's
@@ -365,8 +366,11 @@ class LoaderPasses:
             stop_around_loader_iterator(loader)
 
 
-class _Randomness:
-    """A followed fit's training generators, and what a resumed fit puts back."""
+class DataRandomness:
+    """A followed fit's training generators, and what a resumed fit puts back: a source of state."""
+
+    key = GENERATORS
+    reads_each_batch = False
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = weakref.ref(trainer)
@@ -559,21 +563,73 @@ class _Randomness:
             "first_fetch": first_fetch,
         }
 
+    def follow(self, trainer: Any) -> None:
+        """At a followed fit's setup (after ``DataOrder.follow``)."""
+        previous = _FITS.pop(trainer, None)
+        if previous is not None:
+            previous.stop()
+        _FITS[trainer] = self
+        also_before_train_iterator(trainer, self.before_first_iterator)
+        around_epoch_iterator(trainer, self.epoch_starts)
+
+    # --- the protocol (resume/source.py) -----------------------------------------------------------------
+
+    def mark(self, moment: Moment) -> None:
+        pass
+
+    def batch_start(self) -> None:
+        pass
+
+    def encode(self, saving: Saving) -> dict[str, Any] | None:
+        """The training generators' states for the epoch the checkpoint resumes in, with the states of the passes
+        its loaders are in, where ``max_size_cycle`` started them (``saving.passes``)."""
+        return self.saved(saving.point.epoch, saving.passes)
+
+    def load(self, entry: Any, loading: Loading, checkpoint: Mapping[str, Any]) -> None:
+        """Keep the generator states for the resumed fit (this process's own, or an earlier release's rank 0's);
+        warn (global rank 0) for a sampler that shares the loader's generator, and keep the loaders with a random
+        order that had started a new pass (``loading.cycled``) to name once they exist."""
+        trainer, module = self.trainer(), loading.module()
+        if trainer is None:
+            return
+        ours = saved_part(checkpoint, CHECKPOINT_KEY)
+        saved = cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else saved_part(ours, GENERATORS)
+        point = saved_part(saved_part(ours, "epoch_state"), "point")
+        self.named = (module, where_resumed(point))
+        if "loaders" not in saved:
+            return
+        self.loaded = saved
+        # which loaders' states are a pass's (a checkpoint of an earlier release has none: each is named below)
+        flags: list[Any] = list(saved.get("passes") or [])
+        in_pass = [bool(flag) for flag in flags]
+        self.resumed_epoch, self.loaded_passes = int(saved["epoch"]), in_pass
+        if int(getattr(trainer, "global_rank", 0)) != 0:
+            return
+        sharing: list[str] = list(saved.get("sharing") or [])
+        if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores a sampler inside an epoch only
+            warn(module, where_resumed(point), shared_generator_problem(sharing))
+        # a loader in a pass the checkpoint holds no states of (named once the loaders exist, at `setup_data`)
+        cycled = loading.cycled
+        unsaved = [again and not (index < len(in_pass) and in_pass[index]) for index, again in enumerate(cycled or [])]
+        if any(unsaved):
+            self.cycled = (module, where_resumed(point), unsaved)
+
+    def restore(self, loading: Loading, nothing_runs: bool) -> list[Problem]:
+        return []  # the states go back as the point's epoch makes its iterator (`before_first_iterator`)
+
+    def reach_point(self, loading: Loading, batch: bool, inside_epoch: bool) -> None:
+        pass
+
     def stop(self) -> None:
         trainer = self.trainer()
         if trainer is not None:
+            if _FITS.get(trainer) is self:
+                del _FITS[trainer]
             stop_around_epoch_iterator(trainer)
 
 
-_FITS: weakref.WeakKeyDictionary[Any, _Randomness] = weakref.WeakKeyDictionary()
-
-
-def follow_randomness(trainer: Any) -> None:
-    """At a followed fit's setup (after ``DataOrder.follow``)."""
-    stop_randomness(trainer)
-    randomness = _FITS[trainer] = _Randomness(trainer)
-    also_before_train_iterator(trainer, randomness.before_first_iterator)
-    around_epoch_iterator(trainer, randomness.epoch_starts)
+# the followed fit's DataRandomness of each Trainer: for the sources that watch its epochs' iterators too
+_FITS: weakref.WeakKeyDictionary[Any, DataRandomness] = weakref.WeakKeyDictionary()
 
 
 def watch_epoch_iterators(trainer: Any, watch: Callable[[bool], Callable[[int], None]]) -> None:
@@ -591,51 +647,3 @@ def remake_epoch_iterator_when(trainer: Any, remake: Callable[[], bool]) -> None
     randomness = _FITS.get(trainer)
     if randomness is not None:
         randomness.remakers.append(remake)
-
-
-def stop_randomness(trainer: Any) -> None:
-    randomness = _FITS.pop(trainer, None)
-    if randomness is not None:
-        randomness.stop()
-
-
-def save_randomness(
-    trainer: Any, checkpoint: dict[str, Any], point: Mapping[str, Any] | None, passes: list[PassStates | None] | None
-) -> None:
-    """Add the training generators' states for the epoch the checkpoint resumes in (``point``), with
-    the states of the passes its loaders are in (``LoaderPasses.at``), where ``max_size_cycle`` started them."""
-    randomness = _FITS.get(trainer)
-    if randomness is None or point is None:
-        return
-    saved = randomness.saved(int(point["epoch"]), passes)
-    if saved is not None:
-        checkpoint.setdefault(CHECKPOINT_KEY, {})[GENERATORS] = saved
-
-
-def load_randomness(trainer: Any, module: Any, checkpoint: Mapping[str, Any], cycled: list[bool] | None) -> None:
-    """Keep a checkpoint's generator states for the resumed fit; warn (global rank 0) for a sampler
-    that draws from torch's global random state, and for a loader with a random order that had started
-    a new pass (``cycled``: which training loaders had, at the point the fit resumes from)."""
-    randomness = _FITS.get(trainer)
-    ours = saved_part(checkpoint, CHECKPOINT_KEY)
-    saved = saved_part(ours, GENERATORS)
-    if randomness is None:
-        return
-    point = saved_part(saved_part(ours, "epoch_state"), "point")
-    randomness.named = (module, where_resumed(point))
-    if "loaders" not in saved:
-        return
-    randomness.loaded = saved
-    # which loaders' states are a pass's (a checkpoint of an earlier release has none: each is named below)
-    flags: list[Any] = list(saved.get("passes") or [])
-    in_pass = [bool(flag) for flag in flags]
-    randomness.resumed_epoch, randomness.loaded_passes = int(saved["epoch"]), in_pass
-    if int(getattr(trainer, "global_rank", 0)) != 0:
-        return
-    sharing: list[str] = list(saved.get("sharing") or [])
-    if sharing and point.get("kind") in ("batch", "batch_end"):  # torchdata restores the sampler inside an epoch only
-        warn(module, where_resumed(point), shared_generator_problem(sharing))
-    # a loader in a pass the checkpoint holds no states of (named once the loaders exist, at `setup_data`)
-    unsaved = [again and not (index < len(in_pass) and in_pass[index]) for index, again in enumerate(cycled or [])]
-    if any(unsaved):
-        randomness.cycled = (module, where_resumed(point), unsaved)

@@ -37,16 +37,10 @@ from typing import Any
 import lightning_step_types.resume.rank_exchange as rank_exchange
 from lightning_step_types._lightning.data import saved_inside_epoch
 from lightning_step_types.resume.data_order import saved_part
-from lightning_step_types.resume.data_randomness import (
-    follow_randomness,
-    load_randomness,
-    save_randomness,
-    stop_randomness,
-)
 from lightning_step_types.resume.fit_follower import any_resuming, follower_of, start_following, stop_following
 from lightning_step_types.resume.load import load_running_state
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, lightning_version, warn_unavailable
-from lightning_step_types.resume.save import STATE, save_running_state, saved_as_loaded
+from lightning_step_types.resume.save import STATE, save_running_state
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -73,7 +67,7 @@ def fit_starts(trainer: Any, module: Any, stage: Any) -> None:
             rank_exchange.fit_starts(trainer)
             rank_exchange.warn_if_restarts_cannot_connect(trainer, module)
             follower.data_order.follow(trainer)  # before the randomness, which runs right before its iterator too
-            follow_randomness(trainer)
+            follower.randomness.follow(trainer)
             follower.streams.follow(trainer)
             follower.plain_loaders.follow(trainer)
 
@@ -83,7 +77,6 @@ def fit_ends(trainer: Any, module: Any) -> None:
     stop_following(trainer, module)
     if trainer is not None:
         rank_exchange.fit_ends(trainer)
-        stop_randomness(trainer)
 
 
 def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
@@ -92,11 +85,8 @@ def save_epoch_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> N
     already: Any = checkpoint.get(CHECKPOINT_KEY)
     if isinstance(already, dict) and STATE in already:  # saved already by this dump (a hook that calls super())
         return
-    as_loaded = saved_as_loaded(trainer, module)  # the resumed checkpoint's parts, every one as it was
-    passes = save_running_state(trainer, module, checkpoint)
+    save_running_state(trainer, module, checkpoint)
     point: Any = saved_part(saved_part(checkpoint, CHECKPOINT_KEY), STATE).get("point")
-    if not as_loaded:
-        save_randomness(trainer, checkpoint, point, passes)
     rank_exchange.settle_save(trainer, point)
 
 
@@ -110,9 +100,6 @@ def load_epoch_state(trainer: Any, module: Any, checkpoint: Mapping[str, Any]) -
             )
         return
     load_running_state(trainer, module, checkpoint)
-    if trainer is not None:
-        follower = follower_of(module)  # the point's loaders: which had started a new pass
-        load_randomness(trainer, module, checkpoint, follower.loaded_cycled if follower is not None else None)
 
 
 def resuming(module: Any | None = None) -> bool:

@@ -71,7 +71,7 @@ from lightning_step_types._lightning.module_state import (
 from lightning_step_types._lightning.result_collection import LoggedSnapshot, logged_snapshot, training_epoch_results
 from lightning_step_types._lightning.trainer import running
 from lightning_step_types.resume.data_order import DataOrder
-from lightning_step_types.resume.data_randomness import LoaderPasses, PassStates
+from lightning_step_types.resume.data_randomness import DataRandomness, LoaderPasses, PassStates
 from lightning_step_types.resume.holders import CallbackState, Holders
 from lightning_step_types.resume.metric_state import resumed_metrics
 from lightning_step_types.resume.plain_loaders import PlainLoaders
@@ -211,6 +211,7 @@ class FitFollower:
         self.streams: RandomStreams = RandomStreams(trainer)  # the global random streams
         self.plain_loaders: PlainLoaders = PlainLoaders(trainer)  # plain DataLoaders' passes, at each iterator's making
         self.data_order: DataOrder = DataOrder(trainer)  # the samplers Lightning wraps under DDP
+        self.randomness: DataRandomness = DataRandomness(trainer)  # the training loaders' generators
         self.settings: SharedSettings = SharedSettings(trainer)  # what every process must hold alike
         self.sources: tuple[Source, ...] = (
             self.callbacks,
@@ -218,6 +219,7 @@ class FitFollower:
             self.plain_loaders,
             self.streams,
             self.data_order,
+            self.randomness,
             self.settings,
         )
         self.batch_reads: tuple[Callable[[], None], ...] = tuple(

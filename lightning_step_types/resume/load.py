@@ -219,6 +219,7 @@ class Resume:
             _where(self.point),
             saved,
             rank if len(ranks) == world_size else -1,
+            self.encoded.cycled,
         )
         owner = type(module).__qualname__
         classes = {

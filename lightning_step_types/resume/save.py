@@ -35,7 +35,6 @@ from lightning_step_types._lightning.fit_loop import (
 from lightning_step_types._lightning.module_state import modules_with_running_stats
 from lightning_step_types._lightning.result_collection import epoch_results_mismatch, logged_entries
 from lightning_step_types._lightning.trainer import epoch_end_hooks_after_save, pending_training_state
-from lightning_step_types.resume.data_randomness import PassStates
 from lightning_step_types.resume.fit_follower import FitFollower, Phase, follower_of
 from lightning_step_types.resume.holders import fit_limits
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, warn_unavailable
@@ -47,26 +46,28 @@ from lightning_step_types.resume.state import rank_state
 __all__ = ["FORMAT", "READ_FORMATS", "STATE", "save_running_state", "saved_as_loaded"]
 
 STATE = "epoch_state"
-FORMAT = 3
+FORMAT = 4
 # Format 2 (earlier versions of this library) rewrote Lightning's loop state in the checkpoint itself
-# and carries no fit loop of its own: it resumes from the checkpoint's loops as they are.
-READ_FORMATS = (2, FORMAT)
+# and carries no fit loop of its own: it resumes from the checkpoint's loops as they are. Format 3 held the
+# samplers' and the loaders' generators' states once, rank 0's, beside the running state (``data_order``,
+# ``generators``); format 4 holds each process's own in its part, and a release that reads 3 only names a
+# format 4 checkpoint rather than resume it without them.
+READ_FORMATS = (2, 3, FORMAT)
 
 
-def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> list[PassStates | None] | None:
+def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) -> None:
     """Add this fit's resume point and running state to ``checkpoint`` under the library's key (every
-    process calls this). Returns the generators' states of the passes the point's loaders are in,
-    where ``max_size_cycle`` started them inside the epoch (``FitFollower.pass_states_before``)."""
+    process calls this)."""
     ours = checkpoint.setdefault(CHECKPOINT_KEY, {})
     if STATE in ours:  # saved already by this dump: a user's hook that calls super() reaches ours twice
-        return None
+        return
     follower = follower_of(module)
     if follower is None or follower.trainer() is not trainer:
-        return None  # not in a fit this library follows (validate, test, or a Lightning before 2.5)
+        return  # not in a fit this library follows (validate, test, or a Lightning before 2.5)
     mismatch = epoch_results_mismatch(follower.results)
     if mismatch is not None:
         warn_unavailable(mismatch)
-        return None
+        return
     if saved_as_loaded(trainer, module):
         # nothing has run since the checkpoint this fit resumed from: it resumes from the same point, with
         # every part of the library's entry as that checkpoint held it (BatchSizeFinder's save of its own in
@@ -78,14 +79,14 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         if follower.loop_runs == 0 and resume.saved.get("before_loop"):
             # its point is the fit's start, saved here in the fit it came from: the streams go back here
             follower.streams.put_back_iterator()
-        return None
+        return
     position = _position(follower, trainer)
     point = point_of(position)
     encoded, fetch = _encoded(follower, trainer, point)
     fit_loop = fit_loop_at_point(checkpoint, encoded)
     if fit_loop is None:
         warn_unavailable("this Lightning's checkpoint does not lay out its loops' progress as read here")
-        return None
+        return
     state = rank_state(follower, point, trainer, module)
     record = follower.record
     entries: Any = checkpoint.get("callbacks")  # each callback's state_dict(), as Lightning called it for this save
@@ -108,6 +109,7 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
             else None
         ),
         callback_entries=cast("dict[str, Any]", entries) if isinstance(entries, dict) else None,
+        passes=follower.pass_states_before(fetch),
     )
     for source in follower.sources:  # each source's entry, side by side
         state[source.key] = source.encode(saving)
@@ -124,7 +126,6 @@ def save_running_state(trainer: Any, module: Any, checkpoint: dict[str, Any]) ->
         "ranks": gathered_states(trainer, f"{point.kind} {point.epoch} {point.batch}", state),
         **saving.shared,  # the sources' parts the processes share
     }
-    return follower.pass_states_before(fetch)
 
 
 def saved_as_loaded(trainer: Any, module: Any) -> bool:

@@ -76,6 +76,9 @@ class Saving:
     # them, or the save is made from inside them
     unfinished: int | None
     callback_entries: Mapping[str, Any] | None  # each callback's state_dict(), as Lightning called it for this save
+    # each training loader's generators' states around the pass ``max_size_cycle`` started it in at the point, or
+    # None where none did (`data_randomness.LoaderPasses.at`); None: no loader's pass is told apart
+    passes: list[Any] | None
     # entries the processes share (not per rank): a source writes its shared part here
     shared: dict[str, Any] = field(default_factory=lambda: {})
 
@@ -91,6 +94,7 @@ class Loading:
     where: str  # "resuming epoch 1 at batch 3": for the warnings
     saved: Mapping[str, Any] | None  # the library's whole entry (None: a plain Lightning checkpoint)
     rank: int  # this process's index into the saved ranks (-1: the world size differs)
+    cycled: list[bool] | None = None  # which training loaders had started a new pass at the point (None: not known)
 
 
 class Source(Protocol):
