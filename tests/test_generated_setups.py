@@ -31,7 +31,7 @@ from lightning_step_types.check_resume.compare import Difference
 
 SEED = "ci"
 COUNT = int(os.environ.get("GENERATED_SETUPS", "240"))
-DDP_COUNT = int(os.environ.get("GENERATED_DDP_SETUPS", "4"))
+DDP_COUNT = int(os.environ.get("GENERATED_DDP_SETUPS", "12"))
 
 
 # --- the machinery: a setup is a function of its choices, and shrinks to its simplest failing form -------
@@ -248,4 +248,4 @@ def test_generated_ddp_setups_on_two_gloo_processes() -> None:
     checked = run_setups(SEED, range(DDP_COUNT), lanes=1, processes=2)
     new = [item for item in checked if item.verdict.failed and known_family(item.verdict, item.setup) is None]
     assert not new, "\n\n".join(map(_shown, new))
-    assert all(item.verdict.outcome != "skipped" for item in checked)
+    assert sum(item.verdict.outcome == "skipped" for item in checked) <= len(checked) // 10
