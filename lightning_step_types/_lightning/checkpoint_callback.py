@@ -132,8 +132,9 @@ def quiet_in_batch(callback: Any, hooks: tuple[str, ...]) -> bool:
     once; it overrides no other batch hook). The default Trainer's is such a one."""
     if not _is_model_checkpoint(callback):
         return False
-    lightning_class = next(cls for cls in type(callback).__mro__ if cls.__name__ == "ModelCheckpoint")
-    if any(getattr(type(callback), hook, None) is not getattr(lightning_class, hook, None) for hook in hooks):
+    kind: type = callback.__class__
+    lightning_class: type = next(cls for cls in kind.__mro__ if cls.__name__ == "ModelCheckpoint")
+    if any(getattr(kind, hook, None) is not getattr(lightning_class, hook, None) for hook in hooks):
         return False  # a subclass's own batch hook
     if getattr(callback, "_train_time_interval", None) is not None:
         return False

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import torch
 
@@ -62,14 +62,15 @@ class SharedSettings:
         self.differing, self.own = {}, None
         saved = loading.saved
         ranks: Any = saved.get("ranks") if saved is not None else None
-        if loading.rank < 0 or not isinstance(ranks, list) or len(ranks) < 2:
+        if loading.rank < 0 or not isinstance(ranks, list):
             return
-        first = ranks[0].get(SETTINGS) if isinstance(ranks[0], Mapping) else None
-        if not isinstance(first, Mapping):
+        states = cast("Sequence[Any]", ranks)
+        first = _settings_in(states[0]) if len(states) > 1 else None
+        if first is None:
             return
-        for rank, state in enumerate(ranks[1:], 1):
-            own = state.get(SETTINGS) if isinstance(state, Mapping) else None
-            if not isinstance(own, Mapping):
+        for rank, state in enumerate(states[1:], 1):
+            own = _settings_in(state)
+            if own is None:
                 continue
             names = differences(first, own)
             if rank == loading.rank and names:
@@ -152,15 +153,23 @@ _LEFT_OUT: Any = object()  # a value that is not plain data: not compared
 def _kept(value: Any) -> Any:
     """``value`` without what `_plain` left out."""
     if isinstance(value, dict):
-        return {name: _kept(item) for name, item in value.items() if item is not _LEFT_OUT}
+        items = cast("Mapping[str, Any]", value)
+        return {name: _kept(item) for name, item in items.items() if item is not _LEFT_OUT}
     if isinstance(value, list):
-        return [_kept(item) for item in value]
+        return [_kept(item) for item in cast("Sequence[Any]", value)]
     return value
+
+
+def _settings_in(state: Any) -> Mapping[str, Any] | None:
+    """A process's entry in a saved running state (None where it holds none)."""
+    entry: Any = cast("Mapping[str, Any]", state).get(SETTINGS) if isinstance(state, Mapping) else None
+    return cast("Mapping[str, Any]", entry) if isinstance(entry, Mapping) else None
 
 
 def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+        first, second = cast("Sequence[Any]", a), cast("Sequence[Any]", b)
+        return len(first) == len(second) and all(_equal(x, y) for x, y in zip(first, second))
     return bool(a == b)
