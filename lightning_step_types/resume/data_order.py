@@ -11,11 +11,10 @@ Lightning is about to set (``_lightning.data.before_train_iterator``).
 Where Lightning wraps another sampler in its ``DistributedSamplerWrapper`` (a ``StatefulDataLoader``
 with ``shuffle=True`` gets one around torchdata's ``RandomSampler``), the wrapper draws that
 sampler's whole order at each epoch's start, and no checkpoint holds it. A checkpoint saved in a
-followed fit carries the wrapped
-sampler's state from before its draw of the resume point's epoch (its ``state_dict()``, or its
-``torch.Generator``'s state); the resumed run puts it back before each draw of that epoch. A wrapped
-sampler with neither (one that draws from torch's global random state) cannot be resumed exactly:
-one ``StepResultWarning`` at resume names it.
+followed fit carries the wrapped sampler's state from before its draw of the resume point's epoch (its
+``state_dict()``, or its ``torch.Generator``'s state); the resumed run puts it back before each draw of
+that epoch. A wrapped sampler with neither (one that draws from torch's global random state) cannot be
+resumed exactly: one ``StepResultWarning`` at resume names it.
 
 `DataOrder` is a source of state (``resume/source.py``): each process's entry is its own samplers' (in its
 part of the running state, so that each process gets its own back), read at the save; nothing per batch. A
