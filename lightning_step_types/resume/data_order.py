@@ -75,10 +75,10 @@ class DataOrder:
     reads_each_batch = False
 
     def __init__(self, trainer: Any) -> None:
-        self.trainer = weakref.ref(trainer)
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
         self.wrapped: list[_Wrapped | None] = []  # per training loader
         self.loaded: list[Mapping[str, Any]] | None = None  # a resumed fit's saved entries
-        self.named = False  # the resume's warning named a sampler whose order no checkpoint holds
+        self.named: bool = False  # the resume's warning named a sampler whose order no checkpoint holds
         self.also: list[Callable[[], None]] = []  # what else runs there (also_before_train_iterator)
         self.last: list[Callable[[], None]] = []  # what runs after all of that, right before the iterator
 

@@ -373,7 +373,7 @@ class DataRandomness:
     reads_each_batch = False
 
     def __init__(self, trainer: Any) -> None:
-        self.trainer = weakref.ref(trainer)
+        self.trainer: weakref.ReferenceType[Any] = weakref.ref(trainer)
         self.before: dict[int, States] = {}  # epoch -> the states before its iterator was made
         self.after: dict[int, States] = {}  # epoch -> the states once it was made
         self.first_epoch: int | None = None  # the epoch of the iterator `setup_data` made, until its on_run_start
@@ -393,7 +393,7 @@ class DataRandomness:
         self.reader: GlobalStreams | None = None
         # a resumed fit's stateful loaders whose restore drew their order again from the global streams
         self.restored_again: list[str] = []
-        self.awaited_draws = 0  # of those, the ones whose first index draw is still to come
+        self.awaited_draws: int = 0  # of those, the ones whose first index draw is still to come
         self.named: tuple[Any, str] | None = None  # a resumed fit's module and point, as its warnings name them
 
     def before_first_iterator(self) -> None:
