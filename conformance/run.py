@@ -18,10 +18,10 @@ after a plain run). A mode left out of ``--modes`` is not run again: ``off.json`
 run into the same ``--out`` is the baseline (``--modes default,log_loss`` reruns the adapter alone).
 
 The exit status is 1 when a test that passes plainly fails under the adapter, and again when run
-alone in a second pytest process, and no entry of the allow-list (``allowlist.txt``) allows it, or an entry names it but its condition does not hold for
-the failure (the test fails for another reason than the one allowed); when such a test is not run
-under the adapter (skipped, or gone); or when a Trainer was built without the adapter in an
-adapter mode. 0 otherwise.
+alone in a second pytest process, and no entry of the allow-list (``allowlist.txt``) allows it, or
+an entry names it but its condition does not hold for the failure (the test fails for another
+reason than the one allowed); when such a test is not run under the adapter (skipped, or gone); or
+when a Trainer was built without the adapter in an adapter mode. 0 otherwise.
 """
 
 from __future__ import annotations
