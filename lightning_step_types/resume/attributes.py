@@ -6,16 +6,18 @@ read from its attributes (``vars``) instead, and what the point's checkpoint nee
 the save, from that reading, the attributes then, and the ``state_dict()`` Lightning called for the
 save:
 
-- `snapshot`: each attribute's value, cheaply. Numbers and strings are held as they are; a tensor
-  by reference and its in-place version (changed in place after the point: its value there is lost,
-  and named); a dict (an ``OrderedDict``, a ``defaultdict`` too) by its items, each read the same way; a list by reference and length
-  (at a batch's start, where this runs every batch: a list is assumed to grow by appends inside a
-  batch, whose prefix the save reads back) or copied, its items by reference (at the fit's start,
-  a validation's or an epoch's end's start, where a hook may empty it); a ``collections.deque`` copied
-  (a bounded one drops its oldest items as it appends: neither its identity nor its length tells its
-  value; the copy costs its length, at most its ``maxlen``); a random generator
-  (``resume/held_generators.py``) by reference and its state, read through its getter;
-  anything else by reference (its identity).
+- `snapshot`: each attribute's mark (``resume/marks.py``: the one definition of an attribute's mark, the
+  module's own attributes' too), cheaply. Numbers, strings and None are held as they are; a tensor by
+  reference and its in-place version (changed in place after the point: its value there is lost, and
+  named); a dict (an ``OrderedDict``, a ``defaultdict`` too) by its items, each marked the same way; a
+  list by reference and length (at a batch's start, where this runs every batch: a list is assumed to grow
+  by appends inside a batch, whose prefix the save reads back) or copied, its items by reference (at the
+  fit's start, a validation's or an epoch's end's start, where a hook may empty it); a
+  ``collections.deque`` copied (a bounded one drops its oldest items as it appends: neither its identity
+  nor its length tells its value; the copy costs its length, at most its ``maxlen``); a random generator
+  (``resume/held_generators.py``) by reference and its state, read through its getter; any other object
+  by its identity only (a callback's helper objects are its own business: the module's are marked two
+  levels down, since a module's are its state).
 - `changes`: at a save, each attribute that changed in the fit (since the fit's start, after the
   ``on_train_start`` hooks) or since the point's start, and what the resumed run needs: the value at
   the point put into the checkpoint's ``state_dict()`` entry where that entry holds the attribute
@@ -29,72 +31,32 @@ save:
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import torch
-
-from lightning_step_types._lightning.module_state import tensor_version
-from lightning_step_types.resume.held_generators import kind_of_type, plain_state, record, state_of
+from lightning_step_types.resume.held_generators import plain_state, record, state_of
+from lightning_step_types.resume.marks import (
+    DEQUE,
+    DICT,
+    LIST,
+    OBJECT,
+    TENSOR,
+    GeneratorState,
+    Mark,
+    Unknown,
+    mark_of,
+    value_at,
+)
 from lightning_step_types.resume.plain_data import NotPlain, encoded, is_plain, same
 
 __all__ = ["Changes", "Snapshot", "changes", "holds_containers", "set_up_between", "skipped_names", "snapshot"]
 
-_AS_IS = (type(None), bool, int, float, complex, str, bytes)
+# held as they are in a snapshot, with no mark: immutable, and compared by value
+_AS_IS = frozenset((type(None), bool, int, float, complex, str, bytes))
+_CONTAINERS = (LIST, TENSOR, DEQUE, DICT)
 
-
-class _Ref:
-    """A value held by reference: its identity is what the snapshot knows of it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-class _Tensor:
-    __slots__ = ("tensor", "version")
-
-    def __init__(self, tensor: torch.Tensor, version: int) -> None:
-        self.tensor, self.version = tensor, version
-
-
-class _List:
-    """A list by reference and length: its first ``length`` items are its value at the snapshot."""
-
-    __slots__ = ("items", "length")
-
-    def __init__(self, items: list[Any], length: int) -> None:
-        self.items, self.length = items, length
-
-
-class _Deque:
-    """A deque by a copy of it: its value at the snapshot."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items: deque[Any]) -> None:
-        self.items = items
-
-
-class _Generator:
-    """A random generator by reference, its kind and its state as its getter gave it."""
-
-    __slots__ = ("generator", "kind", "state")
-
-    def __init__(self, generator: Any, kind: str) -> None:
-        self.generator, self.kind, self.state = generator, kind, state_of(generator, kind)
-
-    def plain(self) -> Any:
-        return plain_state(self.kind, self.state)
-
-
-class _Lost(Exception):
-    """The value at the snapshot cannot be read back."""
-
-
+# an attribute's name -> its value as it is (a number, a string, None) or its mark (``resume/marks.py``)
 Snapshot = dict[str, Any]
 
 
@@ -109,88 +71,33 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
     """``obj``'s attributes, each read as the module docstring says (``copy_lists``: lists copied).
 
     Run at every batch's start for the callbacks whose batch hooks may change them: one copy of the
-    attribute dict (in C), then a call only for each value that is not a number, a string or None."""
+    attribute dict (in C), then a mark only for each value that is not a number, a string or None."""
     attributes = cast("dict[str, Any]", vars(obj))
     read = attributes.copy()
-    kinds = _KINDS
+    as_is = _AS_IS
     for name, value in attributes.items():
-        cls: type = value.__class__
-        kind = kinds.get(cls)
-        if kind is None:
-            kind = _kind(cls)
-        if kind == _SCALAR:
+        if value.__class__ in as_is:
             continue
         if name in skip:
             del read[name]
         else:
-            read[name] = _read(value, copy_lists)
+            read[name] = mark_of(value, copy=copy_lists, depth=0)
     return read
 
 
-_SCALAR, _TENSOR, _DICT, _LIST, _TUPLE, _DEQUE, _GENERATOR, _OTHER = range(8)
-# a value's type -> how a snapshot reads it; filled as types come (an isinstance check against torch.Tensor
-# runs Python code, a dict lookup by type does not)
-_KINDS: dict[type, int] = {kind: _SCALAR for kind in _AS_IS} | {dict: _DICT, list: _LIST, tuple: _TUPLE, deque: _DEQUE}
-
-
-def _kind(cls: type) -> int:
-    if issubclass(cls, dict):  # an OrderedDict, a defaultdict: read by its items (its identity stays as it changes)
-        _KINDS[cls] = _DICT
-        return _DICT
-    kind = _TENSOR if issubclass(cls, torch.Tensor) else _GENERATOR if kind_of_type(cast("type[Any]", cls)) else _OTHER
-    _KINDS[cls] = kind
-    return kind
-
-
-def _read(value: Any, copy_lists: bool) -> Any:
-    cls: type = value.__class__
-    kind = _KINDS.get(cls)
-    if kind is None:
-        kind = _kind(cls)
-    if kind == _SCALAR:
-        return value
-    if kind == _TENSOR:  # by reference and version: Lightning's callbacks rebind theirs
-        return _Tensor(value, tensor_version(value))
-    if kind == _DICT:
-        items = value
-        return {key: _read(item, copy_lists) for key, item in items.items()}
-    if kind == _LIST:
-        if copy_lists:  # a shallow copy, in C: its items by reference, as they are at a save
-            return _List(value.copy(), len(value))
-        return _List(value, len(value))
-    if kind == _TUPLE:
-        return tuple(_read(item, copy_lists) for item in value)
-    if kind == _DEQUE:  # a shallow copy, in C, with its maxlen
-        return _Deque(value.copy())
-    if kind == _GENERATOR:
-        return _Generator(value, str(kind_of_type(cls)))
-    return _Ref(value)
-
-
 def _value(read: Any) -> Any:
-    """The value a snapshot read (raises ``_Lost`` where it cannot be read back)."""
-    if type(read) in _AS_IS:
-        return read
-    if isinstance(read, _Tensor):
-        if tensor_version(read.tensor) != read.version:
-            raise _Lost
-        return read.tensor
-    if isinstance(read, _List):
-        if len(read.items) < read.length:
-            raise _Lost  # emptied since: its items at the snapshot are gone
-        return read.items[: read.length]
-    if isinstance(read, _Ref):
-        return read.value
-    if isinstance(read, _Deque):
-        return read.items
-    if isinstance(read, _Generator):
-        return read.generator
-    if isinstance(read, dict):
-        items = cast(Any, read)
-        return {key: _value(item) for key, item in items.items()}
-    if isinstance(read, list):
-        return [_value(item) for item in cast(Any, read)]
-    return tuple(_value(item) for item in read)
+    """The value a snapshot read (raises ``marks.Unknown`` where it cannot be read back)."""
+    mark = cast("Mark", read)  # or a value held as it is (`snapshot`)
+    return value_at(mark) if type(mark) is tuple else read
+
+
+def _generator(read: Any) -> GeneratorState | None:
+    """A random generator's state, where the snapshot read one."""
+    mark = cast("Mark", read)
+    if type(mark) is not tuple or mark[0] is not OBJECT:
+        return None
+    probe: Any = mark[2]
+    return probe if isinstance(probe, GeneratorState) else None
 
 
 @dataclass
@@ -215,26 +122,28 @@ def changes(obj: Any, skip: frozenset[str], point: Snapshot, start: Snapshot, en
         if name in skip:
             continue
         current = now.get(name, _MISSING)
-        if isinstance(read, _Generator):
-            at_point = read.plain()
-            first = start.get(name)
+        generator = _generator(read)
+        if generator is not None:
+            at_point = generator.plain()
+            first: Any = start.get(name)
+            first_state = _generator(first)
             if (
-                not isinstance(first, _Generator)
-                or first.generator is not read.generator
-                or not same(first.plain(), at_point)
-                or current is not read.generator
-                or not same(plain_state(read.kind, state_of(current, read.kind)), at_point)
+                first_state is None
+                or first[1] is not read[1]
+                or not same(first_state.plain(), at_point)
+                or current is not read[1]
+                or not same(plain_state(generator.kind, state_of(current, generator.kind)), at_point)
             ):  # drawn from in the fit, or since the point: its state at the point is set back
-                found.attributes[name] = record(read.kind, at_point)
+                found.attributes[name] = record(generator.kind, at_point)
             continue
         try:
             value = _value(read)
-        except _Lost:
+        except Unknown:
             found.lost.append((name, type(current).__name__))
             continue
         try:
             before = _value(start[name]) if name in start else _MISSING
-        except _Lost:
+        except Unknown:
             before = _MISSING
         changed_in_fit = before is _MISSING or not same(value, before)
         changed_since = current is _MISSING or not same(current, value)
@@ -266,7 +175,7 @@ def set_up_between(obj: Any, skip: frozenset[str], before: Snapshot, after: Snap
         try:
             value = _value(read)
             earlier = _value(before[name]) if name in before else _MISSING
-        except _Lost:
+        except Unknown:
             continue
         if (earlier is not _MISSING and same(value, earlier)) or not same(now[name], value):
             continue
@@ -280,4 +189,6 @@ def set_up_between(obj: Any, skip: frozenset[str], before: Snapshot, after: Snap
 def holds_containers(reading: Snapshot) -> bool:
     """Whether a reading holds a list, a dict, a deque, a tensor or a random generator: where a callback keeps what
     its hooks collect or draw from."""
-    return any(isinstance(read, (_List, _Tensor, _Deque, _Generator, dict)) for read in reading.values())
+    return any(
+        type(read) is tuple and (read[0] in _CONTAINERS or _generator(read) is not None) for read in reading.values()
+    )

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from lightning_step_types._lightning.instance_methods import pickled_as
-from lightning_step_types.resume.undeclared_state import Mark, mark_of, same_mark
+from lightning_step_types.resume.marks import Mark, mark_of, same_mark
 
 __all__ = ["EPOCH_START_HOOK", "EpochStartWatch", "changes_before"]
 

@@ -16,11 +16,12 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
   with ``_`` is followed like any other: a user's ``self._outputs`` is state as much as
   ``self.outputs``, and Lightning's own underscored names are the fresh instance's;
 - what changed: each attribute's mark at the fit's start (before the ``on_train_start`` hooks) is
-  compared with its mark at the resume point. A mark is cheap: a list's identity and length (lists
-  are followed as append-only between two marks), a tensor's identity and in-place version, a
-  dict's marks per key, an immutable value itself; an object of another class by its identity and
-  its own attributes' marks, a generator function's generator by where it stopped, a file by its
-  position, a random generator (``resume/held_generators.py``) by its state;
+  compared with its mark at the resume point (``resume/marks.py``, the marks the callbacks' attributes
+  are read by too). A mark is cheap: a list's identity and length (lists are followed as append-only
+  between two marks), a tensor's identity and in-place version, a dict's marks per key, an immutable
+  value itself; an object of another class by its identity and its own attributes' marks (two levels
+  down), a generator function's generator by where it stopped, a file by its position, a random
+  generator (``resume/held_generators.py``) by its state;
 - the value at the resume point (``resume/points.py``): where the part of the fit from a batch's
   start runs again, the value at that batch's start, from the marks the follower takes there
   (``FitFollower.run_batch``; a mark is taken again only where an attribute changed, and for each
@@ -51,13 +52,8 @@ new module's ``__init__`` and ``setup`` left them, and its epoch-end values diff
 
 from __future__ import annotations
 
-import enum
-import gc
-import io
-import sys
 import types
 import weakref
-from collections import deque
 from collections.abc import Mapping
 from functools import partial
 from operator import is_, itemgetter
@@ -69,19 +65,35 @@ from lightning_step_types._lightning.module_attributes import (
     around_module_restore,
     framework_names,
     stop_around_module_restore,
-    tensor_version,
     tensor_versions,
 )
-from lightning_step_types.resume.held_generators import NAMES, kind_of, plain_state, put_back, state_of
+from lightning_step_types.resume.held_generators import NAMES, kind_of, put_back, state_of
+from lightning_step_types.resume.marks import (
+    ABSENT,
+    ABSENT_MARK,
+    DEQUE,
+    DICT,
+    LIST,
+    OBJECT,
+    TENSOR,
+    TUPLE,
+    GeneratorState,
+    Mark,
+    Unknown,
+    equal_items,
+    held_by,
+    mark_of,
+    same_mark,
+    value_at,
+)
 from lightning_step_types.resume.messages import CHECKPOINT_KEY, Problem, module_checkpoint_problem
 from lightning_step_types.resume.plain_data import NotPlain, decoded, encoded, put_into, same
 from lightning_step_types.resume.source import Loading, Moment, Saving
 
-__all__ = ["ATTRIBUTES", "Mark", "ModuleAttributes", "mark_of", "same_mark", "undeclared_state_problem"]
+__all__ = ["ATTRIBUTES", "ModuleAttributes", "undeclared_state_problem"]
 
 ATTRIBUTES = "attributes"  # a process's running state: checkpoint[...]["epoch_state"]["ranks"][rank][ATTRIBUTES]
 
-_LEAVES = (bool, int, float, complex, str, bytes)
 # values that are code, not state; and submodules, which the state_dict and the metrics' states hold
 _NOT_STATE = (
     types.FunctionType,
@@ -93,193 +105,6 @@ _NOT_STATE = (
     types.ModuleType,
     torch.nn.Module,
 )
-# objects of these packages are followed by identity only: their state is theirs (a Trainer, a
-# datamodule, a loader the module holds changes as the fit runs, and no checkpoint of the module's is
-# expected to hold it)
-_FRAMEWORKS = ("torch", "pytorch_lightning", "lightning", "lightning_fabric", "torchmetrics", "torchdata", "numpy")
-_OBJECT_DEPTH = 2  # an object's own attributes are followed this deep
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-ABSENT: Any = _Absent()
-
-# --- marks: what is cheap to take and tells whether a value changed ---------------------------------
-# A mark is a tuple whose first item is its kind:
-#   (_LEAF, value)                            an immutable value (or ABSENT)
-#   (_LIST, list, length, copy or None)        followed as append-only: the value is list[:length]
-#   (_TENSOR, tensor, version, clone or None)  the value is the tensor while its version is the same
-#   (_DICT, dict, {key: mark}, a copy where every item is a _LEAF, else None)
-#   (_TUPLE, tuple, (mark, ...))
-#   (_DEQUE, deque, its items copied, its maxlen)   a bounded deque drops its oldest items as it appends: its
-#                                                   length does not tell its value (copied at each mark)
-#   (_OBJECT, object, probe)                   anything else: not data a checkpoint holds
-_LEAF, _LIST, _TENSOR, _DICT, _TUPLE, _DEQUE, _OBJECT = "leaf", "list", "tensor", "dict", "tuple", "deque", "object"
-Mark = tuple[Any, ...]
-_ABSENT_MARK: Mark = (_LEAF, ABSENT)
-
-
-def _mark(value: Any, clone: bool = False, copy: bool = False, depth: int = _OBJECT_DEPTH) -> Mark:
-    """``clone``: a tensor's value now is kept (it may change in place before the mark is read);
-    ``copy``: a list's items now are kept (it may be cleared before)."""
-    kind: type = type(cast(object, value))
-    if kind is list:
-        items = cast("list[Any]", value)
-        return (_LIST, items, len(items), list(items) if copy else None)
-    if kind is deque:
-        window = cast("deque[Any]", value)
-        return (_DEQUE, window, tuple(window), window.maxlen)
-    if isinstance(value, torch.Tensor):
-        return (_TENSOR, value, tensor_version(value), value.detach().clone() if clone else None)
-    if isinstance(value, dict):
-        entries = cast(Any, value)
-        marks = {key: _mark(item, clone, copy, depth) for key, item in entries.items()}
-        plain = all(mark[0] is _LEAF for mark in marks.values())  # compared by == at each batch's start
-        return (_DICT, entries, marks, dict(entries) if plain else None)
-    if kind is tuple:
-        marks_of = tuple(_mark(item, clone, copy, depth) for item in cast("tuple[Any, ...]", value))
-        if all(mark[0] is _LEAF for mark in marks_of):
-            return (_LEAF, value)  # immutable all through
-        return (_TUPLE, value, marks_of)
-    if value is None or value is ABSENT or isinstance(value, _LEAVES) or _immutable_scalar(value):
-        return (_LEAF, value)
-    return (_OBJECT, value, _probe(value, depth))
-
-
-def _immutable_scalar(value: Any) -> bool:
-    """An Enum member or a NumPy scalar: immutable, and plain data (``plain_data``)."""
-    if isinstance(value, enum.Enum):
-        return True
-    numpy: Any = sys.modules.get("numpy")
-    return numpy is not None and isinstance(value, numpy.generic)
-
-
-def mark_of(value: Any) -> Mark:
-    """A mark of ``value`` to compare with a later one (`same_mark`): what changed in between, an
-    object's attributes (two levels down) and a tensor's in-place changes included."""
-    return _mark(value)
-
-
-def same_mark(a: Mark, b: Mark) -> bool:
-    """Whether two marks (`mark_of`) are of the same value, unchanged."""
-    return _same(a, b)
-
-
-def _probe(value: Any, depth: int) -> Any:
-    """What can be seen of an object's state without copying it."""
-    if isinstance(value, types.GeneratorType):
-        generator = cast(Any, value)
-        frame = generator.gi_frame
-        if frame is None:
-            return "done"
-        return (frame.f_lasti, {name: _mark(item, depth=0) for name, item in frame.f_locals.items()})
-    if isinstance(value, io.IOBase):
-        try:
-            return (value.closed, value.tell() if not value.closed and value.seekable() else None)
-        except (OSError, ValueError):
-            return None
-    kind = kind_of(value)
-    if kind is not None:
-        return _GeneratorState(kind, state_of(value, kind))
-    if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS:
-        return None
-    return tuple(_mark(item, depth=depth - 1) for item in _held_by(value))
-
-
-def _same(a: Mark, b: Mark) -> bool:
-    """Whether two marks are of the same value (the same objects, unchanged)."""
-    kind = a[0]
-    if kind is not b[0]:
-        return False
-    if kind is _LEAF:
-        return a[1] is b[1] or (type(a[1]) is type(b[1]) and bool(a[1] == b[1]))
-    if a[1] is not b[1]:
-        return False
-    if kind is _LIST or kind is _TENSOR:
-        return bool(a[2] == b[2])
-    if kind is _DICT:
-        return bool(a[2].keys() == b[2].keys()) and all(_same(mark, b[2][key]) for key, mark in a[2].items())
-    if kind is _TUPLE:
-        return all(_same(x, y) for x, y in zip(a[2], b[2]))
-    if kind is _DEQUE:
-        return len(a[2]) == len(b[2]) and all(x is y or same(x, y) for x, y in zip(a[2], b[2]))
-    return _same_probe(a[2], b[2])
-
-
-class _GeneratorState:
-    """A generator's probe (`held_generators`): its kind and its state, as its getter gave it."""
-
-    __slots__ = ("kind", "state")
-
-    def __init__(self, kind: str, state: Any) -> None:
-        self.kind, self.state = kind, state
-
-    def plain(self) -> Any:
-        """The state as plain data: what a checkpoint holds, and what two probes compare by."""
-        return plain_state(self.kind, self.state)
-
-
-def _same_probe(a: Any, b: Any) -> bool:
-    if isinstance(a, _GeneratorState) or isinstance(b, _GeneratorState):
-        return (
-            isinstance(a, _GeneratorState)
-            and isinstance(b, _GeneratorState)
-            and a.kind == b.kind
-            and same(a.plain(), b.plain())
-        )
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-    x_held: tuple[Any, ...] = cast(Any, a) if type(a) is tuple else ()
-    y_held: tuple[Any, ...] = cast(Any, b) if type(b) is tuple else ()
-    if x_held is a and y_held is b and all(type(item) is tuple for item in (*x_held, *y_held)):
-        # an object's: the marks of what it holds, in order
-        return len(x_held) == len(y_held) and all(_same(x, y) for x, y in zip(x_held, y_held))
-    if isinstance(a, dict) and isinstance(b, dict):
-        x, y = cast("dict[str, Mark]", a), cast("dict[str, Mark]", b)
-        return x.keys() == y.keys() and all(_same(mark, y[name]) for name, mark in x.items())
-    if isinstance(a, tuple) and isinstance(b, tuple):  # a generator's: where it stopped, and its locals
-        x_at, y_at = cast("tuple[Any, ...]", cast(Any, a)), cast("tuple[Any, ...]", cast(Any, b))
-        if len(x_at) == 2 and len(y_at) == 2 and isinstance(x_at[1], dict):
-            return bool(x_at[0] == y_at[0]) and _same_probe(x_at[1], y_at[1])
-    return bool(a == b)
-
-
-def _equal(copy: dict[Any, Any], live: dict[Any, Any]) -> bool:
-    """``copy == live``, where the live dict may hold a tensor now (its ``==`` is elementwise)."""
-    try:
-        return bool(copy == live)
-    except (RuntimeError, ValueError, TypeError):
-        return False
-
-
-class _Unknown(Exception):
-    """A value at the point that its marks no longer give (changed in place since, before it was kept)."""
-
-
-def _value_at(mark: Mark) -> Any:
-    kind = mark[0]
-    if kind is _LEAF or kind is _OBJECT:
-        return mark[1]
-    if kind is _LIST:
-        if mark[3] is not None:
-            return list(cast("list[Any]", mark[3]))
-        if len(mark[1]) < mark[2]:
-            raise _Unknown("cleared or shortened after")
-        return mark[1][: mark[2]]
-    if kind is _TENSOR:
-        if mark[3] is not None:
-            return mark[3]
-        if tensor_version(mark[1]) != mark[2]:
-            raise _Unknown("changed in place after")
-        return mark[1]
-    if kind is _DICT:
-        return {key: _value_at(item) for key, item in cast("dict[Any, Mark]", mark[2]).items()}
-    if kind is _DEQUE:
-        return deque(mark[2], mark[3])
-    return tuple(_value_at(item) for item in mark[2])
 
 
 class _NotData(Exception):
@@ -347,23 +172,7 @@ def _held_elsewhere(trainer: Any) -> set[int]:
     datamodule = getattr(trainer, "datamodule", None)
     if datamodule is not None:
         holders.append(datamodule)
-    return {id(value) for holder in holders for value in _held_by(holder)}
-
-
-def _held_by(holder: object) -> list[Any]:
-    """What an object holds in its attributes (and in a dict among them, one level), in order.
-
-    Read through the garbage collector's traversal, not ``vars()``: on CPython 3.11 reading an
-    object's ``__dict__`` makes its attributes a dict for good, and every attribute read on it then
-    takes the interpreter's unspecialized path (a callback's, a logger's, a helper's, per step).
-    """
-    found: list[Any] = []
-    for item in gc.get_referents(holder):
-        if type(item) is dict:  # the object's __dict__ where it is one already, or a dict attribute
-            found += gc.get_referents(item)
-        elif not isinstance(item, type):
-            found.append(item)
-    return found
+    return {id(value) for holder in holders for value in held_by(holder)}
 
 
 class ModuleAttributes:
@@ -451,7 +260,7 @@ class ModuleAttributes:
         return {name: value for name, value in list(self.namespace.items()) if _followed(name, value, framework)}
 
     def marks_now(self, clone: bool = False, copy: bool = False) -> dict[str, Mark]:
-        return {name: _mark(value, clone, copy) for name, value in self.followed().items()}
+        return {name: mark_of(value, clone, copy) for name, value in self.followed().items()}
 
     # --- the follower's moments ---------------------------------------------------------------------
 
@@ -468,7 +277,7 @@ class ModuleAttributes:
             self.loaded_by_module = {
                 name
                 for name in {*before, *after}
-                if not _same(before.get(name, _ABSENT_MARK), after.get(name, _ABSENT_MARK))
+                if not same_mark(before.get(name, ABSENT_MARK), after.get(name, ABSENT_MARK))
             }
 
     def batch_start(self) -> None:
@@ -491,16 +300,16 @@ class ModuleAttributes:
             kinds: set[str] = set()
             for index in changed:
                 old = marks[index][0]
-                mark = marks[index] = _mark(values[index], clone=self.kept[index])
+                mark = marks[index] = mark_of(values[index], clone=self.kept[index])
                 kinds.add(old if old is mark[0] else "moved")
             self.refs = values
-            if "moved" in kinds or _DICT in kinds or _TUPLE in kinds or _DEQUE in kinds or _OBJECT in kinds:
+            if "moved" in kinds or DICT in kinds or TUPLE in kinds or DEQUE in kinds or OBJECT in kinds:
                 self._index()
             else:
-                if _LIST in kinds:
+                if LIST in kinds:
                     self.lists = tuple(marks[index][1] for index in self.list_at)
                     self.lengths = tuple(marks[index][2] for index in self.list_at)
-                if _TENSOR in kinds:
+                if TENSOR in kinds:
                     self.tensors = tuple(marks[index][1] for index in self.tensor_at)
                     self.versions = tuple(marks[index][2] for index in self.tensor_at)
             # and on: other attributes may have changed in place in the same batch
@@ -509,7 +318,7 @@ class ModuleAttributes:
             if lengths != self.lengths:
                 for index, length in zip(self.list_at, lengths):
                     if length != marks[index][2]:
-                        marks[index] = _mark(values[index])
+                        marks[index] = mark_of(values[index])
                 self.lengths = lengths
         if self.tensors:
             versions = tensor_versions(self.tensors)
@@ -517,41 +326,41 @@ class ModuleAttributes:
                 for index, version in zip(self.tensor_at, versions):
                     if version != marks[index][2]:
                         self.kept[index] = True  # changed in place: from now on it is cloned at each mark
-                        marks[index] = _mark(values[index], clone=True)
+                        marks[index] = mark_of(values[index], clone=True)
                 self.versions = versions
         for index in self.containers_at:
             mark = marks[index]
-            if mark[0] is _DICT and mark[3] is not None:
-                if _equal(mark[3], mark[1]):  # a dict of numbers and strings: compared in C
+            if mark[0] is DICT and mark[3] is not None:
+                if equal_items(mark[3], mark[1]):  # a dict of numbers and strings: compared in C
                     continue
-                marks[index] = _mark(mark[1], clone=True)
+                marks[index] = mark_of(mark[1], clone=True)
             else:
-                new = _mark(mark[1], clone=True)
-                if _same(mark, new):
+                new = mark_of(mark[1], clone=True)
+                if same_mark(mark, new):
                     continue
                 marks[index] = new
             self.kept[index] = True
             if marks[index][0] is not mark[0]:
                 self._index()
         for index, kind in self.generators_at:  # where each generator is: a draw moves it, in place
-            marks[index] = (_OBJECT, values[index], _GeneratorState(kind, state_of(values[index], kind)))
+            marks[index] = (OBJECT, values[index], GeneratorState(kind, state_of(values[index], kind)))
 
     def _index(self) -> None:
         marks = self.marks_at
         self.refs = tuple(mark[1] for mark in marks)
         self.absent = (ABSENT,) * len(marks)
         self.getter = itemgetter(*self.names) if self.names else None
-        self.list_at = [index for index, mark in enumerate(marks) if mark[0] is _LIST]
+        self.list_at = [index for index, mark in enumerate(marks) if mark[0] is LIST]
         self.lists = tuple(marks[index][1] for index in self.list_at)
         self.lengths = tuple(marks[index][2] for index in self.list_at)
-        self.tensor_at = [index for index, mark in enumerate(marks) if mark[0] is _TENSOR]
+        self.tensor_at = [index for index, mark in enumerate(marks) if mark[0] is TENSOR]
         self.tensors = tuple(marks[index][1] for index in self.tensor_at)
         self.versions = tuple(marks[index][2] for index in self.tensor_at)
-        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] in (_DICT, _TUPLE, _DEQUE)]
+        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] in (DICT, TUPLE, DEQUE)]
         self.generators_at = [
             (index, kind)
             for index, mark in enumerate(marks)
-            if mark[0] is _OBJECT and (kind := kind_of(mark[1])) is not None
+            if mark[0] is OBJECT and (kind := kind_of(mark[1])) is not None
         ]
 
     def _read_names(self) -> None:
@@ -560,7 +369,7 @@ class ModuleAttributes:
         for name, value in self.followed().items():
             if name not in known:
                 self.names.append(name)
-                self.marks_at.append(_mark(value))
+                self.marks_at.append(mark_of(value))
                 self.kept.append(False)
         self._index()
 
@@ -575,7 +384,7 @@ class ModuleAttributes:
         cloned (a large cached tensor is not)."""
         kept = dict(zip(self.names, self.kept))
         self.marks[name] = {
-            attribute: _mark(value, clone=kept.get(attribute, False), copy=True)
+            attribute: mark_of(value, clone=kept.get(attribute, False), copy=True)
             for attribute, value in self.followed().items()
         }
 
@@ -604,30 +413,30 @@ class ModuleAttributes:
         accelerated: list[str] = []
         named: list[list[str]] = []
         for name in sorted({*at_point, *now}):
-            start = start_marks.get(name, _ABSENT_MARK)
-            mark = at_point.get(name, _ABSENT_MARK)  # not there: made after the point, and made again
-            if _same(start, mark):
-                current = now.get(name, _ABSENT_MARK)
+            start = start_marks.get(name, ABSENT_MARK)
+            mark = at_point.get(name, ABSENT_MARK)  # not there: made after the point, and made again
+            if same_mark(start, mark):
+                current = now.get(name, ABSENT_MARK)
                 # an object is not marked again at each batch's start: changed by now, it is named
-                if current[0] is not _OBJECT or current[1] is not mark[1] or _same(start, current):
+                if current[0] is not OBJECT or current[1] is not mark[1] or same_mark(start, current):
                     continue  # not changed during the fit: the resumed module starts as this one did
             if mark[1] is ABSENT:
                 continue
-            if mark[0] is _OBJECT:
+            if mark[0] is OBJECT:
                 if id(mark[1]) in shared:
                     continue  # its holder's state: a callback's resumes through its state_dict
                 probe = mark[2]
-                if isinstance(probe, _GeneratorState):  # a generator: its mark holds its state at the point
+                if isinstance(probe, GeneratorState):  # a generator: its mark holds its state at the point
                     generators[name] = [probe.kind, probe.plain()]
                     continue
                 named.append([name, _type_name(mark[1]), "not data a checkpoint holds"])
                 continue
             try:
                 on_accelerator = [False]
-                values[name] = _saved_form(_value_at(mark), on_accelerator)
+                values[name] = _saved_form(value_at(mark), on_accelerator)
                 if on_accelerator[0]:
                     accelerated.append(name)
-            except _Unknown as unknown:
+            except Unknown as unknown:
                 named.append([name, _type_name(mark[1]), f"changed in place in what runs again, {unknown} its start"])
             except _NotData as not_data:
                 named.append([name, _type_name(mark[1]), f"it holds {not_data}, which no checkpoint holds"])
@@ -636,7 +445,7 @@ class ModuleAttributes:
         since_point = sorted(
             name
             for name in {*at_point, *now}
-            if not _same(at_point.get(name, _ABSENT_MARK), now.get(name, _ABSENT_MARK))
+            if not same_mark(at_point.get(name, ABSENT_MARK), now.get(name, ABSENT_MARK))
         )
         return {
             "values": values,
