@@ -119,3 +119,46 @@ def test_the_batch_start_read_builds_no_objects() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1000
+
+
+def test_a_draw_of_whole_blocks_is_read_though_each_engines_position_is_as_it_was() -> None:
+    """Draws of exactly 624 words between two batch starts leave each engine's position where it was
+    and regenerate its state words: the read compares some of the words too, and copies the state."""
+    torch.manual_seed(5)
+    random.seed(5)
+    np.random.seed(5)
+    torch.rand(1)  # past the seeding's own position, which no draw comes back to
+    reader = GlobalStreams()
+    reader.batch_start()
+    view = random_state._default_torch_raw_view()
+    assert view is not None
+    position, words = bytes(view[8:20]), bytes(view[20:2516])
+    for draws in range(1, 2000):  # one value at a time, to the next time the position is as it was
+        torch.rand(1)
+        if bytes(view[8:20]) == position:
+            break
+    assert bytes(view[8:20]) == position and bytes(view[20:2516]) != words and draws in (312, 624)
+    python_position = random.getstate()[1][-1]
+    for _ in range(624):
+        random.getrandbits(32)
+    assert random.getstate()[1][-1] == python_position
+    reader.batch_start()
+    assert_same(lightning_states(reader.at_batch_start()), collected())
+
+
+def test_nothing_is_copied_where_no_draw_moved_an_engine() -> None:
+    """Where no stream moved since the last batch start, its bytes are not copied again: a buffer
+    overwritten in between keeps what was written (the read compares the parts every draw moves)."""
+    reader = GlobalStreams()
+    reader.batch_start()
+    expected = collected()
+    reader._torch_at[2000:2004] = b"\x00\x01\x02\x03"  # a word no draw-free batch start writes again
+    reader._python_at[2000:2004] = b"\x00\x01\x02\x03"
+    reader.batch_start()
+    assert bytes(reader._torch_at[2000:2004]) == bytes(reader._python_at[2000:2004]) == b"\x00\x01\x02\x03"
+    torch.rand(1)
+    random.random()
+    reader.batch_start()
+    assert bytes(reader._torch_at[2000:2004]) != b"\x00\x01\x02\x03"
+    assert_same(lightning_states(reader.at_batch_start()), collected())
+    assert collected()["python"] != expected["python"]

@@ -202,6 +202,40 @@ def _default_torch_raw_view() -> memoryview | None:
     return _TORCH_RAW[0]
 
 
+# The parts of a Mersenne Twister engine that every draw moves: its position in its block of 624 words
+# (torch's `left_` and `next_`, with its seed; Python's `index`) and, for a draw of whole blocks, which
+# leaves the position as it was, the block's words, regenerated all at once (the first four and the last
+# one are compared: equal after a regeneration with odds of 2**-160); and torch's cached normal samples.
+# Where none moved, the engine is as it was at the last copy, and nothing is copied.
+_TORCH_HEAD, _TORCH_TAIL = 36, 2512  # seed_, left_, seeded_, next_, state_[0:4]; state_[623] and the samples
+_PYTHON_HEAD, _PYTHON_TAIL = 20, _PY_LAYOUT.size - 4  # index, state[0:4]; state[623]
+
+
+def _torch_moving_parts(raw: memoryview | None) -> tuple[memoryview, ...]:
+    return (raw[:_TORCH_HEAD], raw[_TORCH_TAIL:]) if raw is not None else ()
+
+
+def _python_moving_parts(python: tuple[Any, memoryview] | None) -> tuple[memoryview, ...]:
+    return (python[1][:_PYTHON_HEAD], python[1][_PYTHON_TAIL:]) if python is not None else ()
+
+
+def _never_seen(parts: tuple[memoryview, ...]) -> tuple[bytearray, ...]:
+    # no engine's parts are all 0xff bytes (its position is within its block): the first read copies
+    return tuple(bytearray(b"\xff" * len(part)) for part in parts)
+
+
+def _moved(parts: tuple[memoryview, ...], at_copy: tuple[bytearray, ...]) -> bool:
+    """Whether an engine moved since its parts were ``at_copy`` (then kept as they are now): two
+    comparisons by ``memcmp`` (a ``bytearray`` against a ``memoryview``) where nothing moved."""
+    head, tail = parts
+    head_at, tail_at = at_copy
+    if head_at == head and tail_at == tail:
+        return False
+    head_at[:] = head
+    tail_at[:] = tail
+    return True
+
+
 class GlobalStreams:
     """Reads the global streams cheaply (see the module docstring); one per followed fit."""
 
@@ -214,6 +248,11 @@ class GlobalStreams:
         self._torch_at: memoryview = memoryview(bytearray(_TORCH_RAW_SIZE))
         self._torch_state_at: torch.Tensor | None = None  # where torch's raw bytes cannot be read
         self._python_at: memoryview = memoryview(bytearray(_PY_LAYOUT.size))
+        # the parts of each engine that every draw moves (`_moved`), in place, and as they were at the last copy
+        self._torch_moves: tuple[memoryview, ...] = _torch_moving_parts(self._torch)
+        self._python_moves: tuple[memoryview, ...] = _python_moving_parts(self._python)
+        self._torch_moves_at: tuple[bytearray, ...] = _never_seen(self._torch_moves)
+        self._python_moves_at: tuple[bytearray, ...] = _never_seen(self._python_moves)
         self._python_state_at: tuple[Any, ...] | None = None  # where Python's cannot
         self._gauss_at: float | None = None
         self._numpy_at: tuple[Any, ...] | None = None
@@ -253,15 +292,18 @@ class GlobalStreams:
 
     def batch_start(self) -> None:
         """The streams now, into this reader's buffers (``at_batch_start`` gives them back): at every
-        batch's start, so that nothing is allocated where nothing but bytes needs copying."""
+        batch's start, so that nothing is allocated where nothing but bytes needs copying, and nothing
+        is copied where no draw moved an engine since the last copy (`_moved`)."""
         raw = self._torch
         if raw is not None:
-            self._torch_at[:] = raw
+            if _moved(self._torch_moves, self._torch_moves_at):
+                self._torch_at[:] = raw
         else:
             self._torch_state_at = _torch_state()
         python = self._python
         if python is not None:
-            self._python_at[:] = python[1]
+            if _moved(self._python_moves, self._python_moves_at):
+                self._python_at[:] = python[1]
             self._gauss_at = python[0].gauss_next
         else:
             self._python_state_at = random.getstate()
