@@ -27,7 +27,7 @@ from typing import Any, cast
 import torch
 
 from lightning_step_types._lightning.module_attributes import tensor_version
-from lightning_step_types.resume.held_generators import kind_of, plain_state, state_of
+from lightning_step_types.resume.held_generators import kind_of_type, plain_state, state_of
 from lightning_step_types.resume.plain_data import same
 
 __all__ = [
@@ -86,57 +86,106 @@ def mark_of(value: Any, clone: bool = False, copy: bool = False, depth: int = OB
     ``clone``: a tensor's value now is kept (it may change in place before the mark is read); ``copy``: a
     list's items now are kept (it may be cleared before); ``depth``: how deep an object's own attributes are
     marked (0: by its identity only)."""
-    kind: type = type(cast(object, value))
-    if kind is list:
+    cls: type[Any] = type(cast(object, value))
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _kind_of_type(cls)
+    if kind is LEAF:
+        return (LEAF, value)
+    if kind is LIST:
         items = cast("list[Any]", value)
         return (LIST, items, len(items), list(items) if copy else None)
-    if kind is deque:
-        window = cast("deque[Any]", value)
-        return (DEQUE, window, tuple(window), window.maxlen)
-    if isinstance(value, torch.Tensor):
+    if kind is TENSOR:
         return (TENSOR, value, tensor_version(value), value.detach().clone() if clone else None)
-    if isinstance(value, dict):
-        entries = cast(Any, value)
+    if kind is DICT:
+        entries = value
         marks = {key: mark_of(item, clone, copy, depth) for key, item in entries.items()}
         plain = all(mark[0] is LEAF for mark in marks.values())  # compared by == at each batch's start
         return (DICT, entries, marks, dict(entries) if plain else None)
-    if kind is tuple:
+    if kind is TUPLE:
         marks_of = tuple(mark_of(item, clone, copy, depth) for item in cast("tuple[Any, ...]", value))
         if all(mark[0] is LEAF for mark in marks_of):
             return (LEAF, value)  # immutable all through
         return (TUPLE, value, marks_of)
-    if value is None or value is ABSENT or isinstance(value, _LEAVES) or _immutable_scalar(value):
-        return (LEAF, value)
+    if kind is DEQUE:
+        window = cast("deque[Any]", value)
+        return (DEQUE, window, tuple(window), window.maxlen)
     return (OBJECT, value, _probe(value, depth))
 
 
-def _immutable_scalar(value: Any) -> bool:
-    """An Enum member or a NumPy scalar: immutable, and plain data (``plain_data``)."""
-    if isinstance(value, enum.Enum):
+# a value's type -> its mark's kind, filled as types come: one dict lookup, where the checks against
+# torch.Tensor, Enum and NumPy's scalar types would run at each mark (an exact list, tuple or deque only: a
+# subclass of one is an object of its own class)
+_KINDS: dict[type[Any], str] = {list: LIST, tuple: TUPLE, deque: DEQUE, type(None): LEAF, _Absent: LEAF}
+_KINDS.update((leaf, LEAF) for leaf in _LEAVES)
+
+
+def _kind_of_type(cls: type[Any]) -> str:
+    if issubclass(cls, torch.Tensor):
+        kind = TENSOR
+    elif issubclass(cls, dict):  # an OrderedDict, a defaultdict: marked by its items (its identity stays)
+        kind = DICT
+    elif issubclass(cls, _LEAVES) or _immutable_scalar_type(cls):
+        kind = LEAF
+    else:
+        kind = OBJECT
+    _KINDS[cls] = kind
+    return kind
+
+
+def _immutable_scalar_type(cls: type[Any]) -> bool:
+    """An Enum's or a NumPy scalar type: immutable, and plain data (``plain_data``). NumPy not imported yet: no
+    value of its types exists."""
+    if issubclass(cls, enum.Enum):
         return True
     numpy: Any = sys.modules.get("numpy")
-    return numpy is not None and isinstance(value, numpy.generic)
+    return numpy is not None and issubclass(cls, numpy.generic)
+
+
+# how an object is probed (`_probe`), by its type: a generator function's generator, a file, a random generator
+# (its kind, ``held_generators``), an object of a framework's (identity only), any other (its own attributes)
+_GENERATOR_FUNCTION, _FILE, _FRAMEWORK_OBJECT, _OWN_OBJECT = "generator function", "file", "framework", "own"
+_PROBES: dict[type[Any], str] = {}
+
+
+def _probe_of_type(cls: type[Any]) -> str:
+    if issubclass(cls, types.GeneratorType):
+        probe = _GENERATOR_FUNCTION
+    elif issubclass(cls, io.IOBase):
+        probe = _FILE
+    else:
+        generator = kind_of_type(cls)
+        if generator is not None:
+            probe = generator
+        elif cls.__module__.split(".")[0] in _FRAMEWORKS:
+            probe = _FRAMEWORK_OBJECT
+        else:
+            probe = _OWN_OBJECT
+    _PROBES[cls] = probe
+    return probe
 
 
 def _probe(value: Any, depth: int) -> Any:
     """What can be seen of an object's state without copying it."""
-    if isinstance(value, types.GeneratorType):
-        generator = cast(Any, value)
-        frame = generator.gi_frame
+    cls: type[Any] = type(cast(object, value))
+    how = _PROBES.get(cls)
+    if how is None:
+        how = _probe_of_type(cls)
+    if how is _OWN_OBJECT:
+        return None if depth <= 0 else tuple(mark_of(item, depth=depth - 1) for item in held_by(value))
+    if how is _FRAMEWORK_OBJECT:
+        return None
+    if how is _GENERATOR_FUNCTION:
+        frame = value.gi_frame
         if frame is None:
             return "done"
         return (frame.f_lasti, {name: mark_of(item, depth=0) for name, item in frame.f_locals.items()})
-    if isinstance(value, io.IOBase):
+    if how is _FILE:
         try:
             return (value.closed, value.tell() if not value.closed and value.seekable() else None)
         except (OSError, ValueError):
             return None
-    kind = kind_of(value)
-    if kind is not None:
-        return GeneratorState(kind, state_of(value, kind))
-    if depth <= 0 or type(value).__module__.split(".")[0] in _FRAMEWORKS:
-        return None
-    return tuple(mark_of(item, depth=depth - 1) for item in held_by(value))
+    return GeneratorState(how, state_of(value, how))
 
 
 def same_mark(a: Mark, b: Mark) -> bool:
