@@ -130,7 +130,7 @@ def _per_batch(setup: str, steps: int) -> tuple[float, int]:
         attributes.batch_start()
     both = time.thread_time_ns() - start
     attributes.stop()
-    return (both - changes) / steps / 1000, len(attributes.names)
+    return (both - changes) / steps / 1000, len(attributes.batch_marks.names)
 
 
 def main(argv: list[str] | None = None) -> None:

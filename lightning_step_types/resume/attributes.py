@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from lightning_step_types.resume.followed_attributes import FollowedAttributes
 from lightning_step_types.resume.held_generators import plain_state, record, state_of
 from lightning_step_types.resume.marks import (
     DEQUE,
@@ -50,7 +51,16 @@ from lightning_step_types.resume.marks import (
 )
 from lightning_step_types.resume.plain_data import NotPlain, encoded, is_plain, same
 
-__all__ = ["Changes", "Snapshot", "changes", "holds_containers", "set_up_between", "skipped_names", "snapshot"]
+__all__ = [
+    "Changes",
+    "Snapshot",
+    "changes",
+    "followed_in_batch",
+    "holds_containers",
+    "set_up_between",
+    "skipped_names",
+    "snapshot",
+]
 
 # held as they are in a snapshot, with no mark: immutable, and compared by value
 _AS_IS = frozenset((type(None), bool, int, float, complex, str, bytes))
@@ -83,6 +93,21 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
         else:
             read[name] = mark_of(value, copy=copy_lists, depth=0)
     return read
+
+
+def followed_in_batch(callback: Any, skip: frozenset[str]) -> FollowedAttributes:
+    """A callback's attributes (but ``skip``), followed from batch to batch from now on
+    (``resume/followed_attributes.py``, the module's own attributes' reader): its helper objects by their
+    identity, a tensor changed in place not cloned (its value at the point is named as lost instead, as a
+    `snapshot` reads it). `FollowedAttributes.present` is the snapshot at the last batch's start."""
+    namespace = cast("dict[str, Any]", vars(callback))
+
+    def followed() -> dict[str, Any]:
+        return {name: value for name, value in namespace.items() if name not in skip}
+
+    attributes = FollowedAttributes(namespace, followed, 0, False)
+    attributes.start({name: mark_of(value, depth=0) for name, value in followed().items()})
+    return attributes
 
 
 def _value(read: Any) -> Any:

@@ -8,7 +8,9 @@ checkpoint already holds nor loses one.
 - A callback's state: never read through its ``state_dict()`` outside a save (Lightning calls that,
   once per checkpoint; it may flush, sync or count). Its attributes are read instead
   (``resume/attributes.py``): after the on_train_start hooks, at each batch's start (for the
-  callbacks whose batch hooks may change them), at a validation's start and an epoch's end's start.
+  callbacks whose batch hooks may change them: only what changed since the last batch's start, by the
+  module's own attributes' reader, ``resume/followed_attributes.py``), at a validation's start and an
+  epoch's end's start.
   At a save, each attribute that changed in the fit or since the point's start is taken back to the
   point: in the checkpoint's ``state_dict()`` entry where that entry holds it under its name (the
   resumed run loads that entry in place of the checkpoint's), else set on the callback at the resumed
@@ -85,12 +87,14 @@ from lightning_step_types._lightning.trainer import batch_end_hooks_after_save, 
 from lightning_step_types.resume.attributes import (
     Snapshot,
     changes,
+    followed_in_batch,
     holds_containers,
     set_up_between,
     skipped_names,
     snapshot,
 )
 from lightning_step_types.resume.epoch_start_watch import EPOCH_START_HOOK, EpochStartWatch, changes_before
+from lightning_step_types.resume.followed_attributes import FollowedAttributes
 from lightning_step_types.resume.held_generators import NAMES, from_record, put_back
 from lightning_step_types.resume.messages import (
     Problem,
@@ -297,7 +301,7 @@ class Holders:
             and not _named(callback, _NOT_TRACKED + _EPOCH_START_AGAIN)  # those set up again from their state
             and isinstance(callback.state_key, str)
         ]
-        # of those, the callbacks whose batch hooks may change their attributes: read at every batch's start (not
+        # of those, the callbacks whose batch hooks may change their attributes: followed at every batch's start (not
         # a ModelCheckpoint that saves at no batch's end, the default Trainer's: its hook returns at once)
         self.in_batch: list[tuple[str, Any, frozenset[str]]] = [
             (key, callback, skip)
@@ -360,8 +364,10 @@ class Holders:
                 _wrap(callback, hook, _NoteDone(self.done, key, getattr(callback, hook)))
         self.before: dict[str, Snapshot] = {}  # state_key -> the attributes before the on_train_start hooks
         self.start: dict[str, Snapshot] = {}  # state_key -> the attributes after the on_train_start hooks
-        # batch | validation | epoch_end | epoch_start -> state_key -> attributes
+        # validation | epoch_end | epoch_start -> state_key -> attributes
         self.marks: dict[str, dict[str, Snapshot]] = {}
+        # the in-batch callbacks' attributes at the last batch's start, from the fit's start on (`begin`)
+        self.batch_marks: list[tuple[str, FollowedAttributes]] = []
         self.row_marks: dict[str, int] = {}  # the same -> how many of ``rows`` came before it
         self.rows: list[tuple[int, int | None, dict[str, Any]]] = []  # written since the batch's start
         self.written: list[tuple[int, int | None, dict[str, Any]]] = []  # a resumed run's rows written already
@@ -383,6 +389,7 @@ class Holders:
         """At the fit's start, after the on_train_start hooks (which a resumed run runs again): what a
         callback's attributes change from later is what the fit changed."""
         self.start = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
+        self.batch_marks = [(key, followed_in_batch(callback, skip)) for key, callback, skip in self.in_batch]
 
     def _own_save_starts(self, callback: Any, trainer: Any, filepath: str) -> None:
         if not interrupted(trainer):
@@ -431,8 +438,8 @@ class Holders:
         if self.rows:
             self.rows = []
         self.row_marks["batch"] = 0
-        if self.in_batch:
-            self.marks["batch"] = {key: snapshot(callback, skip, False) for key, callback, skip in self.in_batch}
+        for _, attributes in self.batch_marks:  # what changed since the last batch's start, marked again
+            attributes.batch_start()
 
     def mark(self, name: str) -> None:
         """At a validation's start (``validation``), an epoch's end's start (``epoch_end``) and before an
@@ -478,7 +485,11 @@ class Holders:
             shared["stop_limits"] = stop
         start = "batch" if mark == "fetch" else mark  # a fault before a batch's hooks ended: from its start
         done: set[str] = self.done if start in _WINDOW_HOOKS else set()  # these keep their state, uncalled
-        marked = self.marks.get(start, {}) if start is not None and start in self.row_marks else {}
+        marked: dict[str, Snapshot] = {}
+        if start == "batch" and start in self.row_marks:
+            marked = {key: attributes.present for key, attributes in self.batch_marks}
+        elif start is not None and start in self.row_marks:
+            marked = self.marks.get(start, {})
         found = entries or {}
         # the tracked callbacks that keep state in their attributes: changed during the fit, or a list, a dict or
         # a tensor (where a callback collects, from its first batch on)
@@ -562,7 +573,8 @@ class CallbackState:
     """The callbacks' attributes and states, and the loggers' rows: a source of state (``resume/source.py``).
     Its `Holders` is made at each start of the fit loop (a tuner's trials start it too), from the Trainer's
     callbacks and loggers then. Per batch: nothing, but where a callback's batch hooks may change its attributes
-    (those callbacks' attributes read, `snapshot`) or the loggers were given rows since the last batch's start."""
+    (what changed of those callbacks' attributes marked again, `followed_in_batch`) or the loggers were given rows
+    since the last batch's start."""
 
     key = RANK_SAVED
     reads_each_batch = True

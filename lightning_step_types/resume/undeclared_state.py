@@ -56,7 +56,6 @@ import types
 import weakref
 from collections.abc import Mapping
 from functools import partial
-from operator import is_, itemgetter
 from typing import Any, cast
 
 import torch
@@ -65,22 +64,17 @@ from lightning_step_types._lightning.module_attributes import (
     around_module_restore,
     framework_names,
     stop_around_module_restore,
-    tensor_versions,
 )
-from lightning_step_types.resume.held_generators import NAMES, kind_of, put_back, state_of
+from lightning_step_types.resume.followed_attributes import FollowedAttributes
+from lightning_step_types.resume.held_generators import NAMES, put_back
 from lightning_step_types.resume.marks import (
     ABSENT,
     ABSENT_MARK,
-    DEQUE,
-    DICT,
-    LIST,
     OBJECT,
-    TENSOR,
-    TUPLE,
+    OBJECT_DEPTH,
     GeneratorState,
     Mark,
     Unknown,
-    equal_items,
     held_by,
     mark_of,
     same_mark,
@@ -189,7 +183,6 @@ class ModuleAttributes:
         self.owner: str = type(module).__qualname__
         self.framework: frozenset[str] = framework_names(module)
         self.namespace: dict[str, Any] = cast("dict[str, Any]", vars(module))
-        self.size: int = -1  # len(namespace) when the followed names were last read
         # name -> mark at the fit's start; None before it (nothing of the fit has run: a save then, as
         # BatchSizeFinder's and LearningRateFinder's own in on_fit_start, finds nothing changed)
         self.start: dict[str, Mark] | None = None
@@ -199,22 +192,9 @@ class ModuleAttributes:
         # the checkpoint's entries the module's own on_save_checkpoint may have added (not Lightning's, not
         # the library's), by reference, from the module's restore until the resumed fit's start
         self.loaded_entries: dict[str, Any] = {}
-        # the marks at the last batch's start: each followed name, its mark, and whether it changed in
-        # place before (its tensors are then cloned at each mark); with the fast path's tuples (`_index`)
-        self.names: list[str] = []
-        self.marks_at: list[Mark] = []
-        self.kept: list[bool] = []
-        self.refs: tuple[Any, ...] = ()
-        self.absent: tuple[Any, ...] = ()
-        self.getter: Any = None
-        self.list_at: list[int] = []
-        self.lists: tuple[list[Any], ...] = ()
-        self.lengths: tuple[int, ...] = ()
-        self.tensor_at: list[int] = []
-        self.tensors: tuple[torch.Tensor, ...] = ()
-        self.versions: tuple[int, ...] = ()
-        self.containers_at: list[int] = []
-        self.generators_at: list[tuple[int, str]] = []  # the generators (`held_generators`), and their kinds
+        # the marks at the last batch's start, taken again where an attribute changed (objects two levels down; a
+        # tensor or container changed in place is cloned at each later mark, for a save inside the batch)
+        self.batch_marks: FollowedAttributes = FollowedAttributes(self.namespace, self.followed, OBJECT_DEPTH, True)
         self.marks: dict[str, dict[str, Mark]] = {}  # validation | epoch_end | epoch_start -> name -> mark, copied
         self.resumed: Mapping[str, Any] | None = None  # a resumed fit's entry, until its start
         around_module_restore(trainer, self._before_load, self._after_load)
@@ -267,11 +247,7 @@ class ModuleAttributes:
     def _fit_start(self) -> None:
         """Before the on_train_start hooks: the marks every change is measured from."""
         self.start = self.marks_now()
-        self.size = len(self.namespace)
-        self.names = list(self.start)
-        self.marks_at = list(self.start.values())
-        self.kept = [False] * len(self.names)
-        self._index()
+        self.batch_marks.start(self.start)
         if self.before_load is not None:
             before, after = self.before_load, self.after_load if self.after_load is not None else self.start
             self.loaded_by_module = {
@@ -281,108 +257,15 @@ class ModuleAttributes:
             }
 
     def batch_start(self) -> None:
-        """At each batch's start: a new mark for each attribute that changed since the last one.
-
-        Where nothing changed this is a few C-level passes: the values read at once and compared by
-        identity, the lists' lengths, the tensors' versions, the plain dicts of numbers by ``==``."""
-        namespace = self.namespace
-        if len(namespace) != self.size:
-            self._read_names()
-        if not self.names:
-            return
-        try:  # one C call: an attribute deleted since (rare) takes the slower read
-            values: tuple[Any, ...] = self.getter(namespace) if len(self.names) > 1 else (namespace[self.names[0]],)
-        except KeyError:
-            values = tuple(map(namespace.get, self.names, self.absent))
-        marks = self.marks_at
-        if not all(map(is_, values, self.refs)):
-            changed = [index for index, (value, ref) in enumerate(zip(values, self.refs)) if value is not ref]
-            kinds: set[str] = set()
-            for index in changed:
-                old = marks[index][0]
-                mark = marks[index] = mark_of(values[index], clone=self.kept[index])
-                kinds.add(old if old is mark[0] else "moved")
-            self.refs = values
-            if "moved" in kinds or DICT in kinds or TUPLE in kinds or DEQUE in kinds or OBJECT in kinds:
-                self._index()
-            else:
-                if LIST in kinds:
-                    self.lists = tuple(marks[index][1] for index in self.list_at)
-                    self.lengths = tuple(marks[index][2] for index in self.list_at)
-                if TENSOR in kinds:
-                    self.tensors = tuple(marks[index][1] for index in self.tensor_at)
-                    self.versions = tuple(marks[index][2] for index in self.tensor_at)
-            # and on: other attributes may have changed in place in the same batch
-        if self.lists:
-            lengths = tuple(map(len, self.lists))
-            if lengths != self.lengths:
-                for index, length in zip(self.list_at, lengths):
-                    if length != marks[index][2]:
-                        marks[index] = mark_of(values[index])
-                self.lengths = lengths
-        if self.tensors:
-            versions = tensor_versions(self.tensors)
-            if versions != self.versions:
-                for index, version in zip(self.tensor_at, versions):
-                    if version != marks[index][2]:
-                        self.kept[index] = True  # changed in place: from now on it is cloned at each mark
-                        marks[index] = mark_of(values[index], clone=True)
-                self.versions = versions
-        for index in self.containers_at:
-            mark = marks[index]
-            if mark[0] is DICT and mark[3] is not None:
-                if equal_items(mark[3], mark[1]):  # a dict of numbers and strings: compared in C
-                    continue
-                marks[index] = mark_of(mark[1], clone=True)
-            else:
-                new = mark_of(mark[1], clone=True)
-                if same_mark(mark, new):
-                    continue
-                marks[index] = new
-            self.kept[index] = True
-            if marks[index][0] is not mark[0]:
-                self._index()
-        for index, kind in self.generators_at:  # where each generator is: a draw moves it, in place
-            marks[index] = (OBJECT, values[index], GeneratorState(kind, state_of(values[index], kind)))
-
-    def _index(self) -> None:
-        marks = self.marks_at
-        self.refs = tuple(mark[1] for mark in marks)
-        self.absent = (ABSENT,) * len(marks)
-        self.getter = itemgetter(*self.names) if self.names else None
-        self.list_at = [index for index, mark in enumerate(marks) if mark[0] is LIST]
-        self.lists = tuple(marks[index][1] for index in self.list_at)
-        self.lengths = tuple(marks[index][2] for index in self.list_at)
-        self.tensor_at = [index for index, mark in enumerate(marks) if mark[0] is TENSOR]
-        self.tensors = tuple(marks[index][1] for index in self.tensor_at)
-        self.versions = tuple(marks[index][2] for index in self.tensor_at)
-        self.containers_at = [index for index, mark in enumerate(marks) if mark[0] in (DICT, TUPLE, DEQUE)]
-        self.generators_at = [
-            (index, kind)
-            for index, mark in enumerate(marks)
-            if mark[0] is OBJECT and (kind := kind_of(mark[1])) is not None
-        ]
-
-    def _read_names(self) -> None:
-        self.size = len(self.namespace)
-        known = set(self.names)
-        for name, value in self.followed().items():
-            if name not in known:
-                self.names.append(name)
-                self.marks_at.append(mark_of(value))
-                self.kept.append(False)
-        self._index()
-
-    @property
-    def entries(self) -> dict[str, Mark]:
-        """The marks at the last batch's start, by name."""
-        return dict(zip(self.names, self.marks_at))
+        """At each batch's start: a new mark for each attribute that changed since the last one
+        (`FollowedAttributes.batch_start`)."""
+        self.batch_marks.batch_start()
 
     def _mark_moment(self, name: str) -> None:
         """At a validation's start, an epoch's end's start and before an epoch's on_train_epoch_start hooks:
         the lists copied (they may be cleared in what runs again), the tensors seen to change in place
         cloned (a large cached tensor is not)."""
-        kept = dict(zip(self.names, self.kept))
+        kept = self.batch_marks.kept_by_name
         self.marks[name] = {
             attribute: mark_of(value, clone=kept.get(attribute, False), copy=True)
             for attribute, value in self.followed().items()
@@ -403,7 +286,7 @@ class ModuleAttributes:
         now = self.marks_now()
         shared = _held_elsewhere(trainer)
         if runs_again in ("fetch", "batch"):
-            at_point: dict[str, Mark] = self.entries
+            at_point: dict[str, Mark] = self.batch_marks.entries
         elif runs_again is not None and runs_again in self.marks:
             at_point = self.marks[runs_again]
         else:
