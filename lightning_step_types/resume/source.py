@@ -3,9 +3,11 @@
 A followed fit (``resume/fit_follower.py``, the coordinator) holds its sources side by side: the global
 random streams (``random_streams``), the plain training loaders' passes (``plain_loaders``), the module's
 own attributes (``undeclared_state``), the callbacks' attributes and the loggers' rows (``holders``), the
-samplers Lightning wraps under DDP (``data_order``), the optimizers' settings and the schedulers' states each
-process holds (``shared_settings``). The
-coordinator knows where the fit is; each source knows one kind of state, and is asked the same questions:
+samplers Lightning wraps under DDP (``data_order``), the training loaders' generators (``data_randomness``),
+the optimizers' settings and the schedulers' states each process holds (``shared_settings``). The module's
+attributes and the callbacks' are read by one reader (``marks``, and from batch to batch
+``followed_attributes``). The coordinator knows where the fit is; each source knows one kind of state, and
+is asked the same questions:
 
 - `Source.mark`: at the fit's moments a point can start at (the fit's start, an epoch's start, a
   validation's start, an epoch's end's start, an epoch's end), what it needs of its state there; and at each
