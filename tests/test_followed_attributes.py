@@ -2,9 +2,9 @@
 
 A callback whose batch hooks may change its attributes is followed from batch to batch: at each batch's start
 only what changed since the last one is marked again (the module's own attributes are read the same way). What
-a save then reads back for the batch's start must be what a fresh reading of every attribute there
-(``attributes.snapshot``, the reading at the other moments) reads back: each change a batch can make is made,
-then the two readings are compared, before and after the next batch changes the object again.
+a save then reads back for the batch's start must be what a fresh mark of every attribute there reads back:
+each change a batch can make is made, then the two readings are compared, before and after the next batch
+changes the object again.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from lightning_step_types.resume import attributes
-from lightning_step_types.resume.attributes import followed_in_batch, snapshot
-from lightning_step_types.resume.marks import Unknown
+from lightning_step_types.resume.attributes import followed_in_batch
+from lightning_step_types.resume.marks import Unknown, mark_of
 from lightning_step_types.resume.plain_data import same
 
 
@@ -107,7 +107,7 @@ def test_the_followed_reading_at_a_batchs_start_is_a_fresh_readings(change: Call
     for _ in range(3):  # batch after batch: each makes the change, then the next batch's start reads
         change(holder)
         followed.batch_start()
-        fresh = snapshot(holder, frozenset(), False)
+        fresh = {name: mark_of(value, depth=0) for name, value in vars(holder).items()}
         _assert_same_reading(_read_back(followed.present), _read_back(fresh))
         change(holder)  # the batch goes on: what each reading gives back now, for a save inside it
         _assert_same_reading(_read_back(followed.present), _read_back(fresh))

@@ -10,14 +10,16 @@ save:
   module's own attributes' too), cheaply. Numbers, strings and None are held as they are; a tensor by
   reference and its in-place version (changed in place after the point: its value there is lost, and
   named); a dict (an ``OrderedDict``, a ``defaultdict`` too) by its items, each marked the same way; a
-  list by reference and length (at a batch's start, where this runs every batch: a list is assumed to grow
-  by appends inside a batch, whose prefix the save reads back) or copied, its items by reference (at the
-  fit's start, a validation's or an epoch's end's start, where a hook may empty it); a
-  ``collections.deque`` copied (a bounded one drops its oldest items as it appends: neither its identity
+  list copied, its items by reference (at the fit's start, a validation's or an epoch's end's start, where
+  a hook may empty it); a ``collections.deque`` copied (a bounded one drops its oldest items as it appends: neither its identity
   nor its length tells its value; the copy costs its length, at most its ``maxlen``); a random generator
   (``resume/held_generators.py``) by reference and its state, read through its getter; any other object
   by its identity only (a callback's helper objects are its own business: the module's are marked two
   levels down, since a module's are its state).
+- `followed_in_batch`: at each batch's start, for the callbacks whose batch hooks may change their
+  attributes, only what changed since the last batch's start marked again (the module's own attributes'
+  reader); a list there by reference and length (assumed to grow by appends inside a batch, whose prefix
+  the save reads back).
 - `changes`: at a save, each attribute that changed in the fit (since the fit's start, after the
   ``on_train_start`` hooks) or since the point's start, and what the resumed run needs: the value at
   the point put into the checkpoint's ``state_dict()`` entry where that entry holds the attribute
@@ -77,11 +79,9 @@ def skipped_names(callback: Any) -> frozenset[str]:
     return frozenset(name for name in dir(cls) if callable(getattr(cls, name, None)))
 
 
-def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
-    """``obj``'s attributes, each read as the module docstring says (``copy_lists``: lists copied).
-
-    Run at every batch's start for the callbacks whose batch hooks may change them: one copy of the
-    attribute dict (in C), then a mark only for each value that is not a number, a string or None."""
+def snapshot(obj: Any, skip: frozenset[str]) -> Snapshot:
+    """``obj``'s attributes, each read as the module docstring says: one copy of the attribute dict (in C),
+    then a mark only for each value that is not a number, a string or None."""
     attributes = cast("dict[str, Any]", vars(obj))
     read = attributes.copy()
     as_is = _AS_IS
@@ -91,7 +91,7 @@ def snapshot(obj: Any, skip: frozenset[str], copy_lists: bool) -> Snapshot:
         if name in skip:
             del read[name]
         else:
-            read[name] = mark_of(value, copy=copy_lists, depth=0)
+            read[name] = mark_of(value, copy=True, depth=0)
     return read
 
 

@@ -383,12 +383,12 @@ class Holders:
     def before_train_start(self) -> None:
         """Before the on_train_start hooks: what they set up is saved apart, for a resumed fit that does not
         run them (one with nothing left to train, which Lightning ends before its start)."""
-        self.before = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
+        self.before = {key: snapshot(callback, skip) for key, callback, skip in self.tracked}
 
     def begin(self) -> None:
         """At the fit's start, after the on_train_start hooks (which a resumed run runs again): what a
         callback's attributes change from later is what the fit changed."""
-        self.start = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
+        self.start = {key: snapshot(callback, skip) for key, callback, skip in self.tracked}
         self.batch_marks = [(key, followed_in_batch(callback, skip)) for key, callback, skip in self.in_batch]
 
     def _own_save_starts(self, callback: Any, trainer: Any, filepath: str) -> None:
@@ -447,7 +447,7 @@ class Holders:
         self.row_marks[name] = len(self.rows)
         self.done.clear()
         if self.tracked:
-            self.marks[name] = {key: snapshot(callback, skip, True) for key, callback, skip in self.tracked}
+            self.marks[name] = {key: snapshot(callback, skip) for key, callback, skip in self.tracked}
 
     def saved(
         self,
@@ -502,7 +502,7 @@ class Holders:
             point = None if key in done else marked.get(key)
             if point is None:  # no change since the point's start: the attributes now are its
                 # (a ModelCheckpoint saving this file: with what it sets once the file is written)
-                point = {**snapshot(callback, skip, True), **self.saving.get(key, {})}
+                point = {**snapshot(callback, skip), **self.saving.get(key, {})}
             entry: Any = found.get(key)
             if isinstance(entry, Mapping):  # an entry's key its callback's loading leaves unread holds nothing
                 unread = keys_not_loaded(callback)
