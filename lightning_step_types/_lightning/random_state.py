@@ -228,7 +228,9 @@ def _moved(parts: tuple[memoryview, ...], at_copy: tuple[bytearray, ...]) -> boo
     """Whether an engine moved since its parts were ``at_copy`` (then kept as they are now): two
     comparisons by ``memcmp`` (a ``bytearray`` against a ``memoryview``) where nothing moved."""
     head, tail = parts
-    head_at, tail_at = at_copy
+    # Any: typeshed's types see no overlap between a bytearray and a memoryview, which compare by content
+    head_at: Any = at_copy[0]
+    tail_at: Any = at_copy[1]
     if head_at == head and tail_at == tail:
         return False
     head_at[:] = head
