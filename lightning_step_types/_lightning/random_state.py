@@ -9,7 +9,10 @@ copies bytes and builds no Python object: about 4,000 instructions a batch for a
 (``benchmarks/resume_costs.py``), where their public getters build one each (``Generator.get_state``
 alone takes about 12,000 instructions inside a fit: a 5056-byte tensor, converted word by word, whose
 allocation also makes glibc's malloc consolidate its free lists; ``random.getstate`` builds 625 ints,
-``np.random.get_state`` a tuple). The states are converted to their getters' layouts only when they
+``np.random.get_state`` a tuple). The bytes are copied only where a draw moved an engine since the last copy
+(``_moved``: the engine's position in its block, relied on to move with every draw, as torch's ``mt19937``
+and CPython's ``genrand_uint32`` move it, its first and last words and torch's cached normal samples,
+compared in place). The states are converted to their getters' layouts only when they
 are kept (``GlobalStreams.at_batch_start``, at a save) or read at the rarer moments (``read``):
 
 - torch's CPU generator as a copy of the raw bytes of its C++ object: the ``at::mt19937`` engine
