@@ -214,7 +214,8 @@ class GeneratorState:
     __slots__ = ("kind", "state")
 
     def __init__(self, kind: str, state: Any) -> None:
-        self.kind, self.state = kind, state
+        self.kind: str = kind
+        self.state: Any = state
 
     def plain(self) -> Any:
         """The state as plain data: what a checkpoint holds, and what two probes compare by."""
